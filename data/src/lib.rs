@@ -1,0 +1,13 @@
+//! Inputs for motionvl: decoded frames, frame plans, Qwen2.5-VL pixel preprocessing,
+//! chat-template tokenisation and dataset / benchmark manifest readers.
+//!
+//! This crate knows nothing of Candle: it yields `ndarray` arrays and token ids, so
+//! loader threads never touch a device.
+
+pub mod frames;
+pub mod loader;
+pub mod manifest;
+pub mod preprocess;
+pub mod samples;
+pub mod text;
+pub mod video;
