@@ -1,1 +1,15 @@
+//! motionvl's models in Candle: Qwen2.5-VL (vision tower, multimodal-RoPE decoder, generation)
+//! and the checkpoint loading that feeds it.
 
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+pub mod ops;
+pub mod rope;
+pub mod text;
+pub mod vision;
+pub mod qwen25vl;
+
+pub use checkpoint::{CheckpointFiles, CheckpointWeights, HubOptions};
+pub use config::{Qwen25VlConfig, TextConfig, VisionConfig};
+pub use error::{ModelError, Result};

@@ -1,0 +1,289 @@
+//! Qwen2.5-VL configuration, read from the checkpoint's own `config.json`.
+//!
+//! Two layouts exist in the wild: the flat one of the hub checkpoints (text keys at the top,
+//! `rope_scaling.mrope_section`, `vision_config.in_chans`) and the nested one written by
+//! transformers 5 (`text_config`, `rope_parameters`). Both resolve to the same structs.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::Value;
+
+use crate::error::{ModelError, Result};
+
+/// Activation of an MLP, spelled as in `hidden_act`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Activation {
+    Silu,
+    /// Exact (erf) GELU, PyTorch's `nn.GELU()` and `"gelu"`.
+    Gelu,
+    /// Tanh-approximated GELU, `"gelu_pytorch_tanh"`.
+    GeluTanh,
+}
+
+impl Activation {
+    fn parse(name: &str) -> Option<Self> {
+        match name {
+            "silu" | "swish" => Some(Self::Silu),
+            "gelu" => Some(Self::Gelu),
+            "gelu_pytorch_tanh" | "gelu_new" => Some(Self::GeluTanh),
+            _ => None,
+        }
+    }
+
+    pub fn apply(self, xs: &candle_core::Tensor) -> candle_core::Result<candle_core::Tensor> {
+        match self {
+            Self::Silu => candle_nn::ops::silu(xs),
+            Self::Gelu => xs.gelu_erf(),
+            Self::GeluTanh => xs.gelu(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct VisionConfig {
+    pub depth: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_heads: usize,
+    pub in_channels: usize,
+    pub out_hidden_size: usize,
+    pub patch_size: usize,
+    pub spatial_merge_size: usize,
+    pub temporal_patch_size: usize,
+    /// Window side in pixels for window attention.
+    pub window_size: usize,
+    pub fullatt_block_indexes: Vec<usize>,
+    /// Temporal M-RoPE units per second of video.
+    pub tokens_per_second: f64,
+    pub hidden_act: Activation,
+    pub rope_theta: f64,
+}
+
+impl VisionConfig {
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_heads
+    }
+
+    /// Values of one flattened patch: channels × temporal patch × patch × patch.
+    pub fn patch_dim(&self) -> usize {
+        self.in_channels * self.temporal_patch_size * self.patch_size * self.patch_size
+    }
+
+    pub fn merge_unit(&self) -> usize {
+        self.spatial_merge_size * self.spatial_merge_size
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TextConfig {
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: usize,
+    pub rms_norm_eps: f64,
+    pub rope_theta: f64,
+    /// Split of the rotary frequencies between the t, h and w positions.
+    pub mrope_section: [usize; 3],
+    pub hidden_act: Activation,
+}
+
+impl TextConfig {
+    pub fn head_dim(&self) -> usize {
+        self.hidden_size / self.num_attention_heads
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Qwen25VlConfig {
+    pub text: TextConfig,
+    pub vision: VisionConfig,
+    pub image_token_id: u32,
+    pub video_token_id: u32,
+    pub vision_start_token_id: u32,
+    pub vision_end_token_id: u32,
+    pub eos_token_ids: Vec<u32>,
+    pub tie_word_embeddings: bool,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawRope {
+    mrope_section: Option<Vec<usize>>,
+    rope_theta: Option<f64>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawText {
+    vocab_size: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_hidden_layers: Option<usize>,
+    num_attention_heads: Option<usize>,
+    num_key_value_heads: Option<usize>,
+    rms_norm_eps: Option<f64>,
+    rope_theta: Option<f64>,
+    rope_scaling: Option<RawRope>,
+    rope_parameters: Option<RawRope>,
+    hidden_act: Option<String>,
+    eos_token_id: Option<Value>,
+    tie_word_embeddings: Option<bool>,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(default)]
+struct RawVision {
+    depth: Option<usize>,
+    hidden_size: Option<usize>,
+    intermediate_size: Option<usize>,
+    num_heads: Option<usize>,
+    in_channels: Option<usize>,
+    in_chans: Option<usize>,
+    out_hidden_size: Option<usize>,
+    patch_size: Option<usize>,
+    spatial_patch_size: Option<usize>,
+    spatial_merge_size: Option<usize>,
+    temporal_patch_size: Option<usize>,
+    window_size: Option<usize>,
+    fullatt_block_indexes: Option<Vec<usize>>,
+    tokens_per_second: Option<f64>,
+    hidden_act: Option<String>,
+    rope_parameters: Option<RawRope>,
+}
+
+#[derive(Deserialize)]
+struct RawConfig {
+    #[serde(flatten)]
+    top: RawText,
+    text_config: Option<RawText>,
+    vision_config: Option<RawVision>,
+    image_token_id: Option<u32>,
+    video_token_id: Option<u32>,
+    vision_start_token_id: Option<u32>,
+    vision_end_token_id: Option<u32>,
+}
+
+impl Qwen25VlConfig {
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        Self::from_json(&text).map_err(|reason| ModelError::Config {
+            path: path.to_path_buf(),
+            reason,
+        })
+    }
+
+    /// Parses either config layout; the error names the first missing or invalid key.
+    pub fn from_json(text: &str) -> std::result::Result<Self, String> {
+        let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
+        // Nested layout: text keys live in `text_config`; a key missing there may still sit at the top.
+        let nested = raw.text_config.unwrap_or_default();
+        let top = raw.top;
+        macro_rules! text_key {
+            ($key:ident) => {
+                nested
+                    .$key
+                    .clone()
+                    .or(top.$key.clone())
+                    .ok_or_else(|| format!("missing `{}`", stringify!($key)))?
+            };
+        }
+        let rope = nested
+            .rope_parameters
+            .as_ref()
+            .or(nested.rope_scaling.as_ref())
+            .or(top.rope_parameters.as_ref())
+            .or(top.rope_scaling.as_ref());
+        let mrope = rope
+            .and_then(|r| r.mrope_section.clone())
+            .ok_or("missing `mrope_section` (in rope_scaling or rope_parameters)")?;
+        let mrope_section: [usize; 3] = mrope
+            .try_into()
+            .map_err(|v: Vec<usize>| format!("`mrope_section` must have 3 entries, found {}", v.len()))?;
+        let rope_theta = rope
+            .and_then(|r| r.rope_theta)
+            .or(nested.rope_theta)
+            .or(top.rope_theta)
+            .ok_or("missing `rope_theta`")?;
+        let act = |name: Option<String>| -> std::result::Result<Activation, String> {
+            let name = name.unwrap_or_else(|| "silu".into());
+            Activation::parse(&name).ok_or(format!("unsupported activation `{name}`"))
+        };
+        let text_cfg = TextConfig {
+            vocab_size: text_key!(vocab_size),
+            hidden_size: text_key!(hidden_size),
+            intermediate_size: text_key!(intermediate_size),
+            num_hidden_layers: text_key!(num_hidden_layers),
+            num_attention_heads: text_key!(num_attention_heads),
+            num_key_value_heads: text_key!(num_key_value_heads),
+            rms_norm_eps: nested.rms_norm_eps.or(top.rms_norm_eps).unwrap_or(1e-6),
+            rope_theta,
+            mrope_section,
+            hidden_act: act(nested.hidden_act.clone().or(top.hidden_act.clone()))?,
+        };
+        if text_cfg.num_attention_heads == 0
+            || text_cfg.hidden_size % text_cfg.num_attention_heads != 0
+            || text_cfg.num_key_value_heads == 0
+            || text_cfg.num_attention_heads % text_cfg.num_key_value_heads != 0
+        {
+            return Err("text heads must divide hidden_size and be a multiple of num_key_value_heads".into());
+        }
+        if 2 * mrope_section.iter().sum::<usize>() != text_cfg.head_dim() {
+            return Err(format!(
+                "mrope_section {mrope_section:?} sums to {}, but head_dim/2 is {}",
+                mrope_section.iter().sum::<usize>(),
+                text_cfg.head_dim() / 2
+            ));
+        }
+        let v = raw.vision_config.ok_or("missing `vision_config`")?;
+        macro_rules! vision_key {
+            ($key:ident) => {
+                v.$key
+                    .clone()
+                    .ok_or_else(|| format!("missing `vision_config.{}`", stringify!($key)))?
+            };
+        }
+        let vision = VisionConfig {
+            depth: vision_key!(depth),
+            hidden_size: vision_key!(hidden_size),
+            intermediate_size: vision_key!(intermediate_size),
+            num_heads: vision_key!(num_heads),
+            in_channels: v.in_channels.or(v.in_chans).unwrap_or(3),
+            out_hidden_size: vision_key!(out_hidden_size),
+            patch_size: v.patch_size.or(v.spatial_patch_size).unwrap_or(14),
+            spatial_merge_size: v.spatial_merge_size.unwrap_or(2),
+            temporal_patch_size: v.temporal_patch_size.unwrap_or(2),
+            window_size: v.window_size.unwrap_or(112),
+            fullatt_block_indexes: v.fullatt_block_indexes.clone().unwrap_or_default(),
+            tokens_per_second: v.tokens_per_second.unwrap_or(2.0),
+            hidden_act: act(v.hidden_act.clone())?,
+            rope_theta: v.rope_parameters.as_ref().and_then(|r| r.rope_theta).unwrap_or(10000.0),
+        };
+        if vision.num_heads == 0 || vision.hidden_size % vision.num_heads != 0 || vision.head_dim() % 4 != 0 {
+            return Err("vision num_heads must divide hidden_size into a head_dim divisible by 4".into());
+        }
+        if vision.window_size % (vision.patch_size * vision.spatial_merge_size) != 0 {
+            return Err("vision window_size must be a multiple of patch_size × spatial_merge_size".into());
+        }
+        let eos_token_ids = match top.eos_token_id.clone().or(nested.eos_token_id.clone()) {
+            Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
+            Some(Value::Array(ids)) => ids.iter().filter_map(|n| n.as_u64()).map(|n| n as u32).collect(),
+            _ => Vec::new(),
+        };
+        Ok(Self {
+            text: text_cfg,
+            vision,
+            image_token_id: raw.image_token_id.unwrap_or(151655),
+            video_token_id: raw.video_token_id.unwrap_or(151656),
+            vision_start_token_id: raw.vision_start_token_id.unwrap_or(151652),
+            vision_end_token_id: raw.vision_end_token_id.unwrap_or(151653),
+            eos_token_ids,
+            tie_word_embeddings: top.tie_word_embeddings.or(nested.tie_word_embeddings).unwrap_or(false),
+        })
+    }
+}

@@ -1,0 +1,48 @@
+use std::path::PathBuf;
+
+/// Everything that can go wrong while loading or running a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ModelError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path} is not a valid model config: {reason}")]
+    Config { path: PathBuf, reason: String },
+    #[error("checkpoint has no tensor `{name}` (looked in {files})")]
+    MissingTensor { name: String, files: String },
+    #[error("checkpoint tensor `{name}` has shape {found:?}, the config expects {expected:?}")]
+    TensorShape {
+        name: String,
+        expected: Vec<usize>,
+        found: Vec<usize>,
+    },
+    #[error("no safetensors weights in {0} (expected model.safetensors or model.safetensors.index.json)")]
+    NoWeights(PathBuf),
+    #[error("model `{repo}` file `{file}` is not in the Hugging Face cache at {cache} and offline mode is on; download it first (or unset HF_HUB_OFFLINE) or pass a local directory")]
+    NotCached {
+        repo: String,
+        file: String,
+        cache: PathBuf,
+    },
+    #[error("downloading `{file}` of `{repo}` failed: {reason}")]
+    Hub {
+        repo: String,
+        file: String,
+        reason: String,
+    },
+    #[error("{kind} placeholder tokens and {kind} features disagree: the prompt holds {tokens} placeholder tokens but the vision tower produced {features} feature rows")]
+    PlaceholderMismatch {
+        kind: &'static str,
+        tokens: usize,
+        features: usize,
+    },
+    #[error("invalid input: {0}")]
+    Input(String),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+}
+
+pub type Result<T> = std::result::Result<T, ModelError>;

@@ -1,0 +1,126 @@
+//! Building blocks written with differentiable primitives only.
+//!
+//! Candle's fused `rms_norm`, `softmax_last_dim` and `rope*` kernels have no backward pass:
+//! gradients through them vanish silently. Everything here is composed of ops that do have
+//! one, so the same code serves inference and training.
+
+use candle_core::{DType, Module, Result, Tensor, D};
+use candle_nn::VarBuilder;
+
+/// Root-mean-square norm as Qwen2 computes it: statistics in f32, scale in the input dtype.
+#[derive(Debug, Clone)]
+pub struct RmsNorm {
+    weight: Tensor,
+    eps: f64,
+}
+
+impl RmsNorm {
+    pub fn new(size: usize, eps: f64, vb: VarBuilder) -> Result<Self> {
+        Ok(Self { weight: vb.get(size, "weight")?, eps })
+    }
+
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let dtype = xs.dtype();
+        let xs = xs.to_dtype(DType::F32)?;
+        let inv_rms = (xs.sqr()?.mean_keepdim(D::Minus1)? + self.eps)?.sqrt()?.recip()?;
+        xs.broadcast_mul(&inv_rms)?.to_dtype(dtype)?.broadcast_mul(&self.weight)
+    }
+}
+
+/// `y = x Wᵀ + b` over any number of leading dimensions.
+#[derive(Debug, Clone)]
+pub struct Linear {
+    weight: Tensor,
+    bias: Option<Tensor>,
+}
+
+impl Linear {
+    pub fn new(in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder) -> Result<Self> {
+        let weight = vb.get((out_dim, in_dim), "weight")?;
+        let bias = if bias { Some(vb.get(out_dim, "bias")?) } else { None };
+        Ok(Self { weight, bias })
+    }
+
+    pub fn from_parts(weight: Tensor, bias: Option<Tensor>) -> Self {
+        Self { weight, bias }
+    }
+
+    pub fn weight(&self) -> &Tensor {
+        &self.weight
+    }
+
+    pub fn bias(&self) -> Option<&Tensor> {
+        self.bias.as_ref()
+    }
+}
+
+impl Module for Linear {
+    fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let dims = xs.dims();
+        let in_dim = dims[dims.len() - 1];
+        let rows: usize = dims[..dims.len() - 1].iter().product();
+        let ys = xs.reshape((rows, in_dim))?.matmul(&self.weight.t()?)?;
+        let ys = match &self.bias {
+            Some(b) => ys.broadcast_add(b)?,
+            None => ys,
+        };
+        let mut out_dims = dims[..dims.len() - 1].to_vec();
+        out_dims.push(self.weight.dim(0)?);
+        ys.reshape(out_dims)
+    }
+}
+
+/// `[x1, x2] → [-x2, x1]` on the last dimension.
+pub fn rotate_half(xs: &Tensor) -> Result<Tensor> {
+    let half = xs.dim(D::Minus1)? / 2;
+    let x1 = xs.narrow(D::Minus1, 0, half)?;
+    let x2 = xs.narrow(D::Minus1, half, half)?;
+    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
+}
+
+/// Rotary embedding in the rotate-half convention; `cos`/`sin` broadcast against `xs`.
+/// Computed in f32 like the reference, returned in the input dtype.
+pub fn apply_rotary(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
+    let dtype = xs.dtype();
+    let xs = xs.to_dtype(DType::F32)?;
+    let rotated = rotate_half(&xs)?.broadcast_mul(sin)?;
+    xs.broadcast_mul(cos)?.add(&rotated)?.to_dtype(dtype)
+}
+
+/// Softmax attention over `[.., L, D]` queries and `[.., Lk, D]` keys/values with an optional
+/// additive f32 mask broadcastable to `[.., L, Lk]`. Scores and softmax run in f32.
+pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: Option<&Tensor>) -> Result<Tensor> {
+    let dtype = q.dtype();
+    let scores = (q.matmul(&k.t()?)? * scale)?.to_dtype(DType::F32)?;
+    let scores = match mask {
+        Some(m) => scores.broadcast_add(m)?,
+        None => scores,
+    };
+    let probs = candle_nn::ops::softmax(&scores, D::Minus1)?.to_dtype(dtype)?;
+    probs.matmul(v)
+}
+
+/// `down(act(gate(x)) ⊙ up(x))`, the MLP of both Qwen2.5-VL towers.
+#[derive(Debug, Clone)]
+pub struct GatedMlp {
+    gate_proj: Linear,
+    up_proj: Linear,
+    down_proj: Linear,
+    act: crate::config::Activation,
+}
+
+impl GatedMlp {
+    pub fn new(hidden: usize, intermediate: usize, bias: bool, act: crate::config::Activation, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            gate_proj: Linear::new(hidden, intermediate, bias, vb.pp("gate_proj"))?,
+            up_proj: Linear::new(hidden, intermediate, bias, vb.pp("up_proj"))?,
+            down_proj: Linear::new(intermediate, hidden, bias, vb.pp("down_proj"))?,
+            act,
+        })
+    }
+
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let gate = self.act.apply(&self.gate_proj.forward(xs)?)?;
+        self.down_proj.forward(&(gate * self.up_proj.forward(xs)?)?)
+    }
+}

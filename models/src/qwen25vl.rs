@@ -1,0 +1,355 @@
+//! Qwen2.5-VL for conditional generation: the vision tower's features replace the image/video
+//! placeholder tokens, the decoder runs on M-RoPE positions, and the LM head gives logits.
+
+use candle_core::{DType, Device, Module, Tensor, D};
+use candle_nn::VarBuilder;
+
+use crate::checkpoint::{CheckpointFiles, CheckpointWeights};
+use crate::config::Qwen25VlConfig;
+use crate::error::{ModelError, Result};
+use crate::ops::Linear;
+use crate::rope::{rope_index, RopePositions, TokenKind, VisionSpan};
+use crate::text::{causal_mask, KvCache, TextModel};
+use crate::vision::VisionTower;
+
+/// Token ids of a left-padded batch with, per position, whether it is real and what it holds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PromptBatch {
+    pub ids: Vec<Vec<u32>>,
+    pub mask: Vec<Vec<bool>>,
+    pub kinds: Vec<Vec<TokenKind>>,
+}
+
+impl PromptBatch {
+    /// One unpadded prompt.
+    pub fn single(ids: Vec<u32>, kinds: Vec<TokenKind>) -> Self {
+        let mask = vec![true; ids.len()];
+        Self { ids: vec![ids], mask: vec![mask], kinds: vec![kinds] }
+    }
+
+    pub fn rows(&self) -> usize {
+        self.ids.len()
+    }
+
+    pub fn len(&self) -> usize {
+        self.ids.first().map_or(0, Vec::len)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn validate(&self) -> Result<()> {
+        let len = self.len();
+        for (b, ((ids, mask), kinds)) in self.ids.iter().zip(&self.mask).zip(&self.kinds).enumerate() {
+            if ids.len() != len || mask.len() != len || kinds.len() != len {
+                return Err(ModelError::Input(format!(
+                    "batch row {b}: {} ids, {} mask entries and {} token kinds; every row must have {len}",
+                    ids.len(),
+                    mask.len(),
+                    kinds.len()
+                )));
+            }
+        }
+        if self.mask.len() != self.rows() || self.kinds.len() != self.rows() {
+            return Err(ModelError::Input("ids, mask and kinds must have the same number of rows".into()));
+        }
+        Ok(())
+    }
+
+    fn ids_tensor(&self, device: &Device) -> Result<Tensor> {
+        let flat: Vec<u32> = self.ids.iter().flatten().copied().collect();
+        Ok(Tensor::from_vec(flat, (self.rows(), self.len()), device)?)
+    }
+}
+
+/// Preprocessed pixels of one modality: `[Σ t·h·w, C·Tp·P·P]` and the grid of each item.
+#[derive(Debug, Clone)]
+pub struct PixelInput {
+    pub pixel_values: Tensor,
+    pub grids: Vec<[usize; 3]>,
+}
+
+/// The images and videos of a batch, each in prompt order (row by row).
+#[derive(Debug, Clone, Default)]
+pub struct VisionInputs {
+    pub images: Option<PixelInput>,
+    pub videos: Option<PixelInput>,
+    /// `temporal_patch_size / sampled fps` per video.
+    pub video_seconds_per_grid: Vec<f64>,
+}
+
+/// Vision-tower outputs ready to be spliced into the prompt embeddings.
+#[derive(Debug, Clone, Default)]
+pub struct VisionFeatures {
+    pub images: Option<Tensor>,
+    pub videos: Option<Tensor>,
+}
+
+#[derive(Debug, Clone)]
+pub struct GenerateOptions {
+    pub max_new_tokens: usize,
+    /// Generation of a row stops after it emits one of these (the stop id is kept).
+    pub stop_ids: Vec<u32>,
+    /// Keep the logits of every step (`[B, vocab]` each), e.g. to compare with a reference.
+    pub keep_logits: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct Generation {
+    /// New tokens per row, ending with the stop id when one was produced.
+    pub tokens: Vec<Vec<u32>>,
+    pub step_logits: Vec<Tensor>,
+}
+
+#[derive(Debug, Clone)]
+pub struct Qwen25Vl {
+    visual: VisionTower,
+    text: TextModel,
+    lm_head: Linear,
+    cfg: Qwen25VlConfig,
+}
+
+impl Qwen25Vl {
+    /// Builds the model from a VarBuilder addressed by hub names (`visual.*`, `model.*`, `lm_head.*`).
+    pub fn new(cfg: &Qwen25VlConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+        let visual = VisionTower::new(&cfg.vision, vb.pp("visual"))?;
+        let text = TextModel::new(&cfg.text, vb.pp("model"))?;
+        let head = vb.pp("lm_head");
+        let lm_head = if cfg.tie_word_embeddings && !head.contains_tensor("weight") {
+            Linear::from_parts(text.embedding_weight().clone(), None)
+        } else {
+            Linear::new(cfg.text.hidden_size, cfg.text.vocab_size, false, head)?
+        };
+        Ok(Self { visual, text, lm_head, cfg: cfg.clone() })
+    }
+
+    /// Loads a checkpoint (config + safetensors) for inference.
+    pub fn load(files: &CheckpointFiles, dtype: DType, device: &Device) -> Result<Self> {
+        let cfg = files.load_config()?;
+        let vb = CheckpointWeights::open(&files.weights)?.var_builder(dtype, device);
+        Ok(Self::new(&cfg, vb)?)
+    }
+
+    pub fn config(&self) -> &Qwen25VlConfig {
+        &self.cfg
+    }
+
+    pub fn visual(&self) -> &VisionTower {
+        &self.visual
+    }
+
+    pub fn text(&self) -> &TextModel {
+        &self.text
+    }
+
+    pub fn encode_vision(&self, inputs: &VisionInputs) -> Result<VisionFeatures> {
+        let run = |p: &Option<PixelInput>| -> Result<Option<Tensor>> {
+            p.as_ref().map(|p| self.visual.forward(&p.pixel_values, &p.grids)).transpose()
+        };
+        Ok(VisionFeatures { images: run(&inputs.images)?, videos: run(&inputs.videos)? })
+    }
+
+    /// M-RoPE positions of a batch (the legacy algorithm the checkpoints were trained with).
+    pub fn positions(&self, batch: &PromptBatch, inputs: &VisionInputs) -> Result<RopePositions> {
+        batch.validate()?;
+        let spans = vision_spans(batch, inputs)?;
+        rope_index(&batch.kinds, &batch.mask, &spans, self.cfg.vision.spatial_merge_size, self.cfg.vision.tokens_per_second)
+    }
+
+    /// Prompt embeddings `[B, L, hidden]` with vision features in place of the placeholders.
+    pub fn embed(&self, batch: &PromptBatch, features: &VisionFeatures) -> Result<Tensor> {
+        batch.validate()?;
+        let device = self.text.embedding_weight().device();
+        let text = self.text.embed(&batch.ids_tensor(device)?)?;
+        let (rows, len, hidden) = text.dims3()?;
+        let count = |kind| batch.kinds.iter().zip(&batch.mask).flat_map(|(k, m)| k.iter().zip(m)).filter(|&(&k, &m)| m && k == kind).count();
+        let feature_rows = |f: &Option<Tensor>| f.as_ref().map_or(Ok(0), |t| t.dim(0));
+        let (n_image, n_video) = (feature_rows(&features.images)?, feature_rows(&features.videos)?);
+        for (name, tokens, feats) in [("image", count(TokenKind::Image), n_image), ("video", count(TokenKind::Video), n_video)] {
+            if tokens != feats {
+                return Err(ModelError::PlaceholderMismatch { kind: name, tokens, features: feats });
+            }
+        }
+        if n_image + n_video == 0 {
+            return Ok(text);
+        }
+        // One gather over [text rows; image features; video features] puts every row in place.
+        let mut sources = vec![text.reshape((rows * len, hidden))?];
+        let image_base = rows * len;
+        let video_base = image_base + n_image;
+        for f in [&features.images, &features.videos].into_iter().flatten() {
+            sources.push(f.to_dtype(text.dtype())?);
+        }
+        let (mut next_image, mut next_video) = (0, 0);
+        let mut index = Vec::with_capacity(rows * len);
+        for (b, (kinds, mask)) in batch.kinds.iter().zip(&batch.mask).enumerate() {
+            for (i, (&kind, &real)) in kinds.iter().zip(mask).enumerate() {
+                let source = match (kind, real) {
+                    (TokenKind::Image, true) => {
+                        next_image += 1;
+                        image_base + next_image - 1
+                    }
+                    (TokenKind::Video, true) => {
+                        next_video += 1;
+                        video_base + next_video - 1
+                    }
+                    _ => b * len + i,
+                };
+                index.push(source as u32);
+            }
+        }
+        let all = Tensor::cat(&sources, 0)?;
+        Ok(all.index_select(&Tensor::new(index, device)?, 0)?.reshape((rows, len, hidden))?)
+    }
+
+    /// Logits `[B, L, vocab]` for every position of the prompts.
+    ///
+    /// `positions` overrides the computed M-RoPE positions (to reproduce another implementation).
+    pub fn forward(&self, batch: &PromptBatch, inputs: &VisionInputs, positions: Option<&RopePositions>) -> Result<Tensor> {
+        let features = self.encode_vision(inputs)?;
+        let embeds = self.embed(batch, &features)?;
+        let positions = match positions {
+            Some(p) => p.clone(),
+            None => self.positions(batch, inputs)?,
+        };
+        self.forward_embeds(&embeds, &batch.mask, &positions)
+    }
+
+    /// Decoder + LM head on ready embeddings (the entry point for fused motion features).
+    pub fn forward_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions) -> Result<Tensor> {
+        let device = embeds.device();
+        let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
+        let attn_mask = causal_mask(mask, 0, embeds.dim(1)?, device)?;
+        let hidden = self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), None)?;
+        Ok(self.lm_head.forward(&hidden)?)
+    }
+
+    /// Greedy decoding with a KV cache; rows of a left-padded batch decode in lockstep.
+    pub fn generate(
+        &self,
+        batch: &PromptBatch,
+        inputs: &VisionInputs,
+        positions: Option<&RopePositions>,
+        options: &GenerateOptions,
+    ) -> Result<Generation> {
+        let features = self.encode_vision(inputs)?;
+        let embeds = self.embed(batch, &features)?;
+        let positions = match positions {
+            Some(p) => p.clone(),
+            None => self.positions(batch, inputs)?,
+        };
+        self.generate_from_embeds(&embeds, &batch.mask, &positions, options)
+    }
+
+    pub fn generate_from_embeds(
+        &self,
+        embeds: &Tensor,
+        mask: &[Vec<bool>],
+        positions: &RopePositions,
+        options: &GenerateOptions,
+    ) -> Result<Generation> {
+        let device = embeds.device().clone();
+        let (rows, prompt_len, _) = embeds.dims3()?;
+        let mut cache = KvCache::new(self.text.num_layers());
+        let mut key_mask: Vec<Vec<bool>> = mask.to_vec();
+        let (cos, sin) = self.text.rotary().for_prompt(positions, &device)?;
+        let attn_mask = causal_mask(&key_mask, 0, prompt_len, &device)?;
+        let hidden = self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), Some(&mut cache))?;
+        let mut logits = self.lm_head.forward(&hidden.narrow(1, prompt_len - 1, 1)?)?.squeeze(1)?;
+
+        let mut tokens = vec![Vec::new(); rows];
+        let mut finished = vec![false; rows];
+        let mut step_logits = Vec::new();
+        for step in 0..options.max_new_tokens {
+            let logits_f32 = logits.to_dtype(DType::F32)?;
+            let next: Vec<u32> = logits_f32.argmax(D::Minus1)?.to_vec1()?;
+            if options.keep_logits {
+                step_logits.push(logits_f32);
+            }
+            for (b, &token) in next.iter().enumerate() {
+                if !finished[b] {
+                    tokens[b].push(token);
+                    finished[b] = options.stop_ids.contains(&token);
+                }
+            }
+            if finished.iter().all(|&f| f) || step + 1 == options.max_new_tokens {
+                break;
+            }
+            for row in &mut key_mask {
+                row.push(true);
+            }
+            let ids = Tensor::from_vec(next, (rows, 1), &device)?;
+            let (cos, sin) = self.text.rotary().cos_sin(rows, 1, |_, b, _| positions.next[b] + step as i64, &device)?;
+            let attn_mask = causal_mask(&key_mask, cache.len(), 1, &device)?;
+            let hidden = self.text.forward(&self.text.embed(&ids)?, &cos, &sin, attn_mask.as_ref(), Some(&mut cache))?;
+            logits = self.lm_head.forward(&hidden)?.squeeze(1)?;
+        }
+        Ok(Generation { tokens, step_logits })
+    }
+}
+
+/// Grids of the vision blocks in prompt order, row by row, matched to their modality's inputs.
+fn vision_spans(batch: &PromptBatch, inputs: &VisionInputs) -> Result<Vec<VisionSpan>> {
+    let image_grids = inputs.images.as_ref().map_or(&[][..], |p| &p.grids[..]);
+    let video_grids = inputs.videos.as_ref().map_or(&[][..], |p| &p.grids[..]);
+    let merge = 2 * 2;
+    let (mut next_image, mut next_video) = (0, 0);
+    let mut spans = Vec::new();
+    for (kinds, mask) in batch.kinds.iter().zip(&batch.mask) {
+        let mut i = 0;
+        while i < kinds.len() {
+            let kind = kinds[i];
+            if kind == TokenKind::Text || !mask[i] {
+                i += 1;
+                continue;
+            }
+            let (grid, seconds) = if kind == TokenKind::Image {
+                next_image += 1;
+                let grid = *image_grids.get(next_image - 1).ok_or_else(|| {
+                    ModelError::Input(format!("the prompts hold more image blocks than the {} image inputs", image_grids.len()))
+                })?;
+                (grid, 0.0)
+            } else {
+                next_video += 1;
+                let grid = *video_grids.get(next_video - 1).ok_or_else(|| {
+                    ModelError::Input(format!("the prompts hold more video blocks than the {} video inputs", video_grids.len()))
+                })?;
+                (grid, inputs.video_seconds_per_grid.get(next_video - 1).copied().unwrap_or(1.0))
+            };
+            spans.push(VisionSpan { grid, seconds_per_grid: seconds });
+            i += grid.iter().product::<usize>() / merge;
+        }
+    }
+    Ok(spans)
+}
+
+/// Mean cross-entropy of next-token prediction over positions whose label is not -100
+/// (`labels` are aligned with the inputs; the shift happens here, as in transformers).
+pub fn causal_lm_loss(logits: &Tensor, labels: &[Vec<i64>]) -> Result<Tensor> {
+    let (rows, len, vocab) = logits.dims3()?;
+    let mut picks = Vec::new();
+    let mut targets = Vec::new();
+    for (b, row) in labels.iter().enumerate().take(rows) {
+        for i in 0..len.saturating_sub(1) {
+            let label = row.get(i + 1).copied().unwrap_or(-100);
+            if label == -100 {
+                continue;
+            }
+            if label < 0 || label as usize >= vocab {
+                return Err(ModelError::Input(format!("label {label} at row {b}, position {} is outside the vocabulary of {vocab}", i + 1)));
+            }
+            picks.push((b * len + i) as u32);
+            targets.push(label as u32);
+        }
+    }
+    if picks.is_empty() {
+        return Err(ModelError::Input("no position has a label: nothing to train on".into()));
+    }
+    let device = logits.device();
+    let n = picks.len();
+    let chosen = logits.reshape((rows * len, vocab))?.index_select(&Tensor::new(picks, device)?, 0)?;
+    let log_probs = candle_nn::ops::log_softmax(&chosen.to_dtype(DType::F32)?, D::Minus1)?;
+    let target_log_probs = log_probs.gather(&Tensor::new(targets, device)?.unsqueeze(1)?, 1)?;
+    Ok((target_log_probs.sum_all()? / -(n as f64))?)
+}

@@ -1,0 +1,265 @@
+//! The Qwen2 language model of Qwen2.5-VL: decoder layers with grouped-query attention (q/k/v
+//! biases), RMSNorm, SwiGLU MLP and multimodal rotary embedding, plus a KV cache for decoding.
+
+use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_nn::VarBuilder;
+
+use crate::config::TextConfig;
+use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
+use crate::rope::RopePositions;
+
+/// M-RoPE angles: frequency `j` of the `head_dim/2` turns with the t, h or w position according to
+/// which contiguous block of `mrope_section` it falls in; cos/sin repeat for rotate-half.
+#[derive(Debug, Clone)]
+pub struct MultimodalRotary {
+    inv_freq: Vec<f32>,
+    axis_of_freq: Vec<usize>,
+}
+
+impl MultimodalRotary {
+    pub fn new(cfg: &TextConfig) -> Self {
+        let half = cfg.head_dim() / 2;
+        let inv_freq = (0..half)
+            .map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32))
+            .collect();
+        let axis_of_freq = cfg
+            .mrope_section
+            .iter()
+            .enumerate()
+            .flat_map(|(axis, &n)| std::iter::repeat_n(axis, n))
+            .collect();
+        Self { inv_freq, axis_of_freq }
+    }
+
+    /// cos/sin `[B, 1, L, head_dim]` (f32) for `position(axis, row, i)` over `rows × len`.
+    pub fn cos_sin(
+        &self,
+        rows: usize,
+        len: usize,
+        position: impl Fn(usize, usize, usize) -> i64,
+        device: &Device,
+    ) -> Result<(Tensor, Tensor)> {
+        let half = self.inv_freq.len();
+        let mut cos = Vec::with_capacity(rows * len * 2 * half);
+        let mut sin = Vec::with_capacity(rows * len * 2 * half);
+        let mut angles = vec![0f32; half];
+        for b in 0..rows {
+            for i in 0..len {
+                for (j, angle) in angles.iter_mut().enumerate() {
+                    *angle = position(self.axis_of_freq[j], b, i) as f32 * self.inv_freq[j];
+                }
+                for _ in 0..2 {
+                    cos.extend(angles.iter().map(|a| a.cos()));
+                    sin.extend(angles.iter().map(|a| a.sin()));
+                }
+            }
+        }
+        let shape = (rows, 1, len, 2 * half);
+        Ok((Tensor::from_vec(cos, shape, device)?, Tensor::from_vec(sin, shape, device)?))
+    }
+
+    pub fn for_prompt(&self, positions: &RopePositions, device: &Device) -> Result<(Tensor, Tensor)> {
+        let rows = positions.positions[0].len();
+        let len = positions.positions[0].first().map_or(0, Vec::len);
+        self.cos_sin(rows, len, |axis, b, i| positions.positions[axis][b][i], device)
+    }
+}
+
+/// Keys and values of the tokens seen so far, per layer: `[B, kv_heads, T, head_dim]`.
+#[derive(Debug, Clone, Default)]
+pub struct KvCache {
+    layers: Vec<Option<(Tensor, Tensor)>>,
+}
+
+impl KvCache {
+    pub fn new(num_layers: usize) -> Self {
+        Self { layers: vec![None; num_layers] }
+    }
+
+    pub fn len(&self) -> usize {
+        self.layers
+            .first()
+            .and_then(|l| l.as_ref())
+            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct TextAttention {
+    q_proj: Linear,
+    k_proj: Linear,
+    v_proj: Linear,
+    o_proj: Linear,
+    num_heads: usize,
+    num_kv_heads: usize,
+    head_dim: usize,
+}
+
+impl TextAttention {
+    pub fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
+        let (h, hd) = (cfg.hidden_size, cfg.head_dim());
+        let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
+        Ok(Self {
+            q_proj: Linear::new(h, nh * hd, true, vb.pp("q_proj"))?,
+            k_proj: Linear::new(h, nkv * hd, true, vb.pp("k_proj"))?,
+            v_proj: Linear::new(h, nkv * hd, true, vb.pp("v_proj"))?,
+            o_proj: Linear::new(nh * hd, h, false, vb.pp("o_proj"))?,
+            num_heads: nh,
+            num_kv_heads: nkv,
+            head_dim: hd,
+        })
+    }
+
+    fn forward(
+        &self,
+        xs: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
+        let (b, l, _) = xs.dims3()?;
+        let heads = |proj: &Linear, n: usize| -> Result<Tensor> {
+            proj.forward(xs)?.reshape((b, l, n, self.head_dim))?.transpose(1, 2)?.contiguous()
+        };
+        let q = apply_rotary(&heads(&self.q_proj, self.num_heads)?, cos, sin)?;
+        let mut k = apply_rotary(&heads(&self.k_proj, self.num_kv_heads)?, cos, sin)?;
+        let mut v = heads(&self.v_proj, self.num_kv_heads)?;
+        if let Some(slot) = cache {
+            if let Some((past_k, past_v)) = slot.as_ref() {
+                k = Tensor::cat(&[past_k, &k], 2)?;
+                v = Tensor::cat(&[past_v, &v], 2)?;
+            }
+            *slot = Some((k.clone(), v.clone()));
+        }
+        let (k, v) = (self.repeat_kv(k)?, self.repeat_kv(v)?);
+        let out = attention(&q, &k, &v, (self.head_dim as f64).powf(-0.5), mask)?;
+        self.o_proj.forward(&out.transpose(1, 2)?.reshape((b, l, self.num_heads * self.head_dim))?)
+    }
+
+    /// Grouped-query attention: each key/value head serves `num_heads / num_kv_heads` query heads.
+    fn repeat_kv(&self, xs: Tensor) -> Result<Tensor> {
+        let rep = self.num_heads / self.num_kv_heads;
+        if rep == 1 {
+            return Ok(xs);
+        }
+        let (b, n, t, d) = xs.dims4()?;
+        xs.unsqueeze(2)?.broadcast_as((b, n, rep, t, d))?.reshape((b, n * rep, t, d))
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct DecoderLayer {
+    input_layernorm: RmsNorm,
+    self_attn: TextAttention,
+    post_attention_layernorm: RmsNorm,
+    mlp: GatedMlp,
+}
+
+impl DecoderLayer {
+    pub fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
+        Ok(Self {
+            input_layernorm: RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("input_layernorm"))?,
+            self_attn: TextAttention::new(cfg, vb.pp("self_attn"))?,
+            post_attention_layernorm: RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("post_attention_layernorm"))?,
+            mlp: GatedMlp::new(cfg.hidden_size, cfg.intermediate_size, false, cfg.hidden_act, vb.pp("mlp"))?,
+        })
+    }
+
+    pub fn forward(
+        &self,
+        xs: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        cache: Option<&mut Option<(Tensor, Tensor)>>,
+    ) -> Result<Tensor> {
+        let attn = self.self_attn.forward(&self.input_layernorm.forward(xs)?, cos, sin, mask, cache)?;
+        let xs = (xs + attn)?;
+        &xs + self.mlp.forward(&self.post_attention_layernorm.forward(&xs)?)?
+    }
+}
+
+/// Token embedding, decoder layers and the final norm (`model.*` in the hub checkpoints).
+#[derive(Debug, Clone)]
+pub struct TextModel {
+    embed_tokens: Tensor, // [vocab, hidden]
+    layers: Vec<DecoderLayer>,
+    norm: RmsNorm,
+    rotary: MultimodalRotary,
+}
+
+impl TextModel {
+    pub fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
+        let layers = (0..cfg.num_hidden_layers)
+            .map(|i| DecoderLayer::new(cfg, vb.pp(format!("layers.{i}"))))
+            .collect::<Result<_>>()?;
+        Ok(Self {
+            embed_tokens: vb.pp("embed_tokens").get((cfg.vocab_size, cfg.hidden_size), "weight")?,
+            layers,
+            norm: RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("norm"))?,
+            rotary: MultimodalRotary::new(cfg),
+        })
+    }
+
+    pub fn embedding_weight(&self) -> &Tensor {
+        &self.embed_tokens
+    }
+
+    pub fn rotary(&self) -> &MultimodalRotary {
+        &self.rotary
+    }
+
+    pub fn num_layers(&self) -> usize {
+        self.layers.len()
+    }
+
+    pub fn layers(&self) -> &[DecoderLayer] {
+        &self.layers
+    }
+
+    /// `ids`: [B, L] u32 → [B, L, hidden].
+    pub fn embed(&self, ids: &Tensor) -> Result<Tensor> {
+        let (b, l) = ids.dims2()?;
+        self.embed_tokens.index_select(&ids.flatten_all()?, 0)?.reshape((b, l, ()))
+    }
+
+    /// Runs the decoder on `embeds` [B, L, hidden] and applies the final norm.
+    pub fn forward(
+        &self,
+        embeds: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: Option<&Tensor>,
+        mut cache: Option<&mut KvCache>,
+    ) -> Result<Tensor> {
+        let mut xs = embeds.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
+            xs = layer.forward(&xs, cos, sin, mask, slot)?;
+        }
+        self.norm.forward(&xs)
+    }
+}
+
+/// Additive attention mask `[B, 1, L, past + L]` (f32): query `i` sees key `j` when `j ≤ past + i`
+/// and key `j` is a real token. `None` when nothing needs masking.
+pub fn causal_mask(key_mask: &[Vec<bool>], past: usize, len: usize, device: &Device) -> Result<Option<Tensor>> {
+    let total = past + len;
+    let padded = key_mask.iter().any(|row| row.iter().any(|&real| !real));
+    if len == 1 && !padded {
+        return Ok(None);
+    }
+    let rows = key_mask.len();
+    let mut values = Vec::with_capacity(rows * len * total);
+    for row in key_mask {
+        for i in 0..len {
+            values.extend((0..total).map(|j| if j <= past + i && row[j] { 0f32 } else { f32::MIN }));
+        }
+    }
+    Tensor::from_vec(values, (rows, 1, len, total), device)?.to_dtype(DType::F32).map(Some)
+}
