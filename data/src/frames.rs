@@ -1,1 +1,391 @@
-//! (module under construction)
+//! Frame plans: which frames of a clip a sample keeps, and at what rate they really are.
+//!
+//! Every plan returns the kept frame indices, their timestamps and the **actual** frame rate of
+//! the kept frames. That rate is what Qwen2.5-VL's `second_per_grid_ts =
+//! temporal_patch_size / fps` must use: after a frame cap (a 60 s clip squeezed into 32
+//! frames) or a floor (a 2 s clip stretched to 8 frames) the nominal sampling rate is wrong,
+//! and the temporal M-RoPE positions would then lie about how much time passed.
+//!
+//! Two ways of laying frames out are used:
+//! - *rate steps*: frame k at `k / fps` seconds, when a plan's rate fits the clip without
+//!   clamping; the actual rate is the requested one;
+//! - *spread*: `n` frames evenly over the whole clip (first to last frame), the layout of
+//!   `qwen-vl-utils` (`linspace(0, total - 1, n).round()`); the actual rate is
+//!   `(n - 1) / (time from first to last kept frame)`.
+//!
+//! Plans work on frame counts and a frame rate ([`ClipTiming`]); the decoder in [`crate::video`]
+//! matches the plan's timestamps to real frame timestamps, so variable-frame-rate files work
+//! too, and a frame folder uses the indices directly.
+
+use serde::{Deserialize, Serialize};
+
+/// Errors raised while planning. They describe the clip, since the caller knows its path.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum PlanError {
+    #[error("clip has no frames; nothing to sample")]
+    EmptyClip,
+    #[error("clip frame rate {0} is not a positive finite number")]
+    BadClipFps(f64),
+    #[error("invalid frame plan: {0}")]
+    BadPlan(String),
+}
+
+/// What a plan needs to know about a clip: how many frames, at which (average) rate.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ClipTiming {
+    pub frame_count: usize,
+    pub fps: f64,
+}
+
+impl ClipTiming {
+    pub fn new(frame_count: usize, fps: f64) -> Self {
+        Self { frame_count, fps }
+    }
+
+    /// Length in seconds: `frame_count / fps` (every frame lasts one frame period).
+    pub fn duration_s(&self) -> f64 {
+        self.frame_count as f64 / self.fps
+    }
+
+    fn validate(&self) -> Result<(), PlanError> {
+        if self.frame_count == 0 {
+            return Err(PlanError::EmptyClip);
+        }
+        if !(self.fps.is_finite() && self.fps > 0.0) {
+            return Err(PlanError::BadClipFps(self.fps));
+        }
+        Ok(())
+    }
+}
+
+/// The frames one sample keeps.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct FramePlan {
+    /// Frame indices into the clip, non-decreasing (repeats only when the clip is shorter
+    /// than the plan insists on, e.g. one frame padded to a temporal pair).
+    pub indices: Vec<usize>,
+    /// Target time of each kept frame in seconds from the clip start.
+    pub timestamps: Vec<f64>,
+    /// The actual rate of the kept frames (frames per second of video time).
+    pub fps: f64,
+}
+
+impl FramePlan {
+    pub fn len(&self) -> usize {
+        self.indices.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    /// Seconds covered by one temporal grid slot: `temporal_patch_size / fps`, the value
+    /// Qwen2.5-VL's M-RoPE takes as `second_per_grid_ts`.
+    pub fn second_per_grid(&self, temporal_patch_size: usize) -> f64 {
+        temporal_patch_size as f64 / self.fps
+    }
+}
+
+/// The SIS-Motion training plan (SPEC §1): a target rate clamped to a frame range, the count
+/// rounded down to a multiple of 2 (one temporal patch holds two frames).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainingPlan {
+    pub fps: f64,
+    pub min_frames: usize,
+    pub max_frames: usize,
+}
+
+impl Default for TrainingPlan {
+    /// 2 FPS, 8–32 frames (SPEC §1).
+    fn default() -> Self {
+        Self { fps: 2.0, min_frames: 8, max_frames: 32 }
+    }
+}
+
+/// The SIS-Bench evaluation protocol (SPEC §2): at most 32 frames; 2 FPS for clips under 16 s,
+/// 1 FPS for 16–32 s, 32 frames spread uniformly above 32 s.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct EvalProtocol {
+    /// Clips shorter than this (seconds) use `short_fps`.
+    pub short_below_s: f64,
+    pub short_fps: f64,
+    /// Clips up to and including this length (seconds) use `medium_fps`.
+    pub medium_up_to_s: f64,
+    pub medium_fps: f64,
+    /// Frames of longer clips, and the cap for every clip.
+    pub max_frames: usize,
+}
+
+impl Default for EvalProtocol {
+    fn default() -> Self {
+        Self { short_below_s: 16.0, short_fps: 2.0, medium_up_to_s: 32.0, medium_fps: 1.0, max_frames: 32 }
+    }
+}
+
+/// A plan choice, as written in recipes (`kind = "training" | "sisbench_eval" | "uniform"`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum FramePolicy {
+    Training(TrainingPlan),
+    SisbenchEval(EvalProtocol),
+    Uniform { frames: usize },
+}
+
+impl FramePolicy {
+    pub fn plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+        match self {
+            FramePolicy::Training(p) => training_plan(clip, p),
+            FramePolicy::SisbenchEval(p) => eval_plan(clip, p),
+            FramePolicy::Uniform { frames } => uniform_plan(clip, *frames),
+        }
+    }
+}
+
+/// How many frames fit at `fps` starting at t = 0 strictly before the clip ends:
+/// `ceil(duration * fps)`, with a small slack so that 10.0 s at 2 FPS is 20, not 21.
+fn frames_at_rate(clip: ClipTiming, fps: f64) -> usize {
+    let exact = clip.duration_s() * fps;
+    ((exact - 1e-9).ceil().max(1.0)) as usize
+}
+
+/// Frame k at `k / fps`, index = nearest frame (clamped to the last one).
+fn rate_steps(clip: ClipTiming, fps: f64, n: usize) -> FramePlan {
+    let last = clip.frame_count - 1;
+    let timestamps: Vec<f64> = (0..n).map(|k| k as f64 / fps).collect();
+    let indices = timestamps.iter().map(|t| ((t * clip.fps).round() as usize).min(last)).collect();
+    FramePlan { indices, timestamps, fps }
+}
+
+/// `n` frames evenly from the first to the last frame (qwen-vl-utils' `linspace(...).round()`).
+fn spread(clip: ClipTiming, n: usize) -> FramePlan {
+    let last = clip.frame_count - 1;
+    if n <= 1 || last == 0 {
+        // One position only: the plan's rate is the clip's own.
+        return FramePlan { indices: vec![0; n], timestamps: vec![0.0; n], fps: clip.fps };
+    }
+    let step = last as f64 / (n - 1) as f64; // in frames
+    let positions: Vec<f64> = (0..n).map(|k| k as f64 * step).collect();
+    let indices = positions.iter().map(|p| (p.round() as usize).min(last)).collect();
+    let timestamps = positions.iter().map(|p| p / clip.fps).collect();
+    FramePlan { indices, timestamps, fps: clip.fps / step }
+}
+
+/// The training plan. `n = ceil(duration * fps)` frames would keep the requested rate; it is
+/// clamped to `[min_frames, max_frames]` (both rounded to even: up and down respectively),
+/// rounded down to even, and never exceeds the clip's own frames (rounded down to even, but at
+/// least 2, so a one-frame clip yields its frame twice). Unclamped plans keep the exact rate;
+/// clamped ones spread the frames over the clip and report the rate that results.
+pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan, PlanError> {
+    clip.validate()?;
+    if !(plan.fps.is_finite() && plan.fps > 0.0) {
+        return Err(PlanError::BadPlan(format!("training fps {} must be positive", plan.fps)));
+    }
+    let min_even = plan.min_frames.div_ceil(2) * 2;
+    let max_even = plan.max_frames / 2 * 2;
+    if max_even < 2 || min_even > max_even {
+        return Err(PlanError::BadPlan(format!(
+            "training frames [{}, {}] hold no even count of at least 2",
+            plan.min_frames, plan.max_frames
+        )));
+    }
+    let at_rate = frames_at_rate(clip, plan.fps);
+    let clip_cap = (clip.frame_count / 2 * 2).max(2);
+    let n = (at_rate.clamp(min_even, max_even) / 2 * 2).min(clip_cap);
+    // The exact rate survives when only the odd tail frame was dropped and the clip holds
+    // those frames; otherwise spread.
+    if (n == at_rate || n + 1 == at_rate) && n <= clip.frame_count && plan.fps <= clip.fps {
+        Ok(rate_steps(clip, plan.fps, n))
+    } else {
+        Ok(spread(clip, n))
+    }
+}
+
+/// The SIS-Bench evaluation plan (SPEC §2). Rate-based regimes take `ceil(duration * fps)`
+/// frames at exactly that rate (capped at `max_frames` and at the clip's frame count, in which
+/// case they spread); clips longer than `medium_up_to_s` get `max_frames` spread frames. Counts
+/// are not forced even: the preprocessor repeats the last frame like the reference does.
+pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan, PlanError> {
+    clip.validate()?;
+    if protocol.max_frames == 0 || !(protocol.short_fps > 0.0 && protocol.medium_fps > 0.0) {
+        return Err(PlanError::BadPlan(format!("evaluation protocol {protocol:?} keeps no frames")));
+    }
+    let d = clip.duration_s();
+    let fps = if d < protocol.short_below_s {
+        protocol.short_fps
+    } else if d <= protocol.medium_up_to_s {
+        protocol.medium_fps
+    } else {
+        return Ok(spread(clip, protocol.max_frames.min(clip.frame_count)));
+    };
+    let at_rate = frames_at_rate(clip, fps);
+    let n = at_rate.min(protocol.max_frames).min(clip.frame_count);
+    if n == at_rate && fps <= clip.fps {
+        Ok(rate_steps(clip, fps, n))
+    } else {
+        Ok(spread(clip, n))
+    }
+}
+
+/// Exactly `frames` frames spread evenly over the clip. When the clip has fewer frames some
+/// repeat (the caller asked for a fixed count); the reported rate is that of the spread.
+pub fn uniform_plan(clip: ClipTiming, frames: usize) -> Result<FramePlan, PlanError> {
+    clip.validate()?;
+    if frames == 0 {
+        return Err(PlanError::BadPlan("uniform plan needs at least one frame".into()));
+    }
+    Ok(spread(clip, frames))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_close(a: f64, b: f64) {
+        assert!((a - b).abs() < 1e-9, "{a} != {b}");
+    }
+
+    #[test]
+    fn training_keeps_rate_when_it_fits() {
+        // 10 s at 30 FPS -> 20 frames at exactly 2 FPS.
+        let p = training_plan(ClipTiming::new(300, 30.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.len(), 20);
+        assert_close(p.fps, 2.0);
+        assert_eq!(&p.indices[..4], &[0, 15, 30, 45]);
+        assert_close(p.timestamps[19], 9.5);
+        assert_close(p.second_per_grid(2), 1.0);
+    }
+
+    #[test]
+    fn training_caps_long_video_and_reports_actual_fps() {
+        // 60 s at 25 FPS: 120 frames at 2 FPS, capped to 32 spread over the clip.
+        let clip = ClipTiming::new(1500, 25.0);
+        let p = training_plan(clip, &TrainingPlan::default()).unwrap();
+        assert_eq!(p.len(), 32);
+        assert_eq!(p.indices[0], 0);
+        assert_eq!(*p.indices.last().unwrap(), 1499);
+        // 31 gaps over 1499 frames: 0.517 FPS, not the nominal 2.
+        assert_close(p.fps, 31.0 * 25.0 / 1499.0);
+        assert!(p.second_per_grid(2) > 3.8);
+        // Timestamps agree with the reported rate.
+        assert_close(p.timestamps[1] - p.timestamps[0], 1.0 / p.fps);
+    }
+
+    #[test]
+    fn training_floors_short_video_to_min_frames() {
+        // 2 s at 30 FPS: 4 frames at 2 FPS, raised to 8 -> 8 spread, ~3.6 FPS.
+        let p = training_plan(ClipTiming::new(60, 30.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.len(), 8);
+        assert_close(p.fps, 7.0 * 30.0 / 59.0);
+        assert_eq!(*p.indices.last().unwrap(), 59);
+    }
+
+    #[test]
+    fn training_count_is_even_and_bounded_by_clip() {
+        // 10.5 s -> 21 at rate -> 20, still exact 2 FPS.
+        let p = training_plan(ClipTiming::new(315, 30.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.len(), 20);
+        assert_close(p.fps, 2.0);
+        // Five frames at 2 FPS: min 8 is impossible; the 4 (even) first keep the exact rate.
+        let p = training_plan(ClipTiming::new(5, 2.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.indices, vec![0, 1, 2, 3]);
+        assert_close(p.fps, 2.0);
+        // Five frames at 10 FPS (0.5 s): 1 frame at rate, raised to 4 spread over the clip.
+        let p = training_plan(ClipTiming::new(5, 10.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.indices, vec![0, 1, 3, 4]);
+        assert_close(p.fps, 3.0 * 10.0 / 4.0);
+        // One-frame clip: the frame twice, so it fills one temporal patch.
+        let p = training_plan(ClipTiming::new(1, 30.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.indices, vec![0, 0]);
+        assert_close(p.fps, 30.0);
+        for frames in 1..200 {
+            let p = training_plan(ClipTiming::new(frames, 7.0), &TrainingPlan::default()).unwrap();
+            assert_eq!(p.len() % 2, 0, "{frames} frames");
+            assert!(p.len() <= 32 && p.indices.iter().all(|i| *i < frames));
+            assert!(p.indices.windows(2).all(|w| w[0] <= w[1]));
+        }
+    }
+
+    #[test]
+    fn training_rate_above_clip_rate_spreads() {
+        // A 1 FPS slideshow of 10 frames at a 2 FPS plan: 20 at rate, but the clip has 10.
+        let p = training_plan(ClipTiming::new(10, 1.0), &TrainingPlan::default()).unwrap();
+        assert_eq!(p.indices, (0..10).collect::<Vec<_>>());
+        assert_close(p.fps, 1.0);
+    }
+
+    #[test]
+    fn training_rejects_bad_settings() {
+        let bad = TrainingPlan { fps: 2.0, min_frames: 9, max_frames: 9 };
+        assert!(matches!(training_plan(ClipTiming::new(100, 10.0), &bad), Err(PlanError::BadPlan(_))));
+        assert_eq!(training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()), Err(PlanError::EmptyClip));
+        assert!(matches!(
+            training_plan(ClipTiming::new(10, 0.0), &TrainingPlan::default()),
+            Err(PlanError::BadClipFps(_))
+        ));
+    }
+
+    #[test]
+    fn eval_protocol_regimes() {
+        let proto = EvalProtocol::default();
+        // 10 s -> 2 FPS, 20 frames.
+        let p = eval_plan(ClipTiming::new(150, 15.0), &proto).unwrap();
+        assert_eq!(p.len(), 20);
+        assert_close(p.fps, 2.0);
+        // 15.9 s -> still 2 FPS: 32 frames (t = 0 .. 15.5).
+        let p = eval_plan(ClipTiming::new(159, 10.0), &proto).unwrap();
+        assert_eq!(p.len(), 32);
+        assert_close(p.fps, 2.0);
+        // Exactly 16 s -> 1 FPS, 16 frames.
+        let p = eval_plan(ClipTiming::new(160, 10.0), &proto).unwrap();
+        assert_eq!(p.len(), 16);
+        assert_close(p.fps, 1.0);
+        // 25 s -> 25 frames at 1 FPS (odd counts allowed; the processor pads).
+        let p = eval_plan(ClipTiming::new(375, 15.0), &proto).unwrap();
+        assert_eq!(p.len(), 25);
+        assert_eq!(p.indices[1], 15);
+        // Exactly 32 s -> 32 frames at 1 FPS.
+        let p = eval_plan(ClipTiming::new(320, 10.0), &proto).unwrap();
+        assert_eq!(p.len(), 32);
+        assert_close(p.fps, 1.0);
+        // 100 s -> 32 uniform frames, actual rate 31 / 99.9 s.
+        let p = eval_plan(ClipTiming::new(1000, 10.0), &proto).unwrap();
+        assert_eq!(p.len(), 32);
+        assert_eq!((p.indices[0], p.indices[31]), (0, 999));
+        assert_close(p.fps, 31.0 * 10.0 / 999.0);
+    }
+
+    #[test]
+    fn eval_protocol_short_and_sparse_clips() {
+        let proto = EvalProtocol::default();
+        // 0.3 s clip: one frame at t = 0.
+        let p = eval_plan(ClipTiming::new(9, 30.0), &proto).unwrap();
+        assert_eq!(p.indices, vec![0]);
+        // 8 s at 1 FPS source: 16 wanted at 2 FPS, 8 available -> every frame, 1 FPS.
+        let p = eval_plan(ClipTiming::new(8, 1.0), &proto).unwrap();
+        assert_eq!(p.indices, (0..8).collect::<Vec<_>>());
+        assert_close(p.fps, 1.0);
+    }
+
+    #[test]
+    fn uniform_plan_counts() {
+        let p = uniform_plan(ClipTiming::new(100, 25.0), 8).unwrap();
+        assert_eq!(p.indices, vec![0, 14, 28, 42, 57, 71, 85, 99]);
+        assert_close(p.fps, 7.0 * 25.0 / 99.0);
+        // More frames than the clip: repeats, count kept.
+        let p = uniform_plan(ClipTiming::new(3, 25.0), 5).unwrap();
+        assert_eq!(p.indices, vec![0, 1, 1, 2, 2]);
+        assert!(uniform_plan(ClipTiming::new(3, 25.0), 0).is_err());
+    }
+
+    #[test]
+    fn policy_parses_from_recipe() {
+        let p: FramePolicy = serde_json::from_str(r#"{"kind": "training", "fps": 1.0}"#).unwrap();
+        assert_eq!(p, FramePolicy::Training(TrainingPlan { fps: 1.0, min_frames: 8, max_frames: 32 }));
+        let p: FramePolicy = serde_json::from_str(r#"{"kind": "uniform", "frames": 16}"#).unwrap();
+        assert_eq!(p.plan(ClipTiming::new(100, 10.0)).unwrap().len(), 16);
+        let p: FramePolicy = serde_json::from_str(r#"{"kind": "sisbench_eval"}"#).unwrap();
+        assert_eq!(p, FramePolicy::SisbenchEval(EvalProtocol::default()));
+    }
+}
