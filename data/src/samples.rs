@@ -1,1 +1,609 @@
-//! (module under construction)
+//! Training conversations (SIS-Motion-54K and any LLaVA / LLaMA-Factory video-chat data), and
+//! the JSON record reading shared with [`crate::manifest`].
+//!
+//! Accepted row forms, freely mixed within a file:
+//! - LLaVA / ShareGPT: `{"id", "conversations": [{"from": "human"|"gpt"|"system", "value"}],
+//!   "video" | "image": path or [paths]}` (the form of the official Qwen finetuning code);
+//! - LLaMA-Factory: `{"messages": [{"role": "user"|"assistant"|"system", "content"}],
+//!   "videos" | "images": [paths], "system"?}` with `<video>` / `<image>` tags in the text.
+//!
+//! SIS-Motion-54K rows may add `format` (MCQ, open QA or description) and `task` /
+//! `task_type` / `task_name`; both are kept when present.
+//!
+//! Files are JSONL, a JSON array, or a JSON object holding the rows under `samples`, `data`,
+//! `questions` or `items`. Every row keeps its file and line, and every problem names them: a
+//! bad row stops reading unless [`ReadOptions::skip_bad`] is set, in which case it is left out
+//! and returned in [`ReadOutcome::skipped`].
+//!
+//! Relative media paths resolve against [`ReadOptions::media_root`], or else the folder of the
+//! data file. A video is a file or a folder of numbered frames; a list of frame paths (a form
+//! ms-swift accepts) is refused with a message saying so.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::text::{IMAGE_TAG, MediaKind, Message, Role, TextError, VIDEO_TAG, check_conversation};
+
+/// Keys under which a JSON object may hold its rows.
+const WRAPPER_KEYS: [&str; 4] = ["samples", "data", "questions", "items"];
+
+/// File-level failures: the file cannot be read or is not JSON / JSONL at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error("cannot read {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}:{line}: not valid JSON: {message}")]
+    Syntax { path: PathBuf, line: usize, message: String },
+    #[error("{path}: {message}")]
+    Layout { path: PathBuf, message: String },
+    #[error(transparent)]
+    Row(#[from] RowError),
+}
+
+/// A bad row, with where it is. Its `Display` reads `file:line (id): problem`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}:{line}{}: {problem}", file.display(), id.as_ref().map(|i| format!(" ({i})")).unwrap_or_default())]
+pub struct RowError {
+    pub file: PathBuf,
+    pub line: usize,
+    pub id: Option<String>,
+    pub problem: RowProblem,
+}
+
+/// What is wrong with a row.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum RowProblem {
+    #[error("not valid JSON: {0}")]
+    Json(String),
+    #[error("a row must be a JSON object")]
+    NotAnObject,
+    #[error("missing field `{0}`")]
+    MissingField(&'static str),
+    #[error("field `{field}` should be {expected}")]
+    WrongType { field: String, expected: &'static str },
+    #[error("unknown speaker `{0}` (expected human/user, gpt/assistant or system)")]
+    UnknownRole(String),
+    #[error("unknown sample format `{0}` (expected mcq, open_qa or description)")]
+    UnknownFormat(String),
+    #[error("unknown task `{task}`; known: {known}")]
+    UnknownTask { task: String, known: String },
+    #[error("media file {0} does not exist")]
+    MissingMedia(PathBuf),
+    #[error("a video given as a list of frame paths is not supported; point at a folder of numbered frames instead")]
+    FrameListVideo,
+    #[error("id `{0}` appears twice in the file")]
+    DuplicateId(String),
+    #[error("{0}")]
+    Conversation(String),
+    #[error("answer `{answer}` is not among the options {options}")]
+    AnswerNotInOptions { answer: String, options: String },
+    #[error("no options found{0}")]
+    NoOptions(String),
+    #[error("answer `{answer}` is not {expected}")]
+    BadAnswer { answer: String, expected: &'static str },
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// How to read a data or manifest file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadOptions {
+    /// Folder relative media paths resolve against; `None` means the data file's folder.
+    pub media_root: Option<PathBuf>,
+    /// Whether a row naming a media file that does not exist is bad (default true).
+    pub check_media: bool,
+    /// Leave bad rows out and report them instead of failing (the CLI's `--skip-bad`).
+    pub skip_bad: bool,
+}
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions { media_root: None, check_media: true, skip_bad: false }
+    }
+}
+
+/// Rows read, plus the bad rows left out under [`ReadOptions::skip_bad`].
+#[derive(Debug, Clone)]
+pub struct ReadOutcome<T> {
+    pub items: Vec<T>,
+    pub skipped: Vec<RowError>,
+}
+
+impl<T> ReadOutcome<T> {
+    /// Number of rows left out.
+    pub fn skipped_count(&self) -> usize {
+        self.skipped.len()
+    }
+}
+
+/// One JSON value of a data file and the line it starts on.
+#[derive(Debug, Clone)]
+pub struct Record {
+    pub line: usize,
+    /// The parsed value, or the parser's message when this row alone is malformed.
+    pub value: Result<Value, String>,
+}
+
+/// Reads JSONL, a JSON array, or a JSON object wrapping an array (see the module docs) into
+/// records with their starting lines.
+///
+/// A JSON array is split by a small structural scanner before each element is parsed, so a
+/// row keeps its own line number and a malformed element is one bad row, not a dead file.
+pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
+    let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
+    records_from_str(&text).map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })
+        .and_then(|r| r.ok_or_else(|| ReadError::Layout {
+            path: path.to_path_buf(),
+            message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
+        }))
+}
+
+/// `Ok(None)` when the text is one JSON object with no wrapper key; `Err((line, message))`
+/// when the file-level structure is broken.
+fn records_from_str(text: &str) -> Result<Option<Vec<Record>>, (usize, String)> {
+    let bytes = text.as_bytes();
+    let start = skip_ws(bytes, 0);
+    if start == bytes.len() {
+        return Ok(Some(Vec::new()));
+    }
+    match bytes[start] {
+        b'[' => array_records(text, start).map(Some),
+        b'{' => {
+            let end = skip_value(bytes, start).map_err(|(p, m)| (line_of(text, p), m))?;
+            if skip_ws(bytes, end) < bytes.len() {
+                return Ok(Some(jsonl_records(text)));
+            }
+            // A single object: either a wrapper of rows or a one-row file.
+            for (key, vstart) in object_members(text, start)? {
+                if WRAPPER_KEYS.contains(&key.as_str()) && bytes[vstart] == b'[' {
+                    return array_records(text, vstart).map(Some);
+                }
+            }
+            let value = serde_json::from_str(&text[start..end]).map_err(|e| e.to_string());
+            match value {
+                Ok(Value::Object(_)) => Ok(Some(vec![Record { line: line_of(text, start), value }])),
+                _ => Ok(None),
+            }
+        }
+        _ => Err((line_of(text, start), "expected a JSON array, a JSON object or JSON lines".to_string())),
+    }
+}
+
+fn jsonl_records(text: &str) -> Vec<Record> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, l)| Record { line: i + 1, value: serde_json::from_str(l).map_err(|e| e.to_string()) })
+        .collect()
+}
+
+fn array_records(text: &str, open: usize) -> Result<Vec<Record>, (usize, String)> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::new();
+    let mut pos = skip_ws(bytes, open + 1);
+    if bytes.get(pos) == Some(&b']') {
+        return Ok(out);
+    }
+    loop {
+        let end = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
+        let line = line_of(text, pos);
+        let value = serde_json::from_str(&text[pos..end]).map_err(|e| e.to_string());
+        out.push(Record { line, value });
+        pos = skip_ws(bytes, end);
+        match bytes.get(pos) {
+            Some(b',') => pos = skip_ws(bytes, pos + 1),
+            Some(b']') => return Ok(out),
+            _ => return Err((line_of(text, pos), "expected `,` or `]` after an array element".to_string())),
+        }
+    }
+}
+
+/// Members of the object starting at `open`: (key, start of its value).
+fn object_members(text: &str, open: usize) -> Result<Vec<(String, usize)>, (usize, String)> {
+    let bytes = text.as_bytes();
+    let err = |p: usize, m: &str| (line_of(text, p), m.to_string());
+    let mut out = Vec::new();
+    let mut pos = skip_ws(bytes, open + 1);
+    if bytes.get(pos) == Some(&b'}') {
+        return Ok(out);
+    }
+    loop {
+        if bytes.get(pos) != Some(&b'"') {
+            return Err(err(pos, "expected an object key"));
+        }
+        let kend = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
+        let key: String = serde_json::from_str(&text[pos..kend]).map_err(|e| err(pos, &e.to_string()))?;
+        pos = skip_ws(bytes, kend);
+        if bytes.get(pos) != Some(&b':') {
+            return Err(err(pos, "expected `:` after an object key"));
+        }
+        let vstart = skip_ws(bytes, pos + 1);
+        let vend = skip_value(bytes, vstart).map_err(|(p, m)| (line_of(text, p), m))?;
+        out.push((key, vstart));
+        pos = skip_ws(bytes, vend);
+        match bytes.get(pos) {
+            Some(b',') => pos = skip_ws(bytes, pos + 1),
+            Some(b'}') => return Ok(out),
+            _ => return Err(err(pos, "expected `,` or `}` in an object")),
+        }
+    }
+}
+
+fn skip_ws(bytes: &[u8], mut pos: usize) -> usize {
+    while pos < bytes.len() && bytes[pos].is_ascii_whitespace() {
+        pos += 1;
+    }
+    pos
+}
+
+/// End (exclusive) of the JSON value starting at `pos`, found by bracket and string matching
+/// only; the value itself is validated later by serde_json.
+fn skip_value(bytes: &[u8], pos: usize) -> Result<usize, (usize, String)> {
+    let mut depth = 0usize;
+    let mut i = pos;
+    let mut in_string = false;
+    while i < bytes.len() {
+        let b = bytes[i];
+        if in_string {
+            match b {
+                b'\\' => i += 1,
+                b'"' => {
+                    in_string = false;
+                    if depth == 0 {
+                        return Ok(i + 1);
+                    }
+                }
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'[' | b'{' => depth += 1,
+                b']' | b'}' => {
+                    if depth == 0 {
+                        return Ok(i);
+                    }
+                    depth -= 1;
+                    if depth == 0 {
+                        return Ok(i + 1);
+                    }
+                }
+                b',' if depth == 0 => return Ok(i),
+                c if depth == 0 && c.is_ascii_whitespace() => return Ok(i),
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    if in_string || depth > 0 {
+        Err((pos, "unterminated JSON value".to_string()))
+    } else {
+        Ok(i)
+    }
+}
+
+fn line_of(text: &str, pos: usize) -> usize {
+    text.as_bytes()[..pos.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
+}
+
+/// Typed access to a JSON row that turns every missing or mistyped field into a
+/// [`RowProblem`].
+pub(crate) struct Row<'a> {
+    pub obj: &'a Map<String, Value>,
+}
+
+impl<'a> Row<'a> {
+    pub fn new(value: &'a Value) -> Result<Self, RowProblem> {
+        value.as_object().map(|obj| Row { obj }).ok_or(RowProblem::NotAnObject)
+    }
+
+    /// First present, non-null key among `keys`.
+    pub fn get(&self, keys: &[&'static str]) -> Option<(&'static str, &'a Value)> {
+        keys.iter().find_map(|k| self.obj.get(*k).filter(|v| !v.is_null()).map(|v| (*k, v)))
+    }
+
+    /// A string field; numbers are accepted and printed (ids are often numeric).
+    pub fn string(&self, keys: &[&'static str]) -> Result<Option<String>, RowProblem> {
+        match self.get(keys) {
+            None => Ok(None),
+            Some((_, Value::String(s))) => Ok(Some(s.clone())),
+            Some((_, Value::Number(n))) => Ok(Some(n.to_string())),
+            Some((k, _)) => Err(RowProblem::WrongType { field: k.to_string(), expected: "a string" }),
+        }
+    }
+
+    pub fn required_string(&self, keys: &[&'static str]) -> Result<String, RowProblem> {
+        self.string(keys)?.ok_or(RowProblem::MissingField(keys[0]))
+    }
+
+    /// A path or a list of paths.
+    pub fn paths(&self, keys: &[&'static str]) -> Result<Vec<String>, RowProblem> {
+        match self.get(keys) {
+            None => Ok(Vec::new()),
+            Some((_, Value::String(s))) => Ok(vec![s.clone()]),
+            Some((k, Value::Array(items))) => items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => Ok(s.clone()),
+                    Value::Array(_) => Err(RowProblem::FrameListVideo),
+                    _ => Err(RowProblem::WrongType { field: k.to_string(), expected: "a path or a list of paths" }),
+                })
+                .collect(),
+            Some((k, _)) => Err(RowProblem::WrongType { field: k.to_string(), expected: "a path or a list of paths" }),
+        }
+    }
+
+    pub fn number(&self, keys: &[&'static str]) -> Result<Option<f64>, RowProblem> {
+        match self.get(keys) {
+            None => Ok(None),
+            Some((_, Value::Number(n))) => Ok(n.as_f64()),
+            Some((k, Value::String(s))) => s
+                .trim()
+                .parse()
+                .map(Some)
+                .map_err(|_| RowProblem::WrongType { field: k.to_string(), expected: "a number" }),
+            Some((k, _)) => Err(RowProblem::WrongType { field: k.to_string(), expected: "a number" }),
+        }
+    }
+}
+
+/// Resolves row media paths and checks they exist; shared with the manifest readers.
+pub(crate) struct MediaResolver {
+    root: PathBuf,
+    check: bool,
+}
+
+impl MediaResolver {
+    pub fn new(file: &Path, opts: &ReadOptions) -> Self {
+        let root = opts.media_root.clone().unwrap_or_else(|| {
+            file.parent().map(Path::to_path_buf).unwrap_or_default()
+        });
+        MediaResolver { root, check: opts.check_media }
+    }
+
+    pub fn with_root(root: PathBuf, opts: &ReadOptions) -> Self {
+        MediaResolver { root, check: opts.check_media }
+    }
+
+    pub fn resolve(&self, raw: &str) -> Result<PathBuf, RowProblem> {
+        let p = Path::new(raw);
+        let path = if p.is_absolute() { p.to_path_buf() } else { self.root.join(p) };
+        if self.check && !path.exists() {
+            return Err(RowProblem::MissingMedia(path));
+        }
+        Ok(path)
+    }
+}
+
+/// Runs `parse` over every record, attaching file/line/id to its problems, rejecting duplicate
+/// ids and honouring `skip_bad`. `parse` returns the item and its id.
+pub(crate) fn read_rows<T>(
+    path: &Path,
+    opts: &ReadOptions,
+    mut parse: impl FnMut(&Value, usize) -> Result<(T, String), (Option<String>, RowProblem)>,
+) -> Result<ReadOutcome<T>, ReadError> {
+    let records = read_records(path)?;
+    let mut items = Vec::with_capacity(records.len());
+    let mut skipped = Vec::new();
+    let mut seen = HashSet::new();
+    for rec in records {
+        let result = match &rec.value {
+            Err(msg) => Err((None, RowProblem::Json(msg.clone()))),
+            Ok(v) => parse(v, rec.line).and_then(|(item, id)| {
+                if seen.insert(id.clone()) {
+                    Ok(item)
+                } else {
+                    Err((Some(id.clone()), RowProblem::DuplicateId(id)))
+                }
+            }),
+        };
+        match result {
+            Ok(item) => items.push(item),
+            Err((id, problem)) => {
+                let err = RowError { file: path.to_path_buf(), line: rec.line, id, problem };
+                if opts.skip_bad {
+                    skipped.push(err);
+                } else {
+                    return Err(err.into());
+                }
+            }
+        }
+    }
+    Ok(ReadOutcome { items, skipped })
+}
+
+/// The three SIS-Motion-54K sample formats.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SampleFormat {
+    /// Four-option multiple choice over a perception or memory task.
+    Mcq,
+    /// The MCQ rewritten without options.
+    OpenQa,
+    /// Motion-intention or scene-content description.
+    Description,
+}
+
+impl FromStr for SampleFormat {
+    type Err = RowProblem;
+    /// Accepts the usual spellings: `mcq`, `multiple_choice`, `open_qa`, `open-ended`,
+    /// `description`, `caption`, case- and punctuation-insensitively.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match normalise(s).as_str() {
+            "mcq" | "multiplechoice" | "multichoice" | "choice" => Ok(SampleFormat::Mcq),
+            "openqa" | "open" | "openended" | "openendedqa" | "oe" => Ok(SampleFormat::OpenQa),
+            "description" | "desc" | "caption" | "captioning" => Ok(SampleFormat::Description),
+            _ => Err(RowProblem::UnknownFormat(s.to_string())),
+        }
+    }
+}
+
+impl fmt::Display for SampleFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SampleFormat::Mcq => "mcq",
+            SampleFormat::OpenQa => "open_qa",
+            SampleFormat::Description => "description",
+        })
+    }
+}
+
+/// Lower-case ASCII letters and digits only: how names from different sources are compared.
+pub(crate) fn normalise(s: &str) -> String {
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
+}
+
+/// One training conversation with its media.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TrainingSample {
+    /// The row's `id` / `sample_id`, or `<file stem>:<line>` when it has none.
+    pub id: String,
+    /// Messages with `<image>` / `<video>` tags as written in the data.
+    pub messages: Vec<Message>,
+    /// Resolved image paths, in tag order.
+    pub images: Vec<PathBuf>,
+    /// Resolved video paths (files or frame folders), in tag order.
+    pub videos: Vec<PathBuf>,
+    pub format: Option<SampleFormat>,
+    pub task: Option<String>,
+    /// Data file and line of the row, for messages about it later.
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl TrainingSample {
+    /// Where the row came from, as `file:line`.
+    pub fn location(&self) -> String {
+        format!("{}:{}", self.file.display(), self.line)
+    }
+}
+
+/// Reads a training file (see the module docs for the forms).
+pub fn read_training_samples(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<TrainingSample>, ReadError> {
+    let media = MediaResolver::new(path, opts);
+    let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+    read_rows(path, opts, |value, line| {
+        let row = Row::new(value).map_err(|p| (None, p))?;
+        let id = row
+            .string(&["id", "sample_id", "question_id"])
+            .map_err(|p| (None, p))?
+            .unwrap_or_else(|| format!("{stem}:{line}"));
+        let sample = parse_training_row(&row, &id, &media, path, line).map_err(|p| (Some(id.clone()), p))?;
+        Ok((sample, id))
+    })
+}
+
+fn parse_training_row(
+    row: &Row<'_>,
+    id: &str,
+    media: &MediaResolver,
+    file: &Path,
+    line: usize,
+) -> Result<TrainingSample, RowProblem> {
+    let mut messages = Vec::new();
+    if let Some(system) = row.string(&["system"])? {
+        messages.push(Message::system(system));
+    }
+    let (field, turns) = row.get(&["conversations", "messages"]).ok_or(RowProblem::MissingField("conversations"))?;
+    let turns = turns
+        .as_array()
+        .ok_or_else(|| RowProblem::WrongType { field: field.to_string(), expected: "a list of messages" })?;
+    for (i, turn) in turns.iter().enumerate() {
+        let t = Row::new(turn)
+            .map_err(|_| RowProblem::WrongType { field: format!("{field}[{i}]"), expected: "an object" })?;
+        let speaker = t.string(&["from", "role"])?.ok_or(RowProblem::MissingField("from"))?;
+        let role = match normalise(&speaker).as_str() {
+            "human" | "user" => Role::User,
+            "gpt" | "assistant" | "model" | "bot" => Role::Assistant,
+            "system" => Role::System,
+            _ => return Err(RowProblem::UnknownRole(speaker)),
+        };
+        let content = match t.get(&["value", "content"]) {
+            Some((_, Value::String(s))) => s.clone(),
+            Some((k, _)) => {
+                return Err(RowProblem::WrongType { field: format!("{field}[{i}].{k}"), expected: "a string" });
+            }
+            None => return Err(RowProblem::MissingField("value")),
+        };
+        messages.push(Message::new(role, content));
+    }
+    // A system turn from the conversation wins over the top-level field only if it comes first;
+    // two system turns in a row are a data error the template check reports.
+    let videos = row
+        .paths(&["videos", "video"])?
+        .iter()
+        .map(|p| media.resolve(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    let images = row
+        .paths(&["images", "image"])?
+        .iter()
+        .map(|p| media.resolve(p))
+        .collect::<Result<Vec<_>, _>>()?;
+    check_conversation(id, &messages, images.len(), videos.len()).map_err(|e| match e {
+        TextError::MediaCountMismatch { kind, tags, media, .. } => RowProblem::Conversation(format!(
+            "{tags} {} tag(s) but {media} {kind}(s) listed",
+            match kind {
+                MediaKind::Image => IMAGE_TAG,
+                MediaKind::Video => VIDEO_TAG,
+            }
+        )),
+        other => RowProblem::Conversation(other.to_string()),
+    })?;
+    let format = row.string(&["format", "sample_format"])?.map(|f| f.parse()).transpose()?;
+    let task = row.string(&["task", "task_type", "task_name"])?;
+    Ok(TrainingSample {
+        id: id.to_string(),
+        messages,
+        images,
+        videos,
+        format,
+        task,
+        file: file.to_path_buf(),
+        line,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(text: &str) -> Vec<(usize, bool)> {
+        records_from_str(text).expect("parse").expect("rows").iter().map(|r| (r.line, r.value.is_ok())).collect()
+    }
+
+    #[test]
+    fn array_elements_keep_their_lines() {
+        let text = "[\n  {\"a\": \"x]\\\"\"},\n  {\"b\": [1, {\"c\": 2}]},\n  {bad}\n]";
+        assert_eq!(lines(text), vec![(2, true), (3, true), (4, false)]);
+    }
+
+    #[test]
+    fn wrapper_object_and_jsonl_and_single_object() {
+        let wrapped = "{\"generation_id\": \"g\",\n \"samples\": [\n{\"x\":1},\n{\"x\":2}]}";
+        assert_eq!(lines(wrapped), vec![(3, true), (4, true)]);
+        let jsonl = "{\"x\":1}\n\n{oops\n{\"x\":3}\n";
+        assert_eq!(lines(jsonl), vec![(1, true), (3, false), (4, true)]);
+        assert_eq!(lines("  {\"x\": 1}\n"), vec![(1, true)]);
+        assert_eq!(lines(""), vec![]);
+    }
+
+    #[test]
+    fn broken_structure_is_a_file_error_with_a_line() {
+        assert_eq!(records_from_str("[\n{\"x\":1}\n{\"x\":2}]").expect_err("missing comma").0, 3);
+        assert_eq!(records_from_str("[\n{\"x\": \"unterminated").expect_err("open string").0, 2);
+        assert!(records_from_str("\n\n42").is_err());
+    }
+
+    #[test]
+    fn format_spellings() {
+        assert_eq!("MCQ".parse::<SampleFormat>(), Ok(SampleFormat::Mcq));
+        assert_eq!("open-ended".parse::<SampleFormat>(), Ok(SampleFormat::OpenQa));
+        assert_eq!("Description".parse::<SampleFormat>(), Ok(SampleFormat::Description));
+        assert!("essay".parse::<SampleFormat>().is_err());
+    }
+}

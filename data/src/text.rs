@@ -691,6 +691,18 @@ pub fn render_chat(
     Ok(out)
 }
 
+/// Checks a training conversation without tokenising it: role order, a final answer, tags
+/// only in user turns, and tag counts equal to media counts (or no tags at all). Dataset
+/// readers call it so a bad row is reported with its file and line, not at training time.
+pub fn check_conversation(
+    sample_id: &str,
+    messages: &[Message],
+    n_images: usize,
+    n_videos: usize,
+) -> Result<(), TextError> {
+    layout(sample_id, messages, n_images, n_videos, &TemplateOptions::default(), Mode::Train).map(|_| ())
+}
+
 /// Counts the tags of one kind in a text.
 fn count_tags(text: &str, kind: MediaKind) -> usize {
     text.matches(kind.tag()).count()
