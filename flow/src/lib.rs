@@ -1,0 +1,1 @@
+//! Optical flow for motionvl.
