@@ -1,0 +1,4 @@
+//! Supervised fine-tuning of motionvl models.
+
+pub mod checkpoint;
+pub mod tensorboard;
