@@ -64,7 +64,7 @@ pub struct FramePlan {
     /// Frame indices into the clip, non-decreasing (repeats only when the clip is shorter
     /// than the plan insists on, e.g. one frame padded to a temporal pair).
     pub indices: Vec<usize>,
-    /// Target time of each kept frame in seconds from the clip start.
+    /// Time of each kept frame in seconds from the clip start (`index / clip fps`).
     pub timestamps: Vec<f64>,
     /// The actual rate of the kept frames (frames per second of video time).
     pub fps: f64,
@@ -99,7 +99,11 @@ pub struct TrainingPlan {
 impl Default for TrainingPlan {
     /// 2 FPS, 8–32 frames (SPEC §1).
     fn default() -> Self {
-        Self { fps: 2.0, min_frames: 8, max_frames: 32 }
+        Self {
+            fps: 2.0,
+            min_frames: 8,
+            max_frames: 32,
+        }
     }
 }
 
@@ -120,7 +124,13 @@ pub struct EvalProtocol {
 
 impl Default for EvalProtocol {
     fn default() -> Self {
-        Self { short_below_s: 16.0, short_fps: 2.0, medium_up_to_s: 32.0, medium_fps: 1.0, max_frames: 32 }
+        Self {
+            short_below_s: 16.0,
+            short_fps: 2.0,
+            medium_up_to_s: 32.0,
+            medium_fps: 1.0,
+            max_frames: 32,
+        }
     }
 }
 
@@ -150,12 +160,13 @@ fn frames_at_rate(clip: ClipTiming, fps: f64) -> usize {
     ((exact - 1e-9).ceil().max(1.0)) as usize
 }
 
-/// Frame k at `k / fps`, index = nearest frame (clamped to the last one).
+/// Frame k nearest to `k / fps`, clamped to the last frame.
 fn rate_steps(clip: ClipTiming, fps: f64, n: usize) -> FramePlan {
     let last = clip.frame_count - 1;
-    let timestamps: Vec<f64> = (0..n).map(|k| k as f64 / fps).collect();
-    let indices = timestamps.iter().map(|t| ((t * clip.fps).round() as usize).min(last)).collect();
-    FramePlan { indices, timestamps, fps }
+    let indices = (0..n)
+        .map(|k| ((k as f64 / fps * clip.fps).round() as usize).min(last))
+        .collect();
+    with_frame_times(clip, indices, fps)
 }
 
 /// `n` frames evenly from the first to the last frame (qwen-vl-utils' `linspace(...).round()`).
@@ -163,13 +174,25 @@ fn spread(clip: ClipTiming, n: usize) -> FramePlan {
     let last = clip.frame_count - 1;
     if n <= 1 || last == 0 {
         // One position only: the plan's rate is the clip's own.
-        return FramePlan { indices: vec![0; n], timestamps: vec![0.0; n], fps: clip.fps };
+        return with_frame_times(clip, vec![0; n], clip.fps);
     }
     let step = last as f64 / (n - 1) as f64; // in frames
-    let positions: Vec<f64> = (0..n).map(|k| k as f64 * step).collect();
-    let indices = positions.iter().map(|p| (p.round() as usize).min(last)).collect();
-    let timestamps = positions.iter().map(|p| p / clip.fps).collect();
-    FramePlan { indices, timestamps, fps: clip.fps / step }
+    let indices = (0..n)
+        .map(|k| ((k as f64 * step).round() as usize).min(last))
+        .collect();
+    with_frame_times(clip, indices, clip.fps / step)
+}
+
+/// Timestamps are those of the chosen frames (`index / clip fps`), not the ideal sampling
+/// instants: a decoder matching them to presentation times then finds exactly these frames on
+/// constant-rate files instead of facing rounding ties.
+fn with_frame_times(clip: ClipTiming, indices: Vec<usize>, fps: f64) -> FramePlan {
+    let timestamps = indices.iter().map(|i| *i as f64 / clip.fps).collect();
+    FramePlan {
+        indices,
+        timestamps,
+        fps,
+    }
 }
 
 /// The training plan. `n = ceil(duration * fps)` frames would keep the requested rate; it is
@@ -180,7 +203,10 @@ fn spread(clip: ClipTiming, n: usize) -> FramePlan {
 pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if !(plan.fps.is_finite() && plan.fps > 0.0) {
-        return Err(PlanError::BadPlan(format!("training fps {} must be positive", plan.fps)));
+        return Err(PlanError::BadPlan(format!(
+            "training fps {} must be positive",
+            plan.fps
+        )));
     }
     let min_even = plan.min_frames.div_ceil(2) * 2;
     let max_even = plan.max_frames / 2 * 2;
@@ -209,7 +235,9 @@ pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan,
 pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if protocol.max_frames == 0 || !(protocol.short_fps > 0.0 && protocol.medium_fps > 0.0) {
-        return Err(PlanError::BadPlan(format!("evaluation protocol {protocol:?} keeps no frames")));
+        return Err(PlanError::BadPlan(format!(
+            "evaluation protocol {protocol:?} keeps no frames"
+        )));
     }
     let d = clip.duration_s();
     let fps = if d < protocol.short_below_s {
@@ -233,7 +261,9 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
 pub fn uniform_plan(clip: ClipTiming, frames: usize) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if frames == 0 {
-        return Err(PlanError::BadPlan("uniform plan needs at least one frame".into()));
+        return Err(PlanError::BadPlan(
+            "uniform plan needs at least one frame".into(),
+        ));
     }
     Ok(spread(clip, frames))
 }
@@ -268,8 +298,9 @@ mod tests {
         // 31 gaps over 1499 frames: 0.517 FPS, not the nominal 2.
         assert_close(p.fps, 31.0 * 25.0 / 1499.0);
         assert!(p.second_per_grid(2) > 3.8);
-        // Timestamps agree with the reported rate.
-        assert_close(p.timestamps[1] - p.timestamps[0], 1.0 / p.fps);
+        // Timestamps agree with the reported rate on average.
+        assert_close((p.timestamps[31] - p.timestamps[0]) / 31.0, 1.0 / p.fps);
+        assert_close(p.timestamps[1], 48.0 / 25.0);
     }
 
     #[test]
@@ -317,9 +348,19 @@ mod tests {
 
     #[test]
     fn training_rejects_bad_settings() {
-        let bad = TrainingPlan { fps: 2.0, min_frames: 9, max_frames: 9 };
-        assert!(matches!(training_plan(ClipTiming::new(100, 10.0), &bad), Err(PlanError::BadPlan(_))));
-        assert_eq!(training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()), Err(PlanError::EmptyClip));
+        let bad = TrainingPlan {
+            fps: 2.0,
+            min_frames: 9,
+            max_frames: 9,
+        };
+        assert!(matches!(
+            training_plan(ClipTiming::new(100, 10.0), &bad),
+            Err(PlanError::BadPlan(_))
+        ));
+        assert_eq!(
+            training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()),
+            Err(PlanError::EmptyClip)
+        );
         assert!(matches!(
             training_plan(ClipTiming::new(10, 0.0), &TrainingPlan::default()),
             Err(PlanError::BadClipFps(_))
@@ -382,7 +423,14 @@ mod tests {
     #[test]
     fn policy_parses_from_recipe() {
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "training", "fps": 1.0}"#).unwrap();
-        assert_eq!(p, FramePolicy::Training(TrainingPlan { fps: 1.0, min_frames: 8, max_frames: 32 }));
+        assert_eq!(
+            p,
+            FramePolicy::Training(TrainingPlan {
+                fps: 1.0,
+                min_frames: 8,
+                max_frames: 32
+            })
+        );
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "uniform", "frames": 16}"#).unwrap();
         assert_eq!(p.plan(ClipTiming::new(100, 10.0)).unwrap().len(), 16);
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "sisbench_eval"}"#).unwrap();

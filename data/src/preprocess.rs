@@ -19,8 +19,11 @@ use ndarray::{Array2, Array3, Array4, ArrayView3, ArrayView4, Axis, s};
 use serde::{Deserialize, Serialize};
 
 /// The CLIP mean Qwen2.5-VL was trained with (`OPENAI_CLIP_MEAN` in transformers).
+/// Spelled with transformers' digits; f32 rounding happens exactly as in torch.
+#[allow(clippy::excessive_precision)]
 pub const OPENAI_CLIP_MEAN: [f32; 3] = [0.481_454_66, 0.457_827_5, 0.408_210_73];
 /// The CLIP std Qwen2.5-VL was trained with (`OPENAI_CLIP_STD` in transformers).
+#[allow(clippy::excessive_precision)]
 pub const OPENAI_CLIP_STD: [f32; 3] = [0.268_629_54, 0.261_302_58, 0.275_777_11];
 
 /// Largest allowed ratio between the long and the short side, as in Qwen's `smart_resize`.
@@ -30,12 +33,20 @@ pub const MAX_ASPECT_RATIO: f64 = 200.0;
 /// can tell which sample is bad without re-running it.
 #[derive(Debug, thiserror::Error)]
 pub enum PreprocessError {
-    #[error("image of {height}x{width} has an aspect ratio above {MAX_ASPECT_RATIO}; Qwen2.5-VL refuses it")]
+    #[error(
+        "image of {height}x{width} has an aspect ratio above {MAX_ASPECT_RATIO}; Qwen2.5-VL refuses it"
+    )]
     AspectRatio { height: usize, width: usize },
     #[error("image of {height}x{width} is empty; nothing to resize")]
     Empty { height: usize, width: usize },
-    #[error("frames of {height}x{width} are not multiples of {factor} (patch_size * merge_size); call smart_resize + resize first")]
-    NotAligned { height: usize, width: usize, factor: usize },
+    #[error(
+        "frames of {height}x{width} are not multiples of {factor} (patch_size * merge_size); call smart_resize + resize first"
+    )]
+    NotAligned {
+        height: usize,
+        width: usize,
+        factor: usize,
+    },
     #[error("expected 3 colour channels (RGB), got {channels}")]
     Channels { channels: usize },
     #[error("a video needs at least one frame")]
@@ -43,9 +54,15 @@ pub enum PreprocessError {
     #[error("invalid preprocessor config: {0}")]
     Config(String),
     #[error("cannot read preprocessor config {path}: {source}")]
-    ConfigIo { path: String, source: std::io::Error },
+    ConfigIo {
+        path: String,
+        source: std::io::Error,
+    },
     #[error("cannot parse preprocessor config {path}: {source}")]
-    ConfigParse { path: String, source: serde_json::Error },
+    ConfigParse {
+        path: String,
+        source: serde_json::Error,
+    },
 }
 
 /// Settings of the Qwen2.5-VL image/video processor.
@@ -132,20 +149,32 @@ impl<'de> Deserialize<'de> for PreprocessConfig {
 impl PreprocessConfig {
     /// The video settings of SIS-Motion training (SPEC §1): 128·28·28 to 512·28·28 pixels per frame.
     pub fn sis_motion_training() -> Self {
-        Self { min_pixels: 128 * 28 * 28, max_pixels: 512 * 28 * 28, ..Self::default() }
+        Self {
+            min_pixels: 128 * 28 * 28,
+            max_pixels: 512 * 28 * 28,
+            ..Self::default()
+        }
     }
 
     /// The SIS-Bench evaluation protocol (SPEC §2): 256·28·28 to 512·28·28 pixels per frame.
     pub fn sisbench_eval() -> Self {
-        Self { min_pixels: 256 * 28 * 28, max_pixels: 512 * 28 * 28, ..Self::default() }
+        Self {
+            min_pixels: 256 * 28 * 28,
+            max_pixels: 512 * 28 * 28,
+            ..Self::default()
+        }
     }
 
     /// Reads a checkpoint's `preprocessor_config.json`.
     pub fn from_json_file(path: &Path) -> Result<Self, PreprocessError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| PreprocessError::ConfigIo { path: path.display().to_string(), source })?;
-        serde_json::from_str(&text)
-            .map_err(|source| PreprocessError::ConfigParse { path: path.display().to_string(), source })
+        let text = std::fs::read_to_string(path).map_err(|source| PreprocessError::ConfigIo {
+            path: path.display().to_string(),
+            source,
+        })?;
+        serde_json::from_str(&text).map_err(|source| PreprocessError::ConfigParse {
+            path: path.display().to_string(),
+            source,
+        })
     }
 
     /// The resize granularity: sides are multiples of `patch_size * merge_size`.
@@ -168,13 +197,22 @@ impl PreprocessConfig {
             ));
         }
         if self.min_pixels > self.max_pixels {
-            return bad(format!("min_pixels {} exceeds max_pixels {}", self.min_pixels, self.max_pixels));
+            return bad(format!(
+                "min_pixels {} exceeds max_pixels {}",
+                self.min_pixels, self.max_pixels
+            ));
         }
         if self.image_std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
-            return bad(format!("image_std {:?} must be finite and non-zero", self.image_std));
+            return bad(format!(
+                "image_std {:?} must be finite and non-zero",
+                self.image_std
+            ));
         }
         if !(self.rescale_factor.is_finite() && self.rescale_factor > 0.0) {
-            return bad(format!("rescale_factor {} must be positive", self.rescale_factor));
+            return bad(format!(
+                "rescale_factor {} must be positive",
+                self.rescale_factor
+            ));
         }
         Ok(())
     }
@@ -248,7 +286,11 @@ impl AxisFilter {
     fn new(in_size: usize, out_size: usize) -> Self {
         const INTERP_SIZE: f64 = 4.0; // bicubic
         let scale = in_size as f64 / out_size as f64;
-        let support = if scale >= 1.0 { INTERP_SIZE * 0.5 * scale } else { INTERP_SIZE * 0.5 };
+        let support = if scale >= 1.0 {
+            INTERP_SIZE * 0.5 * scale
+        } else {
+            INTERP_SIZE * 0.5
+        };
         let ksize = support.ceil() as usize * 2 + 1;
         let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
 
@@ -291,10 +333,19 @@ impl AxisFilter {
             .map(|w| {
                 let v = w * unit;
                 // int16 storage: the precision search keeps every coefficient in range.
-                (if v < 0.0 { (-0.5 + v) as i32 } else { (0.5 + v) as i32 }) as i16 as i32
+                (if v < 0.0 {
+                    (-0.5 + v) as i32
+                } else {
+                    (0.5 + v) as i32
+                }) as i16 as i32
             })
             .collect();
-        Self { bounds, coeffs, ksize, precision }
+        Self {
+            bounds,
+            coeffs,
+            ksize,
+            precision,
+        }
     }
 
     /// One output sample: fixed-point dot product, rounded, clamped to u8 — the same integer
@@ -303,7 +354,11 @@ impl AxisFilter {
     fn apply(&self, out_index: usize, mut sample: impl FnMut(usize) -> u8) -> u8 {
         let (xmin, xsize) = self.bounds[out_index];
         let k = &self.coeffs[out_index * self.ksize..out_index * self.ksize + xsize];
-        let mut acc: i32 = if self.precision > 0 { 1 << (self.precision - 1) } else { 0 };
+        let mut acc: i32 = if self.precision > 0 {
+            1 << (self.precision - 1)
+        } else {
+            0
+        };
         for (j, c) in k.iter().enumerate() {
             acc += i32::from(sample(xmin + j)) * c;
         }
@@ -359,7 +414,8 @@ pub fn resize_frames(frames: ArrayView4<u8>, out_h: usize, out_w: usize) -> Arra
     let (t, _, _, c) = frames.dim();
     let mut out = Array4::<u8>::zeros((t, out_h, out_w, c));
     for (i, frame) in frames.outer_iter().enumerate() {
-        out.index_axis_mut(Axis(0), i).assign(&resize_bicubic_aa(frame, out_h, out_w));
+        out.index_axis_mut(Axis(0), i)
+            .assign(&resize_bicubic_aa(frame, out_h, out_w));
     }
     out
 }
@@ -404,7 +460,11 @@ pub fn normalize_patchify(
     }
     let factor = cfg.factor();
     if h == 0 || w == 0 || h % factor != 0 || w % factor != 0 {
-        return Err(PreprocessError::NotAligned { height: h, width: w, factor });
+        return Err(PreprocessError::NotAligned {
+            height: h,
+            width: w,
+            factor,
+        });
     }
     let (p, tp_size, m) = (cfg.patch_size, cfg.temporal_patch_size, cfg.merge_size);
     let grid_t = t.div_ceil(tp_size);
@@ -414,10 +474,10 @@ pub fn normalize_patchify(
     // rescale+normalise (mean and std scaled by 1/rescale_factor in f32).
     let inv = (1.0 / cfg.rescale_factor) as f32;
     let mut lut = [[0f32; 256]; 3];
-    for ch in 0..3 {
+    for (ch, table) in lut.iter_mut().enumerate() {
         let mean = cfg.image_mean[ch] * inv;
         let std = cfg.image_std[ch] * inv;
-        for (v, slot) in lut[ch].iter_mut().enumerate() {
+        for (v, slot) in table.iter_mut().enumerate() {
             *slot = (v as f32 - mean) / std;
         }
     }
@@ -453,12 +513,18 @@ pub fn normalize_patchify(
             }
         }
     }
-    Ok(VisionInput { pixel_values: out, grid_thw: [grid_t, grid_h, grid_w] })
+    Ok(VisionInput {
+        pixel_values: out,
+        grid_thw: [grid_t, grid_h, grid_w],
+    })
 }
 
 /// The whole video path of the HF processor: smart resize, bicubic resize, normalise, patchify.
 /// `frames` is `[T, H, W, 3]` uint8 RGB.
-pub fn preprocess_video(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
+pub fn preprocess_video(
+    frames: ArrayView4<u8>,
+    cfg: &PreprocessConfig,
+) -> Result<VisionInput, PreprocessError> {
     let (t, h, w, c) = frames.dim();
     if c != 3 {
         return Err(PreprocessError::Channels { channels: c });
@@ -474,7 +540,10 @@ pub fn preprocess_video(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Resul
 
 /// The whole image path of the HF processor. `image` is `[H, W, 3]` uint8 RGB; it fills every
 /// temporal slot of its single temporal patch (grid_t = 1).
-pub fn preprocess_image(image: ArrayView3<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
+pub fn preprocess_image(
+    image: ArrayView3<u8>,
+    cfg: &PreprocessConfig,
+) -> Result<VisionInput, PreprocessError> {
     let (h, w, c) = image.dim();
     if c != 3 {
         return Err(PreprocessError::Channels { channels: c });
@@ -487,7 +556,10 @@ pub fn preprocess_image(image: ArrayView3<u8>, cfg: &PreprocessConfig) -> Result
 
 /// Normalise + patchify an image already at a grid-aligned size: the frame is repeated over
 /// the `temporal_patch_size` slots, giving grid `[1, h/P, w/P]`.
-pub fn normalize_image_resized(image: ArrayView3<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
+pub fn normalize_image_resized(
+    image: ArrayView3<u8>,
+    cfg: &PreprocessConfig,
+) -> Result<VisionInput, PreprocessError> {
     // A single frame pads to `temporal_patch_size` copies of itself: exactly the image rule.
     normalize_patchify(image.insert_axis(Axis(0)), cfg)
 }
@@ -501,7 +573,10 @@ mod tests {
         // 70 / 28 = 2.5 rounds to 2 (Python round), not 3.
         assert_eq!(smart_resize(70, 45, 28, 3136, 1_003_520).unwrap(), (56, 56));
         // 3.5 rounds to 4.
-        assert_eq!(smart_resize(98, 28, 28, 28 * 28, 1_003_520).unwrap(), (112, 28));
+        assert_eq!(
+            smart_resize(98, 28, 28, 28 * 28, 1_003_520).unwrap(),
+            (112, 28)
+        );
     }
 
     #[test]
@@ -517,7 +592,10 @@ mod tests {
     #[test]
     fn smart_resize_min_branch_ceils() {
         // 40x130 -> rounds to 28x140 = 3920 < 5000: beta = sqrt(5000/5200), ceil branch.
-        assert_eq!(smart_resize(40, 130, 28, 5000, 1_003_520).unwrap(), (56, 140));
+        assert_eq!(
+            smart_resize(40, 130, 28, 5000, 1_003_520).unwrap(),
+            (56, 140)
+        );
         // Tiny inputs grow to the minimum.
         let (h, w) = smart_resize(5, 5, 28, 56 * 56, 1_003_520).unwrap();
         assert_eq!((h, w), (56, 56));
@@ -525,9 +603,15 @@ mod tests {
 
     #[test]
     fn smart_resize_rejects_bad_shapes() {
-        assert!(matches!(smart_resize(1, 201, 28, 3136, 1_003_520), Err(PreprocessError::AspectRatio { .. })));
+        assert!(matches!(
+            smart_resize(1, 201, 28, 3136, 1_003_520),
+            Err(PreprocessError::AspectRatio { .. })
+        ));
         assert!(smart_resize(1, 200, 28, 3136, 1_003_520).is_ok());
-        assert!(matches!(smart_resize(0, 10, 28, 3136, 1_003_520), Err(PreprocessError::Empty { .. })));
+        assert!(matches!(
+            smart_resize(0, 10, 28, 3136, 1_003_520),
+            Err(PreprocessError::Empty { .. })
+        ));
     }
 
     #[test]
@@ -546,24 +630,34 @@ mod tests {
     fn resize_known_values_against_torchvision() {
         // Reference: torchvision 0.29 `v2.functional.resize(x.permute(2, 0, 1), size,
         // BICUBIC, antialias=True)` of x[y, x, c] = (60y + 37x + 90c) % 256, uint8 4x6x3.
-        let img = Array3::from_shape_fn((4, 6, 3), |(y, x, c)| ((y * 60 + x * 37 + c * 90) % 256) as u8);
+        let img = Array3::from_shape_fn((4, 6, 3), |(y, x, c)| {
+            ((y * 60 + x * 37 + c * 90) % 256) as u8
+        });
         // Widen and shrink at once (one axis up, one down).
-        let wide: Vec<u8> = resize_bicubic_aa(img.view(), 2, 9).iter().copied().collect();
+        let wide: Vec<u8> = resize_bicubic_aa(img.view(), 2, 9)
+            .iter()
+            .copied()
+            .collect();
         assert_eq!(
             wide,
             vec![
-                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100, 69, 160, 134,
-                99, 182, 94, 134, 201, 49, 156, 143, 115, 90, 160, 139, 91, 189, 147, 100, 216, 84, 127, 186, 70,
-                157, 123, 85, 188, 65, 110, 215, 73, 144, 176, 97, 166, 131
+                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100,
+                69, 160, 134, 99, 182, 94, 134, 201, 49, 156, 143, 115, 90, 160, 139, 91, 189, 147,
+                100, 216, 84, 127, 186, 70, 157, 123, 85, 188, 65, 110, 215, 73, 144, 176, 97, 166,
+                131
             ]
         );
-        let tall: Vec<u8> = resize_bicubic_aa(img.view(), 7, 3).iter().copied().collect();
+        let tall: Vec<u8> = resize_bicubic_aa(img.view(), 7, 3)
+            .iter()
+            .copied()
+            .collect();
         assert_eq!(
             tall,
             vec![
-                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106, 96, 75, 179, 129,
-                149, 120, 69, 228, 48, 144, 111, 213, 84, 180, 83, 93, 138, 71, 187, 148, 205, 65, 192, 66, 142,
-                43, 121, 208, 194, 89, 104, 161, 93, 187, 60, 163, 170, 219, 20, 129, 141, 110, 210, 78, 184, 145
+                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106,
+                96, 75, 179, 129, 149, 120, 69, 228, 48, 144, 111, 213, 84, 180, 83, 93, 138, 71,
+                187, 148, 205, 65, 192, 66, 142, 43, 121, 208, 194, 89, 104, 161, 93, 187, 60, 163,
+                170, 219, 20, 129, 141, 110, 210, 78, 184, 145
             ]
         );
     }
@@ -582,27 +676,35 @@ mod tests {
         assert_eq!(out.pixel_values.dim(), (16, 1176));
         assert_eq!(out.num_tokens(2), 4);
         let denorm = |v: f32, ch: usize| (v * cfg.image_std[ch] + cfg.image_mean[ch]) * 255.0;
+        // Column of (channel, temporal slot, py, px) with Tp = 2, P = 14.
+        let col = |ch: usize, tp: usize, py: usize, px: usize| ((ch * 2 + tp) * 14 + py) * 14 + px;
         // Row 5 = t 0, hb 0, wb 1, mh 0, mw 1 -> patch at y 0, x (1*2+1)*14 = 42.
         let row = out.pixel_values.row(5);
-        assert!((denorm(row[((2 * 2) * 14 + 3) * 14 + 4], 2) - 46.0).abs() < 1e-3); // blue, tp 0, py 3, px 4
-        assert!((denorm(row[((1 * 2) * 14 + 3) * 14 + 4], 1) - 3.0).abs() < 1e-3); // green = y
+        assert!((denorm(row[col(2, 0, 3, 4)], 2) - 46.0).abs() < 1e-3); // blue, tp 0, py 3, px 4
+        assert!((denorm(row[col(1, 0, 3, 4)], 1) - 3.0).abs() < 1e-3); // green = y
         // Second temporal grid pads frame 3 with frame 2: both tp slots read red 20.
         let row = out.pixel_values.row(8);
         assert!((denorm(row[0], 0) - 20.0).abs() < 1e-3);
-        assert!((denorm(row[14 * 14], 0) - 20.0).abs() < 1e-3);
+        assert!((denorm(row[col(0, 1, 0, 0)], 0) - 20.0).abs() < 1e-3);
         // First temporal grid: tp 0 is frame 0, tp 1 is frame 1.
         let row = out.pixel_values.row(0);
         assert!((denorm(row[0], 0) - 0.0).abs() < 1e-3);
-        assert!((denorm(row[14 * 14], 0) - 10.0).abs() < 1e-3);
+        assert!((denorm(row[col(0, 1, 0, 0)], 0) - 10.0).abs() < 1e-3);
     }
 
     #[test]
     fn patchify_rejects_unaligned() {
         let cfg = PreprocessConfig::default();
         let frames = Array4::<u8>::zeros((2, 30, 28, 3));
-        assert!(matches!(normalize_patchify(frames.view(), &cfg), Err(PreprocessError::NotAligned { .. })));
+        assert!(matches!(
+            normalize_patchify(frames.view(), &cfg),
+            Err(PreprocessError::NotAligned { .. })
+        ));
         let frames = Array4::<u8>::zeros((0, 28, 28, 3));
-        assert!(matches!(normalize_patchify(frames.view(), &cfg), Err(PreprocessError::NoFrames)));
+        assert!(matches!(
+            normalize_patchify(frames.view(), &cfg),
+            Err(PreprocessError::NoFrames)
+        ));
     }
 
     #[test]
@@ -617,10 +719,12 @@ mod tests {
         assert_eq!(a.max_pixels, 12_845_056);
         assert_eq!(a.image_mean, OPENAI_CLIP_MEAN);
         let b: PreprocessConfig =
-            serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#).unwrap();
+            serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#)
+                .unwrap();
         assert_eq!((b.min_pixels, b.max_pixels), (100_352, 401_408));
         assert_eq!(b.patch_size, 14);
-        let bad = serde_json::from_str::<PreprocessConfig>(r#"{"min_pixels": 10, "max_pixels": 5}"#);
+        let bad =
+            serde_json::from_str::<PreprocessConfig>(r#"{"min_pixels": 10, "max_pixels": 5}"#);
         assert!(bad.is_err());
     }
 }

@@ -1,0 +1,429 @@
+//! Decoding real videos that the tests encode themselves with `VideoWriter` (ffmpeg-next), so
+//! CI needs the FFmpeg libraries but no media files or CLI.
+//!
+//! Every synthetic frame carries its own index as an 8-bit code (eight 16×16 black/white
+//! blocks along the top) and four colour bars (red, green, blue, white) below, so a test can
+//! tell exactly which frame the decoder returned and whether colours survived.
+
+use std::path::{Path, PathBuf};
+
+use motionvl_data::frames::{
+    ClipTiming, EvalProtocol, FramePlan, FramePolicy, eval_plan, uniform_plan,
+};
+use motionvl_data::video::{
+    DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all,
+    decode_video, load_image, probe_video,
+};
+use ndarray::{Array3, ArrayView3, s};
+
+const W: usize = 128;
+const H: usize = 64;
+const BARS: [[u8; 3]; 4] = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]];
+
+/// Frame `index`: code blocks in rows 0..16, grey in 16..32, colour bars in 32..64.
+fn synthetic_frame(index: usize) -> Array3<u8> {
+    Array3::from_shape_fn((H, W, 3), |(y, x, c)| {
+        if y < 16 {
+            if (index >> (x / 16)) & 1 == 1 { 255 } else { 0 }
+        } else if y < 32 {
+            128
+        } else {
+            BARS[x / 32][c]
+        }
+    })
+}
+
+/// Reads the code back: mean of each block's interior thresholded at mid-grey.
+fn frame_code(frame: ArrayView3<u8>) -> usize {
+    (0..8)
+        .map(|bit| {
+            let block = frame.slice(s![4..12, bit * 16 + 4..bit * 16 + 12, ..]);
+            let mean = block.iter().map(|v| f64::from(*v)).sum::<f64>() / block.len() as f64;
+            usize::from(mean > 128.0) << bit
+        })
+        .sum()
+}
+
+/// Colour bars must come back within `tol` levels (lossy codecs, 4:2:0 chroma).
+fn assert_bars(frame: ArrayView3<u8>, tol: i32, what: &str) {
+    for (i, bar) in BARS.iter().enumerate() {
+        let px = frame.slice(s![48, i * 32 + 16, ..]);
+        for c in 0..3 {
+            let d = (i32::from(px[c]) - i32::from(bar[c])).abs();
+            assert!(
+                d <= tol,
+                "{what}: bar {i} channel {c} is {} not {} (tolerance {tol})",
+                px[c],
+                bar[c]
+            );
+        }
+    }
+}
+
+fn write_clip(path: &Path, frames: usize, settings: &EncodeSettings) {
+    let mut writer = VideoWriter::create(path, W, H, settings).expect("create writer");
+    for i in 0..frames {
+        writer.push(synthetic_frame(i).view()).expect("push");
+    }
+    writer.finish().expect("finish");
+}
+
+fn mpeg4(frame_rate: (i32, i32), gop: u32) -> EncodeSettings {
+    EncodeSettings {
+        frame_rate,
+        codec: Some("mpeg4".into()),
+        gop_size: gop,
+        bit_rate: 2_000_000,
+        ..EncodeSettings::default()
+    }
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn codes(frames: &ndarray::Array4<u8>) -> Vec<usize> {
+    frames.outer_iter().map(frame_code).collect()
+}
+
+#[test]
+fn mp4_probe_and_full_decode() {
+    let dir = tmp();
+    let path = dir.path().join("clip.mp4");
+    write_clip(&path, 45, &mpeg4((30, 1), 12));
+
+    let info = probe_video(&path).expect("probe");
+    assert_eq!((info.width, info.height, info.frame_count), (W, H, 45));
+    assert!((info.fps - 30.0).abs() < 1e-9, "fps {}", info.fps);
+    assert!(
+        (info.duration_s - 1.5).abs() < 0.05,
+        "duration {}",
+        info.duration_s
+    );
+
+    let all = decode_all(&path).expect("decode");
+    assert_eq!(all.frames.dim(), (45, H, W, 3));
+    assert_eq!(codes(&all.frames), (0..45).collect::<Vec<_>>());
+    for (i, t) in all.timestamps.iter().enumerate() {
+        assert!((t - i as f64 / 30.0).abs() < 1e-6, "frame {i} at {t}");
+    }
+    assert_bars(all.frames.slice(s![20, .., .., ..]), 40, "mp4 frame 20");
+    assert_eq!(all.frames_decoded, 45);
+}
+
+#[test]
+fn plan_decoding_picks_nearest_frames_in_plan_order() {
+    let dir = tmp();
+    let path = dir.path().join("clip.mp4");
+    write_clip(&path, 45, &mpeg4((30, 1), 12));
+    let info = probe_video(&path).expect("probe");
+
+    // 1.5 s under the evaluation protocol: 2 FPS -> t = 0, 0.5, 1.0 -> frames 0, 15, 30.
+    let plan = eval_plan(info.timing(), &EvalProtocol::default()).expect("plan");
+    assert_eq!(plan.indices, vec![0, 15, 30]);
+    let got = decode_video(&path, &plan).expect("decode");
+    assert_eq!(codes(&got.frames), vec![0, 15, 30]);
+    assert!((got.timestamps[1] - 0.5).abs() < 1e-6);
+
+    // Unsorted targets keep their order; past-the-end targets get the last frame; a target
+    // between two frames gets the nearer one (0.51 s -> frame 15 at 0.5 s, not 16 at 0.533).
+    let plan = FramePlan {
+        indices: vec![15, 0, 44, 44],
+        timestamps: vec![0.51, 0.0, 1.49, 9.0],
+        fps: 2.0,
+    };
+    let got = decode_video(&path, &plan).expect("decode");
+    assert_eq!(codes(&got.frames), vec![15, 0, 44, 44]);
+}
+
+#[test]
+fn long_clip_seeks_instead_of_decoding_everything() {
+    let dir = tmp();
+    let path = dir.path().join("long.mp4");
+    // 30 s at 10 FPS, a keyframe every second.
+    write_clip(&path, 300, &mpeg4((10, 1), 10));
+    let info = probe_video(&path).expect("probe");
+    assert_eq!(info.frame_count, 300);
+
+    let plan = uniform_plan(info.timing(), 4).expect("plan");
+    assert_eq!(plan.indices, vec![0, 100, 199, 299]);
+    // Codes are 8 bits: frame 299 reads 299 % 256.
+    let want: Vec<usize> = plan.indices.iter().map(|i| i % 256).collect();
+    let got = decode_video(&path, &plan).expect("decode");
+    assert_eq!(codes(&got.frames), want);
+    assert!(
+        got.frames_decoded < 60,
+        "decoded {} of 300 frames for a 4-frame plan",
+        got.frames_decoded
+    );
+
+    // Seeking off (gap larger than the clip) decodes through and returns the same frames.
+    let opts = DecodeOptions {
+        seek_min_gap_s: 1e9,
+        ..DecodeOptions::default()
+    };
+    let through = VideoSource::File(path.clone())
+        .decode(&plan, &opts)
+        .expect("decode");
+    assert_eq!(codes(&through.frames), want);
+    assert!(through.frames_decoded >= 299);
+}
+
+#[test]
+fn variable_frame_rate_uses_timestamps() {
+    let dir = tmp();
+    let path = dir.path().join("vfr.mkv");
+    let times_ms = [0i64, 40, 80, 300, 320, 700, 1500, 1530, 2000];
+    let settings = EncodeSettings {
+        time_base: Some((1, 1000)),
+        ..mpeg4((10, 1), 4)
+    };
+    let mut writer = VideoWriter::create(&path, W, H, &settings).expect("writer");
+    for (i, ms) in times_ms.iter().enumerate() {
+        writer
+            .push_at(synthetic_frame(i).view(), *ms as f64 / 1000.0)
+            .expect("push");
+    }
+    writer.finish().expect("finish");
+
+    let all = decode_all(&path).expect("decode");
+    assert_eq!(codes(&all.frames), (0..times_ms.len()).collect::<Vec<_>>());
+    for (t, ms) in all.timestamps.iter().zip(times_ms) {
+        assert!((t - ms as f64 / 1000.0).abs() < 1e-6, "{t} vs {ms} ms");
+    }
+
+    // Nearest by time, not by index: 0.29 s -> 300 ms (frame 3); 1.0 s -> 700 ms (frame 5,
+    // 0.3 s away, vs 1500 ms 0.5 s away); 1.9 s -> 2000 ms (frame 8).
+    let plan = FramePlan {
+        indices: vec![0; 4],
+        timestamps: vec![0.29, 0.7, 1.0, 1.9],
+        fps: 1.0,
+    };
+    let got = decode_video(&path, &plan).expect("decode");
+    assert_eq!(codes(&got.frames), vec![3, 5, 5, 8]);
+    for (t, want) in got.timestamps.iter().zip([0.3, 0.7, 0.7, 2.0]) {
+        assert!((t - want).abs() < 1e-9, "{t} vs {want}");
+    }
+}
+
+#[test]
+fn non_integer_frame_rate() {
+    let dir = tmp();
+    let path = dir.path().join("ntsc.mp4");
+    write_clip(&path, 30, &mpeg4((30000, 1001), 15));
+    let info = probe_video(&path).expect("probe");
+    assert!(
+        (info.fps - 30000.0 / 1001.0).abs() < 1e-6,
+        "fps {}",
+        info.fps
+    );
+    assert_eq!(info.frame_count, 30);
+    let all = decode_all(&path).expect("decode");
+    assert_eq!(codes(&all.frames), (0..30).collect::<Vec<_>>());
+    for (i, t) in all.timestamps.iter().enumerate() {
+        assert!(
+            (t - i as f64 * 1001.0 / 30000.0).abs() < 1e-4,
+            "frame {i} at {t}"
+        );
+    }
+    // The plan sees the real rate: 1.001 s at 2 FPS -> 3 frames (t = 0, 0.5, 1.0).
+    let (plan, got) = VideoSource::File(path)
+        .load(
+            &FramePolicy::SisbenchEval(EvalProtocol::default()),
+            &DecodeOptions::default(),
+        )
+        .expect("load");
+    assert_eq!(plan.len(), 3);
+    assert_eq!(codes(&got.frames), vec![0, 15, 29]);
+}
+
+#[test]
+fn other_containers() {
+    let dir = tmp();
+    let mut cases: Vec<(&str, Option<&str>)> = vec![("avi", Some("mpeg4")), ("mkv", Some("mpeg4"))];
+    // WebM needs a VP8/VP9 encoder; most FFmpeg builds have libvpx, but skip cleanly if not.
+    let has_vpx = ffmpeg_next::encoder::find_by_name("libvpx-vp9").is_some()
+        || ffmpeg_next::encoder::find_by_name("libvpx").is_some();
+    if has_vpx {
+        cases.push(("webm", None));
+    } else {
+        eprintln!("skipping webm: this FFmpeg build has no libvpx encoder");
+    }
+    if ffmpeg_next::encoder::find_by_name("libx264").is_some() {
+        cases.push(("mp4", Some("libx264")));
+    }
+    for (ext, codec) in cases {
+        let path = dir.path().join(format!("clip.{ext}"));
+        let settings = EncodeSettings {
+            codec: codec.map(str::to_string),
+            ..mpeg4((15, 1), 5)
+        };
+        write_clip(&path, 12, &settings);
+        let info = probe_video(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        assert_eq!(info.frame_count, 12, "{ext}: frame count");
+        let all = decode_all(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        assert_eq!(
+            codes(&all.frames),
+            (0..12).collect::<Vec<_>>(),
+            "{ext}: frame codes"
+        );
+        assert_bars(all.frames.slice(s![6, .., .., ..]), 48, ext);
+        let plan = uniform_plan(info.timing(), 3).expect("plan");
+        let got = decode_video(&path, &plan).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        assert_eq!(codes(&got.frames), vec![0, 6, 11], "{ext}: planned codes");
+    }
+}
+
+fn write_png_sequence(dir: &Path, names: &[String]) {
+    for (i, name) in names.iter().enumerate() {
+        let frame = synthetic_frame(i);
+        let img = image::RgbImage::from_raw(W as u32, H as u32, frame.into_raw_vec_and_offset().0)
+            .expect("image");
+        img.save(dir.join(name)).expect("save frame");
+    }
+}
+
+#[test]
+fn frame_folder_is_a_video() {
+    let dir = tmp();
+    // Unpadded numbers: lexical order would put 10 before 2.
+    let names: Vec<String> = (1..=12).map(|i| format!("{i}.png")).collect();
+    write_png_sequence(dir.path(), &names);
+    std::fs::write(dir.path().join("notes.txt"), "not a frame").expect("write");
+
+    let folder = FrameFolder::open(dir.path(), 10.0).expect("open");
+    assert_eq!(folder.files().len(), 12);
+    assert!(folder.files()[1].ends_with("2.png"));
+    let info = folder.info().expect("info");
+    assert_eq!((info.width, info.height, info.frame_count), (W, H, 12));
+    assert!((info.duration_s - 1.2).abs() < 1e-9);
+
+    let source = VideoSource::FrameFolder {
+        dir: dir.path().to_path_buf(),
+        fps: 10.0,
+    };
+    let (plan, got) = source
+        .load(
+            &FramePolicy::Uniform { frames: 4 },
+            &DecodeOptions::default(),
+        )
+        .expect("load");
+    assert_eq!(plan.indices, vec![0, 4, 7, 11]);
+    assert_eq!(codes(&got.frames), vec![0, 4, 7, 11]);
+    assert_eq!(got.timestamps, vec![0.0, 0.4, 0.7, 1.1]);
+    assert_eq!(got.frames_decoded, 4);
+    // PNG is lossless: pixels come back exactly.
+    assert_eq!(got.frames.slice(s![1, .., .., ..]), synthetic_frame(4));
+
+    // A plan repeating a frame reads it once.
+    let repeat = uniform_plan(ClipTiming::new(1, 10.0), 2).expect("plan");
+    assert_eq!(folder.decode(&repeat).expect("decode").frames_decoded, 1);
+}
+
+#[test]
+fn frame_folder_errors_name_the_file() {
+    let dir = tmp();
+    assert!(matches!(
+        FrameFolder::open(dir.path(), 10.0),
+        Err(VideoError::EmptyFolder { .. })
+    ));
+    assert!(matches!(
+        FrameFolder::open(dir.path(), 0.0),
+        Err(VideoError::BadFps { .. })
+    ));
+    let missing = dir.path().join("nope");
+    let err = FrameFolder::open(&missing, 10.0).expect_err("missing folder");
+    assert!(err.to_string().contains("nope"), "{err}");
+
+    let names: Vec<String> = (1..=3).map(|i| format!("{i:07}.png")).collect();
+    write_png_sequence(dir.path(), &names);
+    // Frame 3 has another size.
+    image::RgbImage::new(32, 16)
+        .save(dir.path().join(&names[2]))
+        .expect("save");
+    let folder = FrameFolder::open(dir.path(), 5.0).expect("open");
+    let plan = uniform_plan(ClipTiming::new(3, 5.0), 3).expect("plan");
+    let err = folder.decode(&plan).expect_err("size mismatch");
+    assert!(matches!(err, VideoError::FrameSize { .. }), "{err}");
+    assert!(err.to_string().contains("0000003.png"), "{err}");
+
+    let plan = FramePlan {
+        indices: vec![7],
+        timestamps: vec![1.4],
+        fps: 5.0,
+    };
+    assert!(matches!(
+        folder.decode(&plan),
+        Err(VideoError::PlanOutOfRange {
+            index: 7,
+            frame_count: 3,
+            ..
+        })
+    ));
+}
+
+#[test]
+fn images_load_as_rgb() {
+    let dir = tmp();
+    let frame = synthetic_frame(0b1010_0101);
+    let img = image::RgbImage::from_raw(
+        W as u32,
+        H as u32,
+        frame.clone().into_raw_vec_and_offset().0,
+    )
+    .expect("image");
+    for ext in ["png", "webp", "jpg"] {
+        let path = dir.path().join(format!("still.{ext}"));
+        img.save(&path)
+            .unwrap_or_else(|e| panic!("save {ext}: {e}"));
+        let loaded = load_image(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
+        assert_eq!(loaded.dim(), (H, W, 3), "{ext}");
+        assert_eq!(frame_code(loaded.view()), 0b1010_0101, "{ext}");
+        if ext == "jpg" {
+            assert_bars(loaded.view(), 40, ext);
+        } else {
+            assert_eq!(loaded, frame, "{ext} is lossless");
+        }
+    }
+    // Greyscale with alpha is expanded to RGB.
+    let path = dir.path().join("grey.png");
+    image::GrayAlphaImage::from_pixel(4, 2, image::LumaA([77, 10]))
+        .save(&path)
+        .expect("save");
+    let loaded = load_image(&path).expect("grey");
+    assert_eq!(loaded.dim(), (2, 4, 3));
+    assert!(loaded.iter().all(|v| *v == 77));
+}
+
+#[test]
+fn bad_inputs_are_typed_errors_naming_the_file() {
+    let dir = tmp();
+    let missing = dir.path().join("missing.mp4");
+    let err = decode_all(&missing).expect_err("missing");
+    assert!(matches!(err, VideoError::Open { .. }), "{err}");
+    assert!(err.to_string().contains("missing.mp4"), "{err}");
+
+    let junk: PathBuf = dir.path().join("junk.mp4");
+    std::fs::write(&junk, b"this is not a video at all").expect("write");
+    let err = probe_video(&junk).expect_err("junk");
+    assert!(err.to_string().contains("junk.mp4"), "{err}");
+
+    let err = load_image(&dir.path().join("none.png")).expect_err("missing image");
+    assert!(
+        matches!(err, VideoError::Image { .. }) && err.to_string().contains("none.png"),
+        "{err}"
+    );
+
+    let err = VideoWriter::create(
+        &dir.path().join("odd.mp4"),
+        31,
+        16,
+        &EncodeSettings::default(),
+    )
+    .err()
+    .expect("odd width");
+    assert!(
+        matches!(err, VideoError::Encode { .. }) && err.to_string().contains("odd.mp4"),
+        "{err}"
+    );
+}
