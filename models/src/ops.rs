@@ -27,22 +27,39 @@ impl RmsNorm {
     }
 }
 
-/// `y = x Wᵀ + b` over any number of leading dimensions.
+/// `y = x Wᵀ + b` over any number of leading dimensions, plus a LoRA update when one is attached.
 #[derive(Debug, Clone)]
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
+    adapter: Option<crate::lora::LoraAdapter>,
 }
 
 impl Linear {
     pub fn new(in_dim: usize, out_dim: usize, bias: bool, vb: VarBuilder) -> Result<Self> {
         let weight = vb.get((out_dim, in_dim), "weight")?;
         let bias = if bias { Some(vb.get(out_dim, "bias")?) } else { None };
-        Ok(Self { weight, bias })
+        Ok(Self { weight, bias, adapter: None })
     }
 
     pub fn from_parts(weight: Tensor, bias: Option<Tensor>) -> Self {
-        Self { weight, bias }
+        Self { weight, bias, adapter: None }
+    }
+
+    pub fn in_dim(&self) -> usize {
+        self.weight.dims()[1]
+    }
+
+    pub fn out_dim(&self) -> usize {
+        self.weight.dims()[0]
+    }
+
+    pub fn set_adapter(&mut self, adapter: Option<crate::lora::LoraAdapter>) {
+        self.adapter = adapter;
+    }
+
+    pub fn adapter(&self) -> Option<&crate::lora::LoraAdapter> {
+        self.adapter.as_ref()
     }
 
     pub fn weight(&self) -> &Tensor {
@@ -62,6 +79,10 @@ impl Module for Linear {
         let ys = xs.reshape((rows, in_dim))?.matmul(&self.weight.t()?)?;
         let ys = match &self.bias {
             Some(b) => ys.broadcast_add(b)?,
+            None => ys,
+        };
+        let ys = match &self.adapter {
+            Some(adapter) => (ys + adapter.forward(&xs.reshape((rows, in_dim))?)?)?,
             None => ys,
         };
         let mut out_dims = dims[..dims.len() - 1].to_vec();
@@ -117,6 +138,12 @@ impl GatedMlp {
             down_proj: Linear::new(intermediate, hidden, bias, vb.pp("down_proj"))?,
             act,
         })
+    }
+
+    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        out.push((format!("{prefix}.gate_proj"), &mut self.gate_proj));
+        out.push((format!("{prefix}.up_proj"), &mut self.up_proj));
+        out.push((format!("{prefix}.down_proj"), &mut self.down_proj));
     }
 
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {

@@ -143,6 +143,21 @@ impl Qwen25Vl {
         &self.text
     }
 
+    /// `(checkpoint path, in, out)` of every linear layer.
+    pub fn linear_shapes(&self) -> Vec<(String, usize, usize)> {
+        let mut copy = self.clone();
+        copy.linears_mut().into_iter().map(|(name, l)| (name, l.in_dim(), l.out_dim())).collect()
+    }
+
+    /// Every linear layer by checkpoint path (`visual.…`, `model.layers.…`, `lm_head`).
+    pub fn linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
+        let mut out = Vec::new();
+        self.visual.linears_mut("visual", &mut out);
+        self.text.linears_mut("model", &mut out);
+        out.push(("lm_head".to_owned(), &mut self.lm_head));
+        out
+    }
+
     pub fn encode_vision(&self, inputs: &VisionInputs) -> Result<VisionFeatures> {
         let run = |p: &Option<PixelInput>| -> Result<Option<Tensor>> {
             p.as_ref().map(|p| self.visual.forward(&p.pixel_values, &p.grids)).transpose()

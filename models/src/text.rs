@@ -114,6 +114,13 @@ impl TextAttention {
         })
     }
 
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        out.push((format!("{prefix}.q_proj"), &mut self.q_proj));
+        out.push((format!("{prefix}.k_proj"), &mut self.k_proj));
+        out.push((format!("{prefix}.v_proj"), &mut self.v_proj));
+        out.push((format!("{prefix}.o_proj"), &mut self.o_proj));
+    }
+
     fn forward(
         &self,
         xs: &Tensor,
@@ -170,6 +177,11 @@ impl DecoderLayer {
         })
     }
 
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        self.self_attn.linears_mut(&format!("{prefix}.self_attn"), out);
+        self.mlp.linears_mut(&format!("{prefix}.mlp"), out);
+    }
+
     pub fn forward(
         &self,
         xs: &Tensor,
@@ -220,6 +232,13 @@ impl TextModel {
 
     pub fn layers(&self) -> &[DecoderLayer] {
         &self.layers
+    }
+
+    /// Every linear layer with its checkpoint path below `prefix` (e.g. `model.layers.0.self_attn.q_proj`).
+    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        for (i, layer) in self.layers.iter_mut().enumerate() {
+            layer.linears_mut(&format!("{prefix}.layers.{i}"), out);
+        }
     }
 
     /// `ids`: [B, L] u32 → [B, L, hidden].

@@ -160,6 +160,11 @@ impl VisionAttention {
         })
     }
 
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        out.push((format!("{prefix}.qkv"), &mut self.qkv));
+        out.push((format!("{prefix}.proj"), &mut self.proj));
+    }
+
     /// `xs`: [N, dim]; `cos`/`sin`: [N, 1, head_dim].
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, segments: &Segments) -> Result<Tensor> {
         let n = xs.dim(0)?;
@@ -212,6 +217,11 @@ impl VisionBlock {
             norm2: RmsNorm::new(cfg.hidden_size, VISION_NORM_EPS, vb.pp("norm2"))?,
             mlp: GatedMlp::new(cfg.hidden_size, cfg.intermediate_size, true, cfg.hidden_act, vb.pp("mlp"))?,
         })
+    }
+
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        self.attn.linears_mut(&format!("{prefix}.attn"), out);
+        self.mlp.linears_mut(&format!("{prefix}.mlp"), out);
     }
 
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, segments: &Segments) -> Result<Tensor> {
@@ -277,6 +287,15 @@ impl VisionTower {
 
     pub fn config(&self) -> &VisionConfig {
         &self.cfg
+    }
+
+    /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.mlp.gate_proj`).
+    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            block.linears_mut(&format!("{prefix}.blocks.{i}"), out);
+        }
+        out.push((format!("{prefix}.merger.mlp.0"), &mut self.merger.fc1));
+        out.push((format!("{prefix}.merger.mlp.2"), &mut self.merger.fc2));
     }
 
     /// `pixel_values`: [Σ t·h·w, C·Tp·P·P] in the processor's order → [Σ t·h·w / 4, out_hidden].

@@ -1,0 +1,342 @@
+//! LoRA (Hu et al. 2021) on Qwen2.5-VL's linear layers, with PEFT-compatible files.
+//!
+//! An adapter adds `scale · B(A(dropout(x)))` to a frozen layer, `scale = alpha / r` (or
+//! `alpha / √r` with rsLoRA). A starts Kaiming-uniform and B at zero, so a fresh adapter leaves
+//! the model unchanged. Adapters are kept in f32 whatever the base dtype.
+//!
+//! Files follow PEFT: `adapter_config.json` + `adapter_model.safetensors` with keys
+//! `base_model.model.<module>.lora_{A,B}.weight`. We write the transformers-5 module paths
+//! (`model.language_model.layers.N…`, `model.visual…`) and read those as well as the
+//! transformers-4 ones (`model.layers.N…`, `visual…`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use candle_core::{DType, Device, Tensor, Var};
+use rand::{Rng, SeedableRng};
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::canonical_name;
+use crate::error::{ModelError, Result};
+use crate::qwen25vl::Qwen25Vl;
+
+/// The projections LoRA adapts by default: attention and MLP of every decoder layer.
+pub const DEFAULT_TARGETS: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
+
+const CONFIG_FILE: &str = "adapter_config.json";
+const WEIGHTS_FILE: &str = "adapter_model.safetensors";
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LoraConfig {
+    pub rank: usize,
+    pub alpha: f64,
+    pub dropout: f32,
+    /// Last path component of the adapted layers (`q_proj`, …).
+    pub target_modules: Vec<String>,
+    /// The vision tower's MLP shares the names `gate_proj`/`up_proj`/`down_proj`; it is adapted
+    /// only when asked.
+    pub adapt_vision: bool,
+    pub use_rslora: bool,
+}
+
+impl Default for LoraConfig {
+    /// The SIS-Motion recipe: r 32, α 64, dropout 0.05 on the language model.
+    fn default() -> Self {
+        Self {
+            rank: 32,
+            alpha: 64.0,
+            dropout: 0.05,
+            target_modules: DEFAULT_TARGETS.iter().map(|s| s.to_string()).collect(),
+            adapt_vision: false,
+            use_rslora: false,
+        }
+    }
+}
+
+impl LoraConfig {
+    pub fn scale(&self, rank: usize) -> f64 {
+        if self.use_rslora { self.alpha / (rank as f64).sqrt() } else { self.alpha / rank as f64 }
+    }
+
+    /// Whether the layer at `module` (a checkpoint path) gets an adapter.
+    pub fn selects(&self, module: &str) -> bool {
+        let leaf = module.rsplit('.').next().unwrap_or(module);
+        let in_scope = module.starts_with("model.layers.") || (self.adapt_vision && module.starts_with("visual."));
+        in_scope && self.target_modules.iter().any(|t| t == leaf)
+    }
+}
+
+/// Switches shared by all adapters of a model: training mode (dropout on) and the dropout seed
+/// of the current micro-batch. Dropout masks derive from that seed, so a resumed run draws the
+/// same masks as an uninterrupted one.
+#[derive(Debug, Clone, Default)]
+pub struct LoraRuntime(Arc<(AtomicBool, AtomicU64)>);
+
+impl LoraRuntime {
+    pub fn set_training(&self, training: bool) {
+        self.0.0.store(training, Ordering::Relaxed);
+    }
+
+    pub fn training(&self) -> bool {
+        self.0.0.load(Ordering::Relaxed)
+    }
+
+    pub fn set_dropout_seed(&self, seed: u64) {
+        self.0.1.store(seed, Ordering::Relaxed);
+    }
+
+    fn dropout_seed(&self) -> u64 {
+        self.0.1.load(Ordering::Relaxed)
+    }
+}
+
+/// The low-rank update attached to one [`crate::ops::Linear`].
+#[derive(Debug, Clone)]
+pub struct LoraAdapter {
+    a: Tensor, // [r, in]
+    b: Tensor, // [out, r]
+    scale: f64,
+    dropout: f32,
+    module_id: u64,
+    runtime: LoraRuntime,
+}
+
+impl LoraAdapter {
+    /// `xs`: [rows, in] → [rows, out] in the dtype of `xs`.
+    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
+        let x = xs.to_dtype(self.a.dtype())?;
+        let x = if self.dropout > 0.0 && self.runtime.training() { self.dropout_mask(&x)? } else { x };
+        (x.matmul(&self.a.t()?)?.matmul(&self.b.t()?)? * self.scale)?.to_dtype(xs.dtype())
+    }
+
+    fn dropout_mask(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+        let seed = self.runtime.dropout_seed() ^ self.module_id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let keep = 1.0 / (1.0 - self.dropout);
+        let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f32>() < self.dropout { 0.0 } else { keep }).collect();
+        x.mul(&Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?)
+    }
+}
+
+/// The A and B matrices of one adapted layer.
+#[derive(Debug, Clone)]
+pub struct LoraPair {
+    pub a: Var,
+    pub b: Var,
+}
+
+/// All adapters of a model, by checkpoint path of the adapted layer.
+#[derive(Debug, Clone)]
+pub struct LoraWeights {
+    pub config: LoraConfig,
+    pub modules: BTreeMap<String, LoraPair>,
+    runtime: LoraRuntime,
+}
+
+impl LoraWeights {
+    /// Fresh adapters for every layer the config selects: A Kaiming-uniform (as `nn.Linear`
+    /// initialises, bound 1/√in), B zero.
+    pub fn init(model: &Qwen25Vl, config: &LoraConfig, seed: u64, device: &Device) -> Result<Self> {
+        if config.rank == 0 {
+            return Err(ModelError::Input("LoRA rank must be positive".into()));
+        }
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let mut modules = BTreeMap::new();
+        for (name, in_dim, out_dim) in model.linear_shapes() {
+            if !config.selects(&name) {
+                continue;
+            }
+            let bound = 1.0 / (in_dim as f32).sqrt();
+            let a: Vec<f32> = (0..config.rank * in_dim).map(|_| rng.random_range(-bound..bound)).collect();
+            let a = Var::from_tensor(&Tensor::from_vec(a, (config.rank, in_dim), device)?)?;
+            let b = Var::zeros((out_dim, config.rank), DType::F32, device)?;
+            modules.insert(name, LoraPair { a, b });
+        }
+        if modules.is_empty() {
+            return Err(ModelError::Input(format!("LoRA targets {:?} match no layer of the model", config.target_modules)));
+        }
+        Ok(Self { config: config.clone(), modules, runtime: LoraRuntime::default() })
+    }
+
+    pub fn runtime(&self) -> &LoraRuntime {
+        &self.runtime
+    }
+
+    /// Puts the adapters on the model's layers (replacing any attached before).
+    pub fn attach(&self, model: &mut Qwen25Vl) -> Result<()> {
+        let mut remaining: BTreeMap<&str, &LoraPair> = self.modules.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        for (module_id, (name, linear)) in model.linears_mut().into_iter().enumerate() {
+            let Some(pair) = remaining.remove(name.as_str()) else {
+                linear.set_adapter(None);
+                continue;
+            };
+            let (a, b) = (pair.a.as_tensor(), pair.b.as_tensor());
+            let rank = a.dim(0)?;
+            if a.dims() != [rank, linear.in_dim()] || b.dims() != [linear.out_dim(), rank] {
+                return Err(ModelError::TensorShape {
+                    name: format!("{name} LoRA A·B"),
+                    expected: vec![linear.out_dim(), linear.in_dim()],
+                    found: vec![b.dim(0)?, a.dim(1)?],
+                });
+            }
+            linear.set_adapter(Some(LoraAdapter {
+                a: a.clone(),
+                b: b.clone(),
+                scale: self.config.scale(rank),
+                dropout: self.config.dropout,
+                module_id: module_id as u64,
+                runtime: self.runtime.clone(),
+            }));
+        }
+        if let Some(name) = remaining.keys().next() {
+            return Err(ModelError::Input(format!("the adapter targets `{name}`, which the model does not have")));
+        }
+        Ok(())
+    }
+
+    /// Trainable variables with their PEFT-style names (`<module>.lora_A.weight`).
+    pub fn named_vars(&self) -> Vec<(String, Var)> {
+        self.modules
+            .iter()
+            .flat_map(|(m, p)| [(format!("{m}.lora_A.weight"), p.a.clone()), (format!("{m}.lora_B.weight"), p.b.clone())])
+            .collect()
+    }
+
+    /// Folds every adapter into `tensors` (hub names): `W ← W + scale · B A`.
+    pub fn merge_into(&self, tensors: &mut HashMap<String, Tensor>) -> Result<()> {
+        for (module, pair) in &self.modules {
+            let name = format!("{module}.weight");
+            let weight = tensors.get(&name).ok_or_else(|| ModelError::MissingTensor { name: name.clone(), files: "the base checkpoint".into() })?;
+            let rank = pair.a.dim(0)?;
+            let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
+            if delta.dims() != weight.dims() {
+                return Err(ModelError::TensorShape { name, expected: weight.dims().to_vec(), found: delta.dims().to_vec() });
+            }
+            let merged = (weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?;
+            tensors.insert(name, merged);
+        }
+        Ok(())
+    }
+
+    /// Writes `adapter_config.json` and `adapter_model.safetensors` as PEFT does.
+    pub fn save_peft(&self, dir: &Path, base_model: Option<&str>) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|source| ModelError::Io { path: dir.to_path_buf(), source })?;
+        let mut tensors = HashMap::new();
+        for (module, pair) in &self.modules {
+            let key = format!("base_model.model.{}", transformers5_path(module));
+            tensors.insert(format!("{key}.lora_A.weight"), pair.a.as_tensor().clone());
+            tensors.insert(format!("{key}.lora_B.weight"), pair.b.as_tensor().clone());
+        }
+        candle_core::safetensors::save(&tensors, dir.join(WEIGHTS_FILE))?;
+        let alternatives = self.config.target_modules.join("|");
+        // PEFT full-matches a string against module paths; this keeps the vision tower's
+        // identically named MLP out unless it is adapted too.
+        let target_modules = if self.config.adapt_vision {
+            serde_json::json!(self.config.target_modules)
+        } else {
+            serde_json::json!(format!(r"^(?!.*visual).*\.({alternatives})$"))
+        };
+        let config = serde_json::json!({
+            "peft_type": "LORA",
+            "task_type": "CAUSAL_LM",
+            "base_model_name_or_path": base_model,
+            "r": self.config.rank,
+            "lora_alpha": self.config.alpha,
+            "lora_dropout": self.config.dropout,
+            "target_modules": target_modules,
+            "bias": "none",
+            "fan_in_fan_out": false,
+            "use_rslora": self.config.use_rslora,
+            "use_dora": false,
+            "init_lora_weights": true,
+            "inference_mode": true,
+            "modules_to_save": null,
+            "layers_to_transform": null,
+            "rank_pattern": {},
+            "alpha_pattern": {},
+        });
+        let path = dir.join(CONFIG_FILE);
+        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap_or_default()).map_err(|source| ModelError::Io { path, source })
+    }
+
+    /// Reads a PEFT LoRA adapter directory (weights kept as trainable f32 variables).
+    pub fn load_peft(dir: &Path, device: &Device) -> Result<Self> {
+        let config_path = dir.join(CONFIG_FILE);
+        let text = std::fs::read_to_string(&config_path).map_err(|source| ModelError::Io { path: config_path.clone(), source })?;
+        let bad = |reason: String| ModelError::Config { path: config_path.clone(), reason };
+        let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if json["peft_type"].as_str().is_some_and(|t| t != "LORA") {
+            return Err(bad(format!("peft_type is {}, only LORA adapters are supported", json["peft_type"])));
+        }
+        if json["use_dora"].as_bool() == Some(true) {
+            return Err(bad("DoRA adapters are not supported".into()));
+        }
+        for key in ["rank_pattern", "alpha_pattern"] {
+            if json[key].as_object().is_some_and(|m| !m.is_empty()) {
+                return Err(bad(format!("`{key}` (per-module ranks or alphas) is not supported")));
+            }
+        }
+        let rank = json["r"].as_u64().ok_or_else(|| bad("missing `r`".into()))? as usize;
+        let alpha = json["lora_alpha"].as_f64().ok_or_else(|| bad("missing `lora_alpha`".into()))?;
+        let weights_path = dir.join(WEIGHTS_FILE);
+        let tensors = candle_core::safetensors::load(&weights_path, device)?;
+        let mut halves: BTreeMap<String, [Option<Tensor>; 2]> = BTreeMap::new();
+        for (key, tensor) in tensors {
+            let (module, half) = peft_module(&key).ok_or_else(|| ModelError::Config {
+                path: weights_path.clone(),
+                reason: format!("`{key}` is not a LoRA A/B weight"),
+            })?;
+            halves.entry(module).or_default()[half] = Some(tensor.to_dtype(DType::F32)?);
+        }
+        let mut modules = BTreeMap::new();
+        let mut adapts_vision = false;
+        let mut leaves = Vec::new();
+        for (module, [a, b]) in halves {
+            let (Some(a), Some(b)) = (a, b) else {
+                return Err(ModelError::Config { path: weights_path.clone(), reason: format!("`{module}` lacks its lora_A or lora_B") });
+            };
+            adapts_vision |= module.starts_with("visual.");
+            let leaf = module.rsplit('.').next().unwrap_or_default().to_owned();
+            if !leaves.contains(&leaf) {
+                leaves.push(leaf);
+            }
+            modules.insert(module, LoraPair { a: Var::from_tensor(&a)?, b: Var::from_tensor(&b)? });
+        }
+        let config = LoraConfig {
+            rank,
+            alpha,
+            dropout: json["lora_dropout"].as_f64().unwrap_or(0.0) as f32,
+            target_modules: leaves,
+            adapt_vision: adapts_vision,
+            use_rslora: json["use_rslora"].as_bool().unwrap_or(false),
+        };
+        Ok(Self { config, modules, runtime: LoraRuntime::default() })
+    }
+}
+
+/// `base_model.model.<path>.lora_A[.default].weight` → (hub module path, 0 for A / 1 for B).
+fn peft_module(key: &str) -> Option<(String, usize)> {
+    let path = key.strip_prefix("base_model.model.")?;
+    let path = path.strip_suffix(".weight")?;
+    let path = path.strip_suffix(".default").unwrap_or(path);
+    let (module, half) = if let Some(m) = path.strip_suffix(".lora_A") {
+        (m, 0)
+    } else {
+        (path.strip_suffix(".lora_B")?, 1)
+    };
+    Some((canonical_name(module), half))
+}
+
+/// Hub module path → the transformers-5 module path PEFT sees.
+fn transformers5_path(module: &str) -> String {
+    if let Some(rest) = module.strip_prefix("visual.") {
+        format!("model.visual.{rest}")
+    } else if let Some(rest) = module.strip_prefix("model.") {
+        format!("model.language_model.{rest}")
+    } else {
+        module.to_owned()
+    }
+}
