@@ -208,6 +208,9 @@ pub enum LoadError {
     WorkersGone,
 }
 
+/// Loads order index `k` on the caller's thread (the `workers == 0` mode).
+type InlineLoad = Box<dyn Fn(usize) -> Result<Outcome, LoadError> + Send>;
+
 /// What loading one sample gives.
 enum Outcome {
     Sample(Box<LoadedSample>),
@@ -374,8 +377,7 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
             let ctx = self.ctx.clone();
             let order = Arc::clone(&order);
             let epoch = position.epoch;
-            Some(Box::new(move |k: usize| ctx.load(Position { epoch, index: k }, order[k]))
-                as Box<dyn Fn(usize) -> Result<Outcome, LoadError> + Send>)
+            Some(Box::new(move |k: usize| ctx.load(Position { epoch, index: k }, order[k])) as InlineLoad)
         } else {
             for w in 0..self.config.workers {
                 let ctx = self.ctx.clone();
@@ -471,7 +473,7 @@ pub struct EpochIter {
     rx: Receiver<(usize, Result<Outcome, LoadError>)>,
     buffer: BTreeMap<usize, Result<Outcome, LoadError>>,
     handles: Vec<JoinHandle<()>>,
-    inline: Option<Box<dyn Fn(usize) -> Result<Outcome, LoadError> + Send>>,
+    inline: Option<InlineLoad>,
     skipped: Vec<SkippedSample>,
 }
 

@@ -979,14 +979,12 @@ pub fn split_inline_options(text: &str) -> (String, Vec<AnswerOption>) {
             }
             _ => {
                 // A continuation line of the current option.
-                if let Some(r) = run.as_mut() {
-                    let t = line.trim();
-                    if !t.is_empty() {
-                        if let Some(last) = r.1.last_mut() {
-                            last.text.push(' ');
-                            last.text.push_str(t);
-                        }
-                    }
+                let t = line.trim();
+                if let Some(last) = run.as_mut().and_then(|r| r.1.last_mut())
+                    && !t.is_empty()
+                {
+                    last.text.push(' ');
+                    last.text.push_str(t);
                 }
             }
         }
@@ -1009,7 +1007,9 @@ pub fn split_inline_options(text: &str) -> (String, Vec<AnswerOption>) {
         (before_ok && after_ok).then_some(pos + 2)
     };
     let find = |from: usize, c: u8| (from..bytes.len()).find_map(|p| marker_at(p, c).map(|end| (p, end)));
-    let mut best_inline: Option<(usize, Vec<(char, usize, usize)>)> = None;
+    // (start of the run, [(letter, marker start, text start)]).
+    type Marks = Vec<(char, usize, usize)>;
+    let mut best_inline: Option<(usize, Marks)> = None;
     let mut from = 0;
     while let Some((a_pos, a_end)) = find(from, b'A') {
         let mut marks = vec![('A', a_pos, a_end)];

@@ -98,8 +98,8 @@ pub enum TextError {
     Decode { message: String },
     #[error("sample {sample_id}: {tags} {kind} tag(s) in the text but {media} {kind}(s) given")]
     MediaCountMismatch { sample_id: String, kind: MediaKind, tags: usize, media: usize },
-    #[error("sample {sample_id}: message {message_index} is an assistant turn with a {kind} tag; media belong to user turns")]
-    MediaInAssistant { sample_id: String, message_index: usize, kind: MediaKind },
+    #[error("sample {sample_id}: message {message_index} is a {role} turn with a {kind} tag; media belong to user turns")]
+    MediaOutsideUserTurn { sample_id: String, message_index: usize, role: Role, kind: MediaKind },
     #[error("sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}")]
     BadGrid { sample_id: String, kind: MediaKind, index: usize, grid: [usize; 3], merge_size: usize },
     #[error("sample {sample_id}: text contains the reserved token {token}; vision tokens may only come from media")]
@@ -481,34 +481,34 @@ impl QwenTokenizer {
         // Legal cut points: the end of each complete turn after the last vision block.
         let mut cut = tokens.msg_ends.last().copied().unwrap_or(0);
         let mut dropped_turns = 0;
-        if let Some(max) = opts.max_seq_len {
-            if cut > max {
-                let last_media = laid.iter().rposition(|m| m.has_media);
-                let total_turns = laid.iter().filter(|m| m.ends_turn).count();
-                let mut best = None;
-                let mut turns = 0;
-                for (i, m) in laid.iter().enumerate() {
-                    if !m.ends_turn {
-                        continue;
-                    }
-                    turns += 1;
-                    let end = tokens.msg_ends[i];
-                    if last_media.is_none_or(|lm| i > lm) && end <= max {
-                        best = Some((end, turns));
-                    }
+        if let Some(max) = opts.max_seq_len
+            && cut > max
+        {
+            let last_media = laid.iter().rposition(|m| m.has_media);
+            let total_turns = laid.iter().filter(|m| m.ends_turn).count();
+            let mut best = None;
+            let mut turns = 0;
+            for (i, m) in laid.iter().enumerate() {
+                if !m.ends_turn {
+                    continue;
                 }
-                match best {
-                    Some((end, kept)) => {
-                        cut = end;
-                        dropped_turns = total_turns - kept;
-                    }
-                    None => {
-                        return Err(TextError::TooLong {
-                            sample_id: sample_id.to_string(),
-                            len: cut,
-                            max_seq_len: max,
-                        });
-                    }
+                turns += 1;
+                let end = tokens.msg_ends[i];
+                if last_media.is_none_or(|lm| i > lm) && end <= max {
+                    best = Some((end, turns));
+                }
+            }
+            match best {
+                Some((end, kept)) => {
+                    cut = end;
+                    dropped_turns = total_turns - kept;
+                }
+                None => {
+                    return Err(TextError::TooLong {
+                        sample_id: sample_id.to_string(),
+                        len: cut,
+                        max_seq_len: max,
+                    });
                 }
             }
         }
@@ -748,14 +748,15 @@ fn layout(
         _ => {}
     }
 
-    // Tags: counted over the whole conversation; only user turns may carry them.
+    // Tags: counted over the whole conversation; only user turns may carry them (a tag in a
+    // system or assistant turn would stay literal text while its medium went unused).
     let mut prefix = String::new();
     for (kind, n_media) in [(MediaKind::Video, n_videos), (MediaKind::Image, n_images)] {
         let mut tags = 0;
         for (i, m) in messages.iter().enumerate() {
             let c = count_tags(&m.content, kind);
-            if c > 0 && m.role == Role::Assistant {
-                return Err(TextError::MediaInAssistant { sample_id: sid(), message_index: i, kind });
+            if c > 0 && m.role != Role::User {
+                return Err(TextError::MediaOutsideUserTurn { sample_id: sid(), message_index: i, role: m.role, kind });
             }
             tags += c;
         }

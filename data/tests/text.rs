@@ -1,7 +1,7 @@
 //! Chat template, label masks and media expansion, checked against a tokenizer trained here.
 
 use motionvl_data::text::{
-    IGNORE_INDEX, IM_END, IMAGE_PAD, MediaKind, Message, QwenTokenizer, TemplateOptions, TextError, VIDEO_PAD,
+    IGNORE_INDEX, IM_END, IMAGE_PAD, MediaKind, Message, QwenTokenizer, Role, TemplateOptions, TextError, VIDEO_PAD,
     VISION_END, VISION_START, pad_count, render_chat, train_tokenizer,
 };
 
@@ -234,7 +234,12 @@ fn malformed_conversations_are_errors() {
     let media_in_answer = vec![Message::user("q"), Message::assistant("see <image>")];
     assert!(matches!(
         t.encode_chat("a", &media_in_answer, &[IGRID], &[], &o),
-        Err(TextError::MediaInAssistant { message_index: 1, kind: MediaKind::Image, .. })
+        Err(TextError::MediaOutsideUserTurn { message_index: 1, role: Role::Assistant, kind: MediaKind::Image, .. })
+    ));
+    let media_in_system = vec![Message::system("<video>"), Message::user("q"), Message::assistant("a")];
+    assert!(matches!(
+        t.encode_chat("a2", &media_in_system, &[], &[VGRID], &o),
+        Err(TextError::MediaOutsideUserTurn { message_index: 0, role: Role::System, kind: MediaKind::Video, .. })
     ));
     let order = vec![Message::user("q"), Message::user("q2"), Message::assistant("a")];
     assert!(matches!(t.encode_chat("b", &order, &[], &[], &o), Err(TextError::RoleOrder { index: 1, .. })));
