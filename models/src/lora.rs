@@ -105,6 +105,10 @@ pub struct LoraAdapter {
 }
 
 impl LoraAdapter {
+    pub fn matrices(&self) -> [&Tensor; 2] {
+        [&self.a, &self.b]
+    }
+
     /// `xs`: [rows, in] → [rows, out] in the dtype of `xs`.
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
         let x = xs.to_dtype(self.a.dtype())?;

@@ -19,6 +19,10 @@ impl RmsNorm {
         Ok(Self { weight: vb.get(size, "weight")?, eps })
     }
 
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        vec![&self.weight]
+    }
+
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let dtype = xs.dtype();
         let xs = xs.to_dtype(DType::F32)?;
@@ -52,6 +56,16 @@ impl Linear {
 
     pub fn out_dim(&self) -> usize {
         self.weight.dims()[0]
+    }
+
+    /// Weight, bias and the adapter's matrices.
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        let mut out = vec![&self.weight];
+        out.extend(self.bias.as_ref());
+        if let Some(adapter) = &self.adapter {
+            out.extend(adapter.matrices());
+        }
+        out
     }
 
     pub fn set_adapter(&mut self, adapter: Option<crate::lora::LoraAdapter>) {
@@ -138,6 +152,10 @@ impl GatedMlp {
             down_proj: Linear::new(intermediate, hidden, bias, vb.pp("down_proj"))?,
             act,
         })
+    }
+
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        [&self.gate_proj, &self.up_proj, &self.down_proj].into_iter().flat_map(Linear::parameters).collect()
     }
 
     pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {

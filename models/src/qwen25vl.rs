@@ -143,6 +143,12 @@ impl Qwen25Vl {
         &self.text
     }
 
+    /// Recompute decoder layers in the backward pass instead of keeping their activations;
+    /// see [`crate::text::TextModel::enable_gradient_checkpointing`].
+    pub fn enable_gradient_checkpointing(&mut self) -> crate::text::RecomputedGrads {
+        self.text.enable_gradient_checkpointing()
+    }
+
     /// `(checkpoint path, in, out)` of every linear layer.
     pub fn linear_shapes(&self) -> Vec<(String, usize, usize)> {
         let mut copy = self.clone();

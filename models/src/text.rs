@@ -1,7 +1,11 @@
 //! The Qwen2 language model of Qwen2.5-VL: decoder layers with grouped-query attention (q/k/v
 //! biases), RMSNorm, SwiGLU MLP and multimodal rotary embedding, plus a KV cache for decoding.
 
-use candle_core::{DType, Device, Module, Result, Tensor};
+use std::sync::{Arc, Mutex};
+
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Storage, Tensor, TensorId};
+use candle_core::backprop::GradStore;
 use candle_nn::VarBuilder;
 
 use crate::config::TextConfig;
@@ -114,6 +118,10 @@ impl TextAttention {
         })
     }
 
+    fn parameters(&self) -> Vec<&Tensor> {
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj].into_iter().flat_map(Linear::parameters).collect()
+    }
+
     fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
         out.push((format!("{prefix}.q_proj"), &mut self.q_proj));
         out.push((format!("{prefix}.k_proj"), &mut self.k_proj));
@@ -177,6 +185,14 @@ impl DecoderLayer {
         })
     }
 
+    fn parameters(&self) -> Vec<&Tensor> {
+        let mut out = self.input_layernorm.parameters();
+        out.extend(self.self_attn.parameters());
+        out.extend(self.post_attention_layernorm.parameters());
+        out.extend(self.mlp.parameters());
+        out
+    }
+
     fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
         self.self_attn.linears_mut(&format!("{prefix}.self_attn"), out);
         self.mlp.linears_mut(&format!("{prefix}.mlp"), out);
@@ -203,6 +219,7 @@ pub struct TextModel {
     layers: Vec<DecoderLayer>,
     norm: RmsNorm,
     rotary: MultimodalRotary,
+    checkpointing: Option<RecomputedGrads>,
 }
 
 impl TextModel {
@@ -215,7 +232,15 @@ impl TextModel {
             layers,
             norm: RmsNorm::new(cfg.hidden_size, cfg.rms_norm_eps, vb.pp("norm"))?,
             rotary: MultimodalRotary::new(cfg),
+            checkpointing: None,
         })
+    }
+
+    /// Gradient checkpointing: without a KV cache, each decoder layer keeps only its input during
+    /// the forward pass and is recomputed in the backward pass. Parameter gradients found during
+    /// the recomputation land in the returned store; add them with [`RecomputedGrads::merge_into`].
+    pub fn enable_gradient_checkpointing(&mut self) -> RecomputedGrads {
+        self.checkpointing.get_or_insert_with(RecomputedGrads::default).clone()
     }
 
     pub fn embedding_weight(&self) -> &Tensor {
@@ -258,10 +283,86 @@ impl TextModel {
     ) -> Result<Tensor> {
         let mut xs = embeds.clone();
         for (i, layer) in self.layers.iter().enumerate() {
-            let slot = cache.as_deref_mut().map(|c| &mut c.layers[i]);
-            xs = layer.forward(&xs, cos, sin, mask, slot)?;
+            xs = match (&self.checkpointing, cache.as_deref_mut()) {
+                (Some(grads), None) => Recompute::run(layer, &xs, cos, sin, mask, grads)?,
+                (_, cache) => layer.forward(&xs, cos, sin, mask, cache.map(|c| &mut c.layers[i]))?,
+            };
         }
         self.norm.forward(&xs)
+    }
+}
+
+/// Parameter gradients collected while recomputing checkpointed layers in a backward pass.
+#[derive(Debug, Clone, Default)]
+pub struct RecomputedGrads(Arc<Mutex<Vec<(TensorId, Tensor)>>>);
+
+impl RecomputedGrads {
+    /// Adds the collected gradients to `grads` (the store of the outer backward) and clears them.
+    pub fn merge_into(&self, grads: &mut GradStore) -> Result<()> {
+        let collected = std::mem::take(&mut *self.0.lock().map_err(|_| candle_core::Error::Msg("gradient store poisoned".into()))?);
+        for (id, grad) in collected {
+            let sum = match grads.get_id(id) {
+                Some(existing) => (existing + grad)?,
+                None => grad,
+            };
+            grads.insert_id(id, sum);
+        }
+        Ok(())
+    }
+}
+
+/// A decoder layer whose forward result was computed without a graph; its backward reruns the
+/// layer with the graph on, back-propagates the incoming gradient, and returns the input's gradient.
+struct Recompute {
+    layer: DecoderLayer,
+    cos: Tensor,
+    sin: Tensor,
+    mask: Option<Tensor>,
+    output: Tensor,
+    grads: RecomputedGrads,
+}
+
+impl Recompute {
+    fn run(layer: &DecoderLayer, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: Option<&Tensor>, grads: &RecomputedGrads) -> Result<Tensor> {
+        let output = layer.forward(&xs.detach(), cos, sin, mask, None)?.detach().contiguous()?;
+        let op = Self { layer: layer.clone(), cos: cos.clone(), sin: sin.clone(), mask: mask.cloned(), output, grads: grads.clone() };
+        xs.apply_op1_arc(Arc::new(Box::new(op)))
+    }
+}
+
+impl CustomOp1 for Recompute {
+    fn name(&self) -> &'static str {
+        "recomputed-decoder-layer"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (storage, layout) = self.output.storage_and_layout();
+        match &*storage {
+            Storage::Cpu(cpu) => Ok((cpu.try_clone(layout)?, self.output.shape().clone())),
+            _ => candle_core::bail!("recomputed layer: output is not on the CPU"),
+        }
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, _: &candle_core::CudaStorage, _: &Layout) -> Result<(candle_core::CudaStorage, Shape)> {
+        let (storage, layout) = self.output.storage_and_layout();
+        match &*storage {
+            Storage::Cuda(cuda) => Ok((cuda.try_clone(layout)?, self.output.shape().clone())),
+            _ => candle_core::bail!("recomputed layer: output is not on the GPU"),
+        }
+    }
+
+    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
+        let input = candle_core::Var::from_tensor(&arg.detach())?;
+        let output = self.layer.forward(input.as_tensor(), &self.cos, &self.sin, self.mask.as_ref(), None)?;
+        let inner = (output * grad_res.detach())?.sum_all()?.backward()?;
+        let mut collected = self.grads.0.lock().map_err(|_| candle_core::Error::Msg("gradient store poisoned".into()))?;
+        for param in self.layer.parameters().into_iter().filter(|p| p.is_variable()) {
+            if let Some(grad) = inner.get(param) {
+                collected.push((param.id(), grad.clone()));
+            }
+        }
+        Ok(inner.get(input.as_tensor()).cloned())
     }
 }
 

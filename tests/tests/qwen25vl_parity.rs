@@ -215,15 +215,22 @@ fn both_config_layouts_give_the_same_model() {
 }
 
 #[test]
-fn gradients_match_reference() {
-    for fx in Fixture::all() {
+fn gradients_match_reference_with_and_without_checkpointing() {
+    for (fx, checkpointing) in Fixture::all().into_iter().flat_map(|fx| {
+        let fx = std::rc::Rc::new(fx);
+        [(fx.clone(), false), (fx, true)]
+    }) {
         let weights = CheckpointWeights::open(&[fx.dir.join("model.safetensors")]).unwrap();
         let (vb, vars) = weights.to_vars(DType::F32, &Device::Cpu).unwrap();
-        let model = Qwen25Vl::new(&fx.cfg, vb).unwrap();
+        let mut model = Qwen25Vl::new(&fx.cfg, vb).unwrap();
+        let recomputed = checkpointing.then(|| model.enable_gradient_checkpointing());
         let batch = fx.prompt("");
         let hf = fx.hf_positions("position_ids", "", &batch);
         let logits = model.forward(&batch, &fx.video_inputs(), Some(&hf)).unwrap();
-        let grads = causal_lm_loss(&logits, &fx.labels()).unwrap().backward().unwrap();
+        let mut grads = causal_lm_loss(&logits, &fx.labels()).unwrap().backward().unwrap();
+        if let Some(recomputed) = recomputed {
+            recomputed.merge_into(&mut grads).unwrap();
+        }
         let names: Vec<&String> = fx.expected.names().filter(|n| n.starts_with("grads.")).collect();
         assert!(!names.is_empty(), "{}: no reference gradients", fx.name);
         for name in names {
@@ -231,7 +238,7 @@ fn gradients_match_reference() {
             let var = vars.get(param).unwrap_or_else(|| panic!("{}: no parameter {param}", fx.name));
             let grad = grads.get(var).unwrap_or_else(|| panic!("{}: no gradient reached {param}", fx.name));
             let rel = max_rel_diff(grad, fx.expected.get(name).unwrap()).unwrap();
-            assert!(rel <= 1e-3, "{}: gradient of {param}: relative error {rel:e}", fx.name);
+            assert!(rel <= 1e-3, "{} (checkpointing {checkpointing}): gradient of {param}: relative error {rel:e}", fx.name);
         }
     }
 }
