@@ -261,7 +261,12 @@ impl<P: MediaProcessor> Context<P> {
         }
     }
 
-    fn load_inner(&self, position: Position, dataset_index: usize, sample: &TrainingSample) -> Result<Outcome, LoadError> {
+    fn load_inner(
+        &self,
+        position: Position,
+        dataset_index: usize,
+        sample: &TrainingSample,
+    ) -> Result<Outcome, LoadError> {
         let media = self.media.process(sample).map_err(|source| LoadError::Media {
             sample_id: sample.id.clone(),
             location: sample.location(),

@@ -227,8 +227,14 @@ impl SisTask {
     pub fn dimension(self) -> Dimension {
         use SisTask::*;
         match self {
-            ObjectExistence | ObjectAttribute | RelativeDirection | LandmarkOrder | LandmarkRecall
-            | PositionalRelationship | SpatialConsistency | SpatioTemporalConsistency => Dimension::Spatial,
+            ObjectExistence
+            | ObjectAttribute
+            | RelativeDirection
+            | LandmarkOrder
+            | LandmarkRecall
+            | PositionalRelationship
+            | SpatialConsistency
+            | SpatioTemporalConsistency => Dimension::Spatial,
             ActionRecognition | ActionSequence | ActionRecall | ActionPrediction | PathPlanning => Dimension::Ego,
         }
     }
@@ -593,7 +599,11 @@ impl Question {
 }
 
 /// Reads a manifest of the given benchmark.
-pub fn read_manifest(benchmark: Benchmark, path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
+pub fn read_manifest(
+    benchmark: Benchmark,
+    path: &Path,
+    opts: &ReadOptions,
+) -> Result<ReadOutcome<Question>, ReadError> {
     match benchmark {
         Benchmark::SisBench => read_sisbench(path, opts),
         Benchmark::UrbanVideoBench => read_urbanvideo(path, opts),
@@ -614,7 +624,14 @@ struct Base {
 }
 
 impl Base {
-    fn question(&self, id: String, task: Task, question: String, options: Vec<AnswerOption>, answer: Answer) -> Question {
+    fn question(
+        &self,
+        id: String,
+        task: Task,
+        question: String,
+        options: Vec<AnswerOption>,
+        answer: Answer,
+    ) -> Question {
         Question {
             benchmark: self.benchmark,
             id,
@@ -721,7 +738,8 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
         let video = row.required_string(&["video_path"])?;
         let fps = row.number(&["fps"])?;
         let (options, answer, intervals) = if task == DualCogTask::EnvVisibilityReasoning {
-            let (_, gold) = row.get(&["gold_environment_answer"]).ok_or(RowProblem::MissingField("gold_environment_answer"))?;
+            let (_, gold) =
+                row.get(&["gold_environment_answer"]).ok_or(RowProblem::MissingField("gold_environment_answer"))?;
             let gold = Row::new(gold).map_err(|_| RowProblem::WrongType {
                 field: "gold_environment_answer".into(),
                 expected: "an object",
@@ -870,11 +888,8 @@ fn parse_options(row: &Row<'_>, keys: &[&'static str]) -> Result<Vec<AnswerOptio
                     Value::Object(obj) => {
                         let id = obj.get("option_id").or_else(|| obj.get("label_id")).and_then(Value::as_str);
                         let label = id.and_then(option_letter).ok_or_else(wrong)?;
-                        let text = obj
-                            .get("label")
-                            .or_else(|| obj.get("text"))
-                            .and_then(value_text)
-                            .unwrap_or_default();
+                        let text =
+                            obj.get("label").or_else(|| obj.get("text")).and_then(value_text).unwrap_or_default();
                         AnswerOption { label, text }
                     }
                     _ => return Err(wrong()),
@@ -972,7 +987,9 @@ pub fn split_inline_options(text: &str) -> (String, Vec<AnswerOption>) {
                 }
                 run = Some((start, vec![AnswerOption { label: c, text: body }]));
             }
-            Some((c, body)) if run.as_ref().is_some_and(|r| r.1.last().is_some_and(|o| o.label as u8 + 1 == c as u8)) => {
+            Some((c, body))
+                if run.as_ref().is_some_and(|r| r.1.last().is_some_and(|o| o.label as u8 + 1 == c as u8)) =>
+            {
                 if let Some(r) = run.as_mut() {
                     r.1.push(AnswerOption { label: c, text: body });
                 }
@@ -1060,15 +1077,19 @@ fn parse_intervals(v: &Value, field: &'static str) -> Result<Vec<Interval>, RowP
     }
     items
         .iter()
-        .map(|it| match it {
-            Value::Array(pair) if pair.len() == 2 => one_interval(&pair[0], &pair[1]),
-            Value::Object(o) => match (o.get("start_sec").or_else(|| o.get("start")), o.get("end_sec").or_else(|| o.get("end"))) {
-                (Some(s), Some(e)) => one_interval(s, e),
+        .map(|it| {
+            match it {
+                Value::Array(pair) if pair.len() == 2 => one_interval(&pair[0], &pair[1]),
+                Value::Object(o) => {
+                    match (o.get("start_sec").or_else(|| o.get("start")), o.get("end_sec").or_else(|| o.get("end"))) {
+                        (Some(s), Some(e)) => one_interval(s, e),
+                        _ => None,
+                    }
+                }
                 _ => None,
-            },
-            _ => None,
-        }
-        .ok_or_else(wrong))
+            }
+            .ok_or_else(wrong)
+        })
         .collect()
 }
 
@@ -1145,8 +1166,7 @@ mod tests {
 
     #[test]
     fn choices_and_labels() {
-        let opts: Vec<AnswerOption> =
-            "ABCD".chars().map(|c| AnswerOption { label: c, text: c.to_string() }).collect();
+        let opts: Vec<AnswerOption> = "ABCD".chars().map(|c| AnswerOption { label: c, text: c.to_string() }).collect();
         assert_eq!(parse_choice("B", &opts), Ok(Answer::Choice('B')));
         assert_eq!(parse_choice("(C)", &opts), Ok(Answer::Choice('C')));
         assert_eq!(parse_choice("D. descend", &opts), Ok(Answer::Choice('D')));

@@ -136,11 +136,14 @@ pub struct Record {
 /// row keeps its own line number and a malformed element is one bad row, not a dead file.
 pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
-    records_from_str(&text).map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })
-        .and_then(|r| r.ok_or_else(|| ReadError::Layout {
-            path: path.to_path_buf(),
-            message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
-        }))
+    records_from_str(&text)
+        .map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })
+        .and_then(|r| {
+            r.ok_or_else(|| ReadError::Layout {
+                path: path.to_path_buf(),
+                message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
+            })
+        })
 }
 
 /// `Ok(None)` when the text is one JSON object with no wrapper key; `Err((line, message))`
@@ -280,11 +283,7 @@ fn skip_value(bytes: &[u8], pos: usize) -> Result<usize, (usize, String)> {
         }
         i += 1;
     }
-    if in_string || depth > 0 {
-        Err((pos, "unterminated JSON value".to_string()))
-    } else {
-        Ok(i)
-    }
+    if in_string || depth > 0 { Err((pos, "unterminated JSON value".to_string())) } else { Ok(i) }
 }
 
 fn line_of(text: &str, pos: usize) -> usize {
@@ -360,9 +359,7 @@ pub(crate) struct MediaResolver {
 
 impl MediaResolver {
     pub fn new(file: &Path, opts: &ReadOptions) -> Self {
-        let root = opts.media_root.clone().unwrap_or_else(|| {
-            file.parent().map(Path::to_path_buf).unwrap_or_default()
-        });
+        let root = opts.media_root.clone().unwrap_or_else(|| file.parent().map(Path::to_path_buf).unwrap_or_default());
         MediaResolver { root, check: opts.check_media }
     }
 
@@ -395,11 +392,7 @@ pub(crate) fn read_rows<T>(
         let result = match &rec.value {
             Err(msg) => Err((None, RowProblem::Json(msg.clone()))),
             Ok(v) => parse(v, rec.line).and_then(|(item, id)| {
-                if seen.insert(id.clone()) {
-                    Ok(item)
-                } else {
-                    Err((Some(id.clone()), RowProblem::DuplicateId(id)))
-                }
+                if seen.insert(id.clone()) { Ok(item) } else { Err((Some(id.clone()), RowProblem::DuplicateId(id))) }
             }),
         };
         match result {
@@ -534,16 +527,8 @@ fn parse_training_row(
     }
     // A system turn from the conversation wins over the top-level field only if it comes first;
     // two system turns in a row are a data error the template check reports.
-    let videos = row
-        .paths(&["videos", "video"])?
-        .iter()
-        .map(|p| media.resolve(p))
-        .collect::<Result<Vec<_>, _>>()?;
-    let images = row
-        .paths(&["images", "image"])?
-        .iter()
-        .map(|p| media.resolve(p))
-        .collect::<Result<Vec<_>, _>>()?;
+    let videos = row.paths(&["videos", "video"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
+    let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
     check_conversation(id, &messages, images.len(), videos.len()).map_err(|e| match e {
         TextError::MediaCountMismatch { kind, tags, media, .. } => RowProblem::Conversation(format!(
             "{tags} {} tag(s) but {media} {kind}(s) listed",
@@ -556,16 +541,7 @@ fn parse_training_row(
     })?;
     let format = row.string(&["format", "sample_format"])?.map(|f| f.parse()).transpose()?;
     let task = row.string(&["task", "task_type", "task_name"])?;
-    Ok(TrainingSample {
-        id: id.to_string(),
-        messages,
-        images,
-        videos,
-        format,
-        task,
-        file: file.to_path_buf(),
-        line,
-    })
+    Ok(TrainingSample { id: id.to_string(), messages, images, videos, format, task, file: file.to_path_buf(), line })
 }
 
 #[cfg(test)]

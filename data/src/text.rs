@@ -78,7 +78,8 @@ pub const QWEN_SPECIAL_TOKENS: [&str; 8] =
 
 /// Qwen2's pre-tokenisation regex (from its `tokenizer.json`), so that a tokenizer trained by
 /// [`train_tokenizer`] splits text the same way the real one does.
-const QWEN2_SPLIT_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Errors of tokenizer loading and conversation encoding. Sample-level variants carry the
 /// sample id so a failing row can be found in its file.
@@ -98,9 +99,13 @@ pub enum TextError {
     Decode { message: String },
     #[error("sample {sample_id}: {tags} {kind} tag(s) in the text but {media} {kind}(s) given")]
     MediaCountMismatch { sample_id: String, kind: MediaKind, tags: usize, media: usize },
-    #[error("sample {sample_id}: message {message_index} is a {role} turn with a {kind} tag; media belong to user turns")]
+    #[error(
+        "sample {sample_id}: message {message_index} is a {role} turn with a {kind} tag; media belong to user turns"
+    )]
     MediaOutsideUserTurn { sample_id: String, message_index: usize, role: Role, kind: MediaKind },
-    #[error("sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}")]
+    #[error(
+        "sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}"
+    )]
     BadGrid { sample_id: String, kind: MediaKind, index: usize, grid: [usize; 3], merge_size: usize },
     #[error("sample {sample_id}: text contains the reserved token {token}; vision tokens may only come from media")]
     ReservedTokenInText { sample_id: String, token: &'static str },
@@ -108,7 +113,9 @@ pub enum TextError {
     RoleOrder { sample_id: String, index: usize, expected: &'static str, found: Role },
     #[error("sample {sample_id}: conversation has no {what}")]
     Incomplete { sample_id: String, what: &'static str },
-    #[error("sample {sample_id}: {len} tokens do not fit max_seq_len {max_seq_len} without cutting a vision block or the first answer; skipped")]
+    #[error(
+        "sample {sample_id}: {len} tokens do not fit max_seq_len {max_seq_len} without cutting a vision block or the first answer; skipped"
+    )]
     TooLong { sample_id: String, len: usize, max_seq_len: usize },
 }
 
@@ -376,10 +383,7 @@ pub struct QwenTokenizer {
 
 impl fmt::Debug for QwenTokenizer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("QwenTokenizer")
-            .field("vocab_size", &self.vocab_size())
-            .field("special", &self.special)
-            .finish()
+        f.debug_struct("QwenTokenizer").field("vocab_size", &self.vocab_size()).field("special", &self.special).finish()
     }
 }
 
@@ -396,10 +400,7 @@ impl QwenTokenizer {
     pub fn from_model_dir(dir: impl AsRef<Path>) -> Result<Self, TextError> {
         let path = dir.as_ref().join("tokenizer.json");
         if !path.is_file() {
-            return Err(TextError::Load {
-                path,
-                message: "no tokenizer.json in the model directory".to_string(),
-            });
+            return Err(TextError::Load { path, message: "no tokenizer.json in the model directory".to_string() });
         }
         Self::from_file(path)
     }
@@ -453,9 +454,7 @@ impl QwenTokenizer {
 
     /// Ids back to text; `skip_special` drops `<|im_end|>` and friends.
     pub fn decode(&self, ids: &[u32], skip_special: bool) -> Result<String, TextError> {
-        self.tokenizer
-            .decode(ids, skip_special)
-            .map_err(|e| TextError::Decode { message: e.to_string() })
+        self.tokenizer.decode(ids, skip_special).map_err(|e| TextError::Decode { message: e.to_string() })
     }
 
     /// Tokenises a training conversation: optional system message, then user / assistant
@@ -504,11 +503,7 @@ impl QwenTokenizer {
                     dropped_turns = total_turns - kept;
                 }
                 None => {
-                    return Err(TextError::TooLong {
-                        sample_id: sample_id.to_string(),
-                        len: cut,
-                        max_seq_len: max,
-                    });
+                    return Err(TextError::TooLong { sample_id: sample_id.to_string(), len: cut, max_seq_len: max });
                 }
             }
         }
@@ -572,10 +567,7 @@ impl QwenTokenizer {
                         let ids = self.encode_raw(text, sample_id)?;
                         for &(reserved, token) in &sp.reserved() {
                             if ids.contains(&reserved) {
-                                return Err(TextError::ReservedTokenInText {
-                                    sample_id: sample_id.to_string(),
-                                    token,
-                                });
+                                return Err(TextError::ReservedTokenInText { sample_id: sample_id.to_string(), token });
                             }
                         }
                         for id in ids {
@@ -729,12 +721,7 @@ fn layout(
         let expected = if i % 2 == 0 { Role::User } else { Role::Assistant };
         if m.role != expected {
             let index = i + messages.len() - turns.len();
-            return Err(TextError::RoleOrder {
-                sample_id: sid(),
-                index,
-                expected: expected.as_str(),
-                found: m.role,
-            });
+            return Err(TextError::RoleOrder { sample_id: sid(), index, expected: expected.as_str(), found: m.role });
         }
     }
     let last = turns[turns.len() - 1].role;
@@ -792,11 +779,8 @@ fn layout(
                 pieces.push((Piece::Text(m.content.clone()), true));
             }
         } else {
-            let content = if i == 0 && !prefix.is_empty() {
-                format!("{prefix}{}", m.content)
-            } else {
-                m.content.clone()
-            };
+            let content =
+                if i == 0 && !prefix.is_empty() { format!("{prefix}{}", m.content) } else { m.content.clone() };
             let mut text = format!("{}\n", m.role.as_str());
             let mut rest = content.as_str();
             loop {
@@ -857,8 +841,7 @@ where
     S: AsRef<str>,
 {
     let train_err = |e: tokenizers::Error| TextError::Train { message: e.to_string() };
-    let specials: Vec<AddedToken> =
-        QWEN_SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
+    let specials: Vec<AddedToken> = QWEN_SPECIAL_TOKENS.iter().map(|t| AddedToken::from(*t, true)).collect();
     let alphabet: HashSet<char> = ByteLevel::alphabet().into_iter().collect();
     let trainer = BpeTrainerBuilder::new()
         .vocab_size(vocab_size)
@@ -878,9 +861,7 @@ where
         .with_post_processor(Some(ByteLevelProcessor::new(false, false, false)))
         .with_decoder(Some(ByteLevelDecoder::default()));
     let corpus: Vec<String> = corpus.into_iter().map(|s| s.as_ref().to_string()).collect();
-    tokenizer
-        .train(&mut TrainerWrapper::BpeTrainer(trainer), corpus.into_iter())
-        .map_err(train_err)?;
+    tokenizer.train(&mut TrainerWrapper::BpeTrainer(trainer), corpus.into_iter()).map_err(train_err)?;
     tokenizer.add_special_tokens(specials).map_err(train_err)?;
     QwenTokenizer::from_tokenizer(tokenizer)
 }
@@ -918,8 +899,8 @@ mod tests {
     #[test]
     fn untagged_media_go_first_videos_before_images() {
         let msgs = [Message::user("Q?"), Message::assistant("A")];
-        let s = render_chat("s", &msgs, &[[1, 2, 2]], &[[1, 2, 2]], &TemplateOptions::default(), false)
-            .expect("render");
+        let s =
+            render_chat("s", &msgs, &[[1, 2, 2]], &[[1, 2, 2]], &TemplateOptions::default(), false).expect("render");
         assert!(s.contains(&format!(
             "<|im_start|>user\n{VISION_START}{VIDEO_PAD}{VISION_END}{VISION_START}{IMAGE_PAD}{VISION_END}Q?<|im_end|>"
         )));

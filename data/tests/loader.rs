@@ -118,8 +118,7 @@ fn resume_continues_exactly_where_a_checkpoint_left_off() {
 
     // A fresh loader (a restarted process) with the same data and seed.
     let restarted = DataLoader::new(dataset(25), tokenizer(), fake_media, config(1));
-    let rest: Vec<String> =
-        restarted.resume(saved).expect("resume").map(|r| r.expect("sample").encoded.id).collect();
+    let rest: Vec<String> = restarted.resume(saved).expect("resume").map(|r| r.expect("sample").encoded.id).collect();
     assert_eq!(rest, full[13..]);
     assert_eq!(restarted.resume(Position { epoch: 2, index: 25 }).expect("end").count(), 0);
     assert!(matches!(
@@ -178,7 +177,9 @@ fn media_failures_name_the_sample_and_iteration_goes_on() {
         }
         other => panic!("expected a media error, got {other:?}"),
     }
-    assert!(matches!(&results[4], Err(LoadError::Panicked { sample_id, message, .. }) if sample_id == "s-4" && message == "decoder bug"));
+    assert!(
+        matches!(&results[4], Err(LoadError::Panicked { sample_id, message, .. }) if sample_id == "s-4" && message == "decoder bug")
+    );
     assert!(matches!(&results[5], Err(LoadError::MediaCount { expected: 1, got: 0, .. })));
 
     // With skip_errors the same failures become skipped samples.
@@ -239,7 +240,9 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     }
     writer.finish().expect("finish");
     for i in 1..=6 {
-        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 30, 90, 200])).save(frames_dir.join(format!("{i:07}.png"))).expect("png");
+        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 30, 90, 200]))
+            .save(frames_dir.join(format!("{i:07}.png")))
+            .expect("png");
     }
     let photo = dir.join("sat.png");
     image::RgbImage::from_pixel(60, 40, image::Rgb([10, 200, 30])).save(&photo).expect("png");

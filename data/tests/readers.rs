@@ -7,9 +7,7 @@ use motionvl_data::manifest::{
     Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, SisTask, Task, UrbanVideoTask,
     read_dualcog, read_links2bench, read_manifest, read_sisbench, read_urbanvideo,
 };
-use motionvl_data::samples::{
-    ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples,
-};
+use motionvl_data::samples::{ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples};
 use motionvl_data::text::Role;
 
 fn data(name: &str) -> PathBuf {
@@ -68,7 +66,12 @@ fn llava_rows_read_with_media_format_and_task() {
     assert!(matches!(problems[3], RowProblem::UnknownRole(r) if r == "robot"));
     assert_eq!(
         skipped(&out.skipped),
-        vec![(13, Some("sis54k-0003")), (15, Some("sis54k-0005")), (16, Some("sis54k-0006")), (17, Some("sis54k-0007"))]
+        vec![
+            (13, Some("sis54k-0003")),
+            (15, Some("sis54k-0005")),
+            (16, Some("sis54k-0006")),
+            (17, Some("sis54k-0007"))
+        ]
     );
 }
 
@@ -140,8 +143,12 @@ fn sisbench_rows_carry_the_spec_taxonomy() {
     assert_eq!(q.clip_count, Some(3));
 
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
-    assert!(matches!(problems[0], RowProblem::UnknownTask { task, known } if task == "Object Counting" && known.contains("Path Planning")));
-    assert!(matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "E" && options == "A/B/C/D"));
+    assert!(
+        matches!(problems[0], RowProblem::UnknownTask { task, known } if task == "Object Counting" && known.contains("Path Planning"))
+    );
+    assert!(
+        matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "E" && options == "A/B/C/D")
+    );
     assert!(matches!(problems[2], RowProblem::MissingMedia(_)));
     assert!(matches!(problems[3], RowProblem::DuplicateId(id) if id == "1"));
     assert_eq!(out.skipped.iter().map(|e| e.line).collect::<Vec<_>>(), vec![6, 8, 10, 12]);
@@ -176,7 +183,9 @@ fn urbanvideo_options_come_out_of_the_question_text() {
 
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
     assert!(matches!(problems[0], RowProblem::UnknownTask { task, .. } if task == "Weather"));
-    assert!(matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C"));
+    assert!(
+        matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C")
+    );
     assert!(matches!(problems[2], RowProblem::NoOptions(_)));
     assert!(matches!(problems[3], RowProblem::MissingMedia(p) if p.ends_with("videos/Missing_9.mp4")));
     assert_eq!(skipped(&out.skipped), vec![(3, Some("3")), (4, Some("4")), (5, Some("5")), (6, Some("6"))]);
@@ -213,11 +222,7 @@ fn dualcog_choice_and_visibility_rows() {
     let lines: Vec<usize> = out.skipped.iter().map(|e| e.line).collect();
     assert_eq!(
         lines,
-        vec![
-            line_of(&path, "\"dc-env-2\""),
-            line_of(&path, "\"dc-bad-task\""),
-            line_of(&path, "\"dc-bad-answer\"")
-        ]
+        vec![line_of(&path, "\"dc-env-2\""), line_of(&path, "\"dc-bad-task\""), line_of(&path, "\"dc-bad-answer\"")]
     );
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
     assert!(matches!(problems[0], RowProblem::Unsupported(_)));
@@ -262,14 +267,12 @@ fn read_manifest_dispatches_and_file_errors_are_typed() {
     for b in Benchmark::ALL {
         assert_eq!(b.name().parse::<Benchmark>(), Ok(b));
     }
-    assert!(matches!(
-        read_sisbench(&data("no-such-file.json"), &ReadOptions::default()),
-        Err(ReadError::Io { .. })
-    ));
+    assert!(matches!(read_sisbench(&data("no-such-file.json"), &ReadOptions::default()), Err(ReadError::Io { .. })));
     let dir = std::env::temp_dir().join(format!("motionvl-readers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let broken = dir.join("broken.json");
-    std::fs::write(&broken, "[\n {\"question_id\": 1},\n {\"question_id\": 2}\n {\"question_id\": 3}\n]").expect("write");
+    std::fs::write(&broken, "[\n {\"question_id\": 1},\n {\"question_id\": 2}\n {\"question_id\": 3}\n]")
+        .expect("write");
     match read_sisbench(&broken, &skip_bad()) {
         Err(ReadError::Syntax { line, .. }) => assert_eq!(line, 4),
         other => panic!("expected a syntax error, got {other:?}"),

@@ -25,10 +25,7 @@ const VGRID: [usize; 3] = [2, 4, 6]; // 12 video pads
 const IGRID: [usize; 3] = [1, 2, 4]; // 2 image pads
 
 fn mcq() -> Vec<Message> {
-    vec![
-        Message::user("<video>\nWhat is the drone doing?\nA. fly forward\nB. ascend"),
-        Message::assistant("B. ascend"),
-    ]
+    vec![Message::user("<video>\nWhat is the drone doing?\nA. fly forward\nB. ascend"), Message::assistant("B. ascend")]
 }
 
 #[test]
@@ -96,18 +93,11 @@ fn only_answers_and_their_im_end_are_trained() {
 #[test]
 fn media_blocks_follow_tags_in_order_with_types_and_spans() {
     let t = tokenizer();
-    let msgs = vec![
-        Message::user("<video> a <image> b <video> c"),
-        Message::assistant("ok"),
-    ];
+    let msgs = vec![Message::user("<video> a <image> b <video> c"), Message::assistant("ok")];
     let v2 = [4, 2, 2]; // 4 pads
     let enc = t.encode_chat("s4", &msgs, &[IGRID], &[VGRID, v2], &opts()).expect("encode");
-    let kinds: Vec<(MediaKind, usize, usize)> =
-        enc.media_spans.iter().map(|s| (s.kind, s.index, s.len)).collect();
-    assert_eq!(
-        kinds,
-        vec![(MediaKind::Video, 0, 12), (MediaKind::Image, 0, 2), (MediaKind::Video, 1, 4)]
-    );
+    let kinds: Vec<(MediaKind, usize, usize)> = enc.media_spans.iter().map(|s| (s.kind, s.index, s.len)).collect();
+    assert_eq!(kinds, vec![(MediaKind::Video, 0, 12), (MediaKind::Image, 0, 2), (MediaKind::Video, 1, 4)]);
     let sp = t.special();
     for span in &enc.media_spans {
         assert_eq!(enc.input_ids[span.start - 1], sp.vision_start);
@@ -115,9 +105,7 @@ fn media_blocks_follow_tags_in_order_with_types_and_spans() {
         let pad = sp.pad(span.kind);
         assert!(enc.input_ids[span.start..span.start + span.len].iter().all(|&i| i == pad));
         assert!(
-            enc.mm_token_type_ids[span.start..span.start + span.len]
-                .iter()
-                .all(|&ty| ty == span.kind.token_type())
+            enc.mm_token_type_ids[span.start..span.start + span.len].iter().all(|&ty| ty == span.kind.token_type())
         );
         assert!(enc.labels[span.start..span.start + span.len].iter().all(|&l| l == IGNORE_INDEX));
     }
@@ -137,10 +125,7 @@ fn tag_and_media_count_mismatch_names_both_counts_and_the_sample() {
     let t = tokenizer();
     let msgs = vec![Message::user("<video> and <video>"), Message::assistant("x")];
     let err = t.encode_chat("clip-042", &msgs, &[], &[VGRID], &opts()).expect_err("mismatch");
-    assert!(matches!(
-        err,
-        TextError::MediaCountMismatch { kind: MediaKind::Video, tags: 2, media: 1, .. }
-    ));
+    assert!(matches!(err, TextError::MediaCountMismatch { kind: MediaKind::Video, tags: 2, media: 1, .. }));
     let text = err.to_string();
     assert!(text.contains("clip-042") && text.contains('2') && text.contains('1'), "{text}");
 }
@@ -169,14 +154,8 @@ fn prompt_ends_with_assistant_header_and_matches_chat_prefix() {
     assert_eq!(&enc.input_ids[..prompt.input_ids.len()], prompt.input_ids.as_slice());
     assert_eq!(prompt.mm_token_type_ids.iter().filter(|&&x| x == 2).count(), 12);
     // A prompt may not end with an answer, a training sample must.
-    assert!(matches!(
-        t.encode_prompt("p", &full, &[], &[VGRID], &opts()),
-        Err(TextError::Incomplete { .. })
-    ));
-    assert!(matches!(
-        t.encode_chat("p", &full[..1], &[], &[VGRID], &opts()),
-        Err(TextError::Incomplete { .. })
-    ));
+    assert!(matches!(t.encode_prompt("p", &full, &[], &[VGRID], &opts()), Err(TextError::Incomplete { .. })));
+    assert!(matches!(t.encode_chat("p", &full[..1], &[], &[VGRID], &opts()), Err(TextError::Incomplete { .. })));
 }
 
 #[test]
