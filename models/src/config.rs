@@ -287,3 +287,58 @@ impl Qwen25VlConfig {
         })
     }
 }
+
+impl Activation {
+    fn name(self) -> &'static str {
+        match self {
+            Self::Silu => "silu",
+            Self::Gelu => "gelu",
+            Self::GeluTanh => "gelu_pytorch_tanh",
+        }
+    }
+}
+
+impl Qwen25VlConfig {
+    /// The flat layout of the hub checkpoints, which both transformers 4 and 5 read.
+    pub fn to_hub_json(&self) -> Value {
+        let (t, v) = (&self.text, &self.vision);
+        serde_json::json!({
+            "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+            "model_type": "qwen2_5_vl",
+            "vocab_size": t.vocab_size,
+            "hidden_size": t.hidden_size,
+            "intermediate_size": t.intermediate_size,
+            "num_hidden_layers": t.num_hidden_layers,
+            "num_attention_heads": t.num_attention_heads,
+            "num_key_value_heads": t.num_key_value_heads,
+            "rms_norm_eps": t.rms_norm_eps,
+            "rope_theta": t.rope_theta,
+            "rope_scaling": {"type": "mrope", "mrope_section": t.mrope_section},
+            "hidden_act": t.hidden_act.name(),
+            "max_position_embeddings": 32768,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "eos_token_id": self.eos_token_ids,
+            "image_token_id": self.image_token_id,
+            "video_token_id": self.video_token_id,
+            "vision_start_token_id": self.vision_start_token_id,
+            "vision_end_token_id": self.vision_end_token_id,
+            "torch_dtype": "float32",
+            "vision_config": {
+                "depth": v.depth,
+                "hidden_size": v.hidden_size,
+                "intermediate_size": v.intermediate_size,
+                "num_heads": v.num_heads,
+                "in_chans": v.in_channels,
+                "out_hidden_size": v.out_hidden_size,
+                "patch_size": v.patch_size,
+                "spatial_patch_size": v.patch_size,
+                "spatial_merge_size": v.spatial_merge_size,
+                "temporal_patch_size": v.temporal_patch_size,
+                "window_size": v.window_size,
+                "fullatt_block_indexes": v.fullatt_block_indexes,
+                "tokens_per_second": v.tokens_per_second,
+                "hidden_act": v.hidden_act.name(),
+            },
+        })
+    }
+}

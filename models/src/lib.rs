@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod error;
+pub mod init;
 pub mod lora;
 pub mod ops;
 pub mod rope;
