@@ -31,7 +31,7 @@ use ndarray::Array2;
 use serde::{Deserialize, Serialize};
 
 use crate::frames::{FramePolicy, TrainingPlan};
-use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video};
+use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, smart_resize};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{DecodeOptions, VideoSource, load_image};
@@ -58,9 +58,25 @@ pub struct ProcessedMedia {
     pub videos: Vec<PixelInput>,
 }
 
+/// Grids of a sample's media, each list in the sample's order.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MediaGrids {
+    pub images: Vec<[usize; 3]>,
+    pub videos: Vec<[usize; 3]>,
+}
+
 /// Turns a sample's media into pixel arrays. Called from worker threads.
 pub trait MediaProcessor: Send + Sync {
     fn process(&self, sample: &TrainingSample) -> Result<ProcessedMedia, BoxError>;
+
+    /// The grids [`MediaProcessor::process`] will produce, found cheaply (file headers only),
+    /// so that a sample too long for `max_seq_len` is skipped before its media are decoded.
+    /// With video at up to 512·28² pixels and 32 frames a sample can need 8k vision tokens,
+    /// so under the paper's 2048 this saves real work. `None` (the default) means "unknown
+    /// without decoding": the loader then decodes first and checks the length afterwards.
+    fn grids(&self, _sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
+        None
+    }
 }
 
 impl<F> MediaProcessor for F
@@ -131,6 +147,35 @@ impl MediaProcessor for QwenMedia {
         let images = sample.images.iter().map(|p| self.load_image(p)).collect::<Result<_, _>>()?;
         let videos = sample.videos.iter().map(|p| self.load_video(p)).collect::<Result<_, _>>()?;
         Ok(ProcessedMedia { images, videos })
+    }
+
+    fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
+        let grids = || -> Result<MediaGrids, BoxError> {
+            let images = sample.images.iter().map(|p| self.image_grid(p)).collect::<Result<_, _>>()?;
+            let videos = sample.videos.iter().map(|p| self.video_grid(p)).collect::<Result<_, _>>()?;
+            Ok(MediaGrids { images, videos })
+        };
+        Some(grids())
+    }
+}
+
+impl QwenMedia {
+    /// The grid [`QwenMedia::load_video`] will produce, from the container header and the plan.
+    pub fn video_grid(&self, path: &Path) -> Result<[usize; 3], BoxError> {
+        let source = self.source(path);
+        let info = source.probe()?;
+        let plan = self.video_policy.plan(info.timing())?;
+        let cfg = &self.video_config;
+        let (h, w) = smart_resize(info.height, info.width, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
+        Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])
+    }
+
+    /// The grid [`QwenMedia::load_image`] will produce, from the image header.
+    pub fn image_grid(&self, path: &Path) -> Result<[usize; 3], BoxError> {
+        let (width, height) = image::image_dimensions(path)?;
+        let cfg = &self.image_config;
+        let (h, w) = smart_resize(height as usize, width as usize, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
+        Ok([1, h / cfg.patch_size, w / cfg.patch_size])
     }
 }
 
@@ -267,6 +312,31 @@ impl<P: MediaProcessor> Context<P> {
         dataset_index: usize,
         sample: &TrainingSample,
     ) -> Result<Outcome, LoadError> {
+        let skipped = |e: TextError| {
+            Outcome::Skipped(SkippedSample {
+                position,
+                sample_id: sample.id.clone(),
+                location: sample.location(),
+                reason: e.to_string(),
+            })
+        };
+        // Length check before decoding, when the processor can predict its grids.
+        if self.template.max_seq_len.is_some()
+            && let Some(predicted) = self.media.grids(sample)
+        {
+            let grids = predicted.map_err(|source| LoadError::Media {
+                sample_id: sample.id.clone(),
+                location: sample.location(),
+                source,
+            })?;
+            let check =
+                self.tokenizer.encode_chat(&sample.id, &sample.messages, &grids.images, &grids.videos, &self.template);
+            match check {
+                Err(e) if e.is_skip() => return Ok(skipped(e)),
+                Err(source) => return Err(LoadError::Text { location: sample.location(), source }),
+                Ok(_) => {}
+            }
+        }
         let media = self.media.process(sample).map_err(|source| LoadError::Media {
             sample_id: sample.id.clone(),
             location: sample.location(),
@@ -296,12 +366,7 @@ impl<P: MediaProcessor> Context<P> {
                 images: media.images,
                 videos: media.videos,
             }))),
-            Err(e) if e.is_skip() => Ok(Outcome::Skipped(SkippedSample {
-                position,
-                sample_id: sample.id.clone(),
-                location: sample.location(),
-                reason: e.to_string(),
-            })),
+            Err(e) if e.is_skip() => Ok(skipped(e)),
             Err(source) => Err(LoadError::Text { location: sample.location(), source }),
         }
     }

@@ -9,7 +9,8 @@ use std::time::Duration;
 use ndarray::Array2;
 
 use motionvl_data::loader::{
-    BoxError, DataLoader, LoadError, LoaderConfig, MediaProcessor, PixelInput, Position, ProcessedMedia, QwenMedia,
+    BoxError, DataLoader, LoadError, LoaderConfig, MediaGrids, MediaProcessor, PixelInput, Position, ProcessedMedia,
+    QwenMedia,
 };
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::samples::TrainingSample;
@@ -149,6 +150,42 @@ fn too_long_samples_are_skipped_counted_and_named() {
     assert_eq!(it.position(), Position { epoch: 0, index: 6 });
 }
 
+/// Predicts grids like [`fake_media`] and counts how often it really decodes.
+struct Predicting {
+    decoded: Arc<AtomicUsize>,
+}
+
+impl MediaProcessor for Predicting {
+    fn process(&self, sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
+        self.decoded.fetch_add(1, Ordering::SeqCst);
+        fake_media(sample)
+    }
+
+    fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
+        let grid = if sample.id.starts_with("huge") { [8, 16, 16] } else { [2, 2, 2] };
+        Some(Ok(MediaGrids { images: Vec::new(), videos: vec![grid; sample.videos.len()] }))
+    }
+}
+
+#[test]
+fn predicted_grids_skip_long_samples_without_decoding_them() {
+    let mut data = dataset(5);
+    data[1] = sample(1, "huge");
+    let decoded = Arc::new(AtomicUsize::new(0));
+    let cfg = LoaderConfig {
+        template: TemplateOptions { max_seq_len: Some(256), ..TemplateOptions::default() },
+        shuffle: false,
+        ..config(2)
+    };
+    let loader = DataLoader::new(data, tokenizer(), Predicting { decoded: Arc::clone(&decoded) }, cfg);
+    let mut it = loader.epoch(0);
+    let ids: Vec<String> = it.by_ref().map(|r| r.expect("sample").encoded.id).collect();
+    assert_eq!(ids, ["s-0", "s-2", "s-3", "s-4"]);
+    assert_eq!(it.skipped().len(), 1);
+    assert_eq!(it.skipped()[0].sample_id, "huge-1");
+    assert_eq!(decoded.load(Ordering::SeqCst), 4, "the long sample was never decoded");
+}
+
 fn flaky_media(sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
     if sample.id == "s-3" {
         return Err("moov atom not found".into());
@@ -262,6 +299,8 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
         file: PathBuf::from("real.json"),
         line: 1,
     };
+    // Header-only prediction of the grids, used to skip long samples before decoding.
+    let predicted = media.grids(&s).expect("QwenMedia predicts grids").expect("headers readable");
     let loader = DataLoader::new(vec![s], tokenizer(), media, LoaderConfig { workers: 1, ..LoaderConfig::default() });
     let loaded = loader.epoch(0).next().expect("one").expect("loaded");
 
@@ -281,6 +320,7 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     assert_eq!(img.grid_thw[0], 1);
     assert!(img.second_per_grid.is_none());
 
+    assert_eq!(predicted, MediaGrids { images: vec![img.grid_thw], videos: vec![v.grid_thw, f.grid_thw] });
     let enc = &loaded.encoded;
     assert_eq!(enc.video_grids, vec![v.grid_thw, f.grid_thw]);
     assert_eq!(enc.image_grids, vec![img.grid_thw]);
