@@ -192,9 +192,12 @@ fn array_records(text: &str, open: usize) -> Result<Vec<Record>, (usize, String)
     if bytes.get(pos) == Some(&b']') {
         return Ok(out);
     }
+    // Lines are counted incrementally: a 54k-row array must not rescan the file per row.
+    let (mut counted_to, mut line) = (open, line_of(text, open));
     loop {
         let end = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
-        let line = line_of(text, pos);
+        line += bytes[counted_to..pos].iter().filter(|&&b| b == b'\n').count();
+        counted_to = pos;
         let value = serde_json::from_str(&text[pos..end]).map_err(|e| e.to_string());
         out.push(Record { line, value });
         pos = skip_ws(bytes, end);
@@ -573,6 +576,18 @@ mod tests {
         assert_eq!(records_from_str("[\n{\"x\":1}\n{\"x\":2}]").expect_err("missing comma").0, 3);
         assert_eq!(records_from_str("[\n{\"x\": \"unterminated").expect_err("open string").0, 2);
         assert!(records_from_str("\n\n42").is_err());
+    }
+
+    #[test]
+    fn many_rows_keep_exact_lines() {
+        let rows: Vec<String> = (0..30_000).map(|i| format!("{{\"id\": {i},\n \"x\": \"a\\nb\"}}")).collect();
+        let text = format!("[\n{}\n]", rows.join(",\n"));
+        let recs = records_from_str(&text).expect("parse").expect("rows");
+        assert_eq!(recs.len(), 30_000);
+        for (i, r) in [(0, &recs[0]), (29_999, &recs[29_999])] {
+            assert_eq!(r.line, 2 + 2 * i);
+            assert_eq!(r.value.as_ref().expect("json")["id"], i);
+        }
     }
 
     #[test]
