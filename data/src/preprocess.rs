@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use ndarray::{Array2, Array3, Array4, ArrayView3, ArrayView4, Axis, s};
+use ndarray::{Array2, Array3, Array4, ArrayView3, ArrayView4, Axis};
 use serde::{Deserialize, Serialize};
 
 /// The CLIP mean Qwen2.5-VL was trained with (`OPENAI_CLIP_MEAN` in transformers).
@@ -348,21 +348,76 @@ impl AxisFilter {
         }
     }
 
-    /// One output sample: fixed-point dot product, rounded, clamped to u8 — the same integer
-    /// arithmetic as ATen's AVX2 kernel (`madd_epi16`, `srai`, saturating packs).
-    #[inline]
-    fn apply(&self, out_index: usize, mut sample: impl FnMut(usize) -> u8) -> u8 {
-        let (xmin, xsize) = self.bounds[out_index];
-        let k = &self.coeffs[out_index * self.ksize..out_index * self.ksize + xsize];
-        let mut acc: i32 = if self.precision > 0 {
+    /// The rounding offset every fixed-point sum starts from (half of one output level).
+    fn initial(&self) -> i32 {
+        if self.precision > 0 {
             1 << (self.precision - 1)
         } else {
             0
-        };
-        for (j, c) in k.iter().enumerate() {
-            acc += i32::from(sample(xmin + j)) * c;
         }
+    }
+
+    /// Back from fixed point: arithmetic shift, then saturate to u8 — ATen's AVX2 kernel does
+    /// `srai` followed by the saturating `packs`/`packus` pair, which is this clamp.
+    #[inline]
+    fn finish(&self, acc: i32) -> u8 {
         (acc >> self.precision).clamp(0, 255) as u8
+    }
+
+    /// Filters one interleaved row of `channels`-channel pixels along its length.
+    fn horizontal(&self, row: &[u8], out: &mut [u8], channels: usize) {
+        let init = self.initial();
+        for (x, (xmin, xsize)) in self.bounds.iter().copied().enumerate() {
+            let k = &self.coeffs[x * self.ksize..x * self.ksize + xsize];
+            let window = &row[xmin * channels..(xmin + xsize) * channels];
+            let out_px = &mut out[x * channels..(x + 1) * channels];
+            if channels == 3 {
+                // The RGB case, unrolled: three accumulators in registers.
+                let (mut r, mut g, mut b) = (init, init, init);
+                for (px, kj) in window.chunks_exact(3).zip(k) {
+                    r += i32::from(px[0]) * kj;
+                    g += i32::from(px[1]) * kj;
+                    b += i32::from(px[2]) * kj;
+                }
+                out_px[0] = self.finish(r);
+                out_px[1] = self.finish(g);
+                out_px[2] = self.finish(b);
+                continue;
+            }
+            // Other channel counts in groups of four keep the accumulators in registers.
+            for group in (0..channels).step_by(4) {
+                let n = (channels - group).min(4);
+                let mut acc = [init; 4];
+                for (px, kj) in window.chunks_exact(channels).zip(k) {
+                    for i in 0..n {
+                        acc[i] += i32::from(px[group + i]) * kj;
+                    }
+                }
+                for i in 0..n {
+                    out_px[group + i] = self.finish(acc[i]);
+                }
+            }
+        }
+    }
+
+    /// Filters whole rows across the image height: output row `y` is the weighted sum of
+    /// input rows `ymin..ymin + ysize`, accumulated row by row (cache-friendly, vectorisable).
+    fn vertical(&self, src: &[u8], row_len: usize, out: &mut [u8]) {
+        let init = self.initial();
+        let mut acc = vec![0i32; row_len];
+        for (y, (ymin, ysize)) in self.bounds.iter().copied().enumerate() {
+            acc.fill(init);
+            let k = &self.coeffs[y * self.ksize..y * self.ksize + ysize];
+            for (j, kj) in k.iter().enumerate() {
+                let row = &src[(ymin + j) * row_len..(ymin + j + 1) * row_len];
+                for (a, p) in acc.iter_mut().zip(row) {
+                    *a += i32::from(*p) * kj;
+                }
+            }
+            for (o, a) in out[y * row_len..(y + 1) * row_len].iter_mut().zip(&acc) {
+                *o = self.finish(*a);
+            }
+        }
     }
 }
 
@@ -376,37 +431,42 @@ impl AxisFilter {
 /// exactly that.
 pub fn resize_bicubic_aa(image: ArrayView3<u8>, out_h: usize, out_w: usize) -> Array3<u8> {
     let (in_h, in_w, c) = image.dim();
-    if out_h == 0 || out_w == 0 || in_h == 0 || in_w == 0 {
+    if out_h == 0 || out_w == 0 || in_h == 0 || in_w == 0 || c == 0 {
         return Array3::zeros((out_h, out_w, c));
     }
-    let horizontal = if out_w != in_w {
-        let f = AxisFilter::new(in_w, out_w);
-        let mut tmp = Array3::<u8>::zeros((in_h, out_w, c));
-        for y in 0..in_h {
-            let row = image.slice(s![y, .., ..]);
-            for x in 0..out_w {
-                for ch in 0..c {
-                    tmp[[y, x, ch]] = f.apply(x, |xi| row[[xi, ch]]);
-                }
-            }
-        }
-        tmp
-    } else {
-        image.to_owned()
+    if (out_h, out_w) == (in_h, in_w) {
+        return image.to_owned();
+    }
+    let packed = image.as_standard_layout();
+    let src: &[u8] = match packed.as_slice() {
+        Some(s) => s,
+        None => unreachable!("as_standard_layout yields a contiguous array"),
     };
-    if out_h == in_h {
-        return horizontal;
-    }
-    let f = AxisFilter::new(in_h, out_h);
-    let mut out = Array3::<u8>::zeros((out_h, out_w, c));
-    for y in 0..out_h {
-        for x in 0..out_w {
-            for ch in 0..c {
-                out[[y, x, ch]] = f.apply(y, |yi| horizontal[[yi, x, ch]]);
-            }
+    let horizontal: std::borrow::Cow<[u8]> = if out_w != in_w {
+        let f = AxisFilter::new(in_w, out_w);
+        let mut tmp = vec![0u8; in_h * out_w * c];
+        for (row, out) in src
+            .chunks_exact(in_w * c)
+            .zip(tmp.chunks_exact_mut(out_w * c))
+        {
+            f.horizontal(row, out, c);
         }
+        tmp.into()
+    } else {
+        src.into()
+    };
+    let data = if out_h != in_h {
+        let f = AxisFilter::new(in_h, out_h);
+        let mut out = vec![0u8; out_h * out_w * c];
+        f.vertical(&horizontal, out_w * c, &mut out);
+        out
+    } else {
+        horizontal.into_owned()
+    };
+    match Array3::from_shape_vec((out_h, out_w, c), data) {
+        Ok(a) => a,
+        Err(_) => unreachable!("buffer sized out_h * out_w * c"),
     }
-    out
 }
 
 /// Resizes every frame of a `[T, H, W, C]` clip with [`resize_bicubic_aa`].
@@ -484,26 +544,43 @@ pub fn normalize_patchify(
 
     let n_patches = grid_t * grid_h * grid_w;
     let dim = cfg.patch_dim();
-    let mut out = Array2::<f32>::zeros((n_patches, dim));
+    let mut data = vec![0f32; n_patches * dim];
+    let packed = frames.as_standard_layout();
+    let owned;
+    let src: &[u8] = match packed.as_slice() {
+        Some(s) => s,
+        None => {
+            owned = packed.iter().copied().collect::<Vec<u8>>();
+            &owned
+        }
+    };
+    let frame_len = h * w * 3;
     let (mh_blocks, mw_blocks) = (grid_h / m, grid_w / m);
+    // Rows are visited in output order, so `dst` walks `data` front to back.
+    let mut rows = data.chunks_exact_mut(dim);
     for gt in 0..grid_t {
         for hb in 0..mh_blocks {
             for wb in 0..mw_blocks {
                 for mh in 0..m {
                     for mw in 0..m {
-                        let row = (((gt * mh_blocks + hb) * mw_blocks + wb) * m + mh) * m + mw;
+                        let Some(dst) = rows.next() else {
+                            unreachable!("n_patches rows are allocated")
+                        };
                         let y0 = (hb * m + mh) * p;
                         let x0 = (wb * m + mw) * p;
-                        let mut dst = out.row_mut(row);
                         for tp in 0..tp_size {
                             // Padding frames repeat the last real one.
                             let fi = (gt * tp_size + tp).min(t - 1);
-                            let frame = frames.index_axis(Axis(0), fi);
+                            let frame = &src[fi * frame_len..(fi + 1) * frame_len];
                             for py in 0..p {
-                                for px in 0..p {
-                                    for ch in 0..3 {
-                                        let col = ((ch * tp_size + tp) * p + py) * p + px;
-                                        dst[col] = lut[ch][frame[[y0 + py, x0 + px, ch]] as usize];
+                                let start = ((y0 + py) * w + x0) * 3;
+                                let line = &frame[start..start + p * 3];
+                                for (ch, table) in lut.iter().enumerate() {
+                                    let base = ((ch * tp_size + tp) * p + py) * p;
+                                    for (d, px) in
+                                        dst[base..base + p].iter_mut().zip(line.chunks_exact(3))
+                                    {
+                                        *d = table[px[ch] as usize];
                                     }
                                 }
                             }
@@ -513,6 +590,10 @@ pub fn normalize_patchify(
             }
         }
     }
+    let out = match Array2::from_shape_vec((n_patches, dim), data) {
+        Ok(a) => a,
+        Err(_) => unreachable!("buffer sized n_patches * patch_dim"),
+    };
     Ok(VisionInput {
         pixel_values: out,
         grid_thw: [grid_t, grid_h, grid_w],
