@@ -528,8 +528,8 @@ fn parse_training_row(
         };
         messages.push(Message::new(role, content));
     }
-    // A system turn from the conversation wins over the top-level field only if it comes first;
-    // two system turns in a row are a data error the template check reports.
+    // A top-level `system` field becomes the first message; a conversation that also opens
+    // with a system turn then has two, which the template check below reports.
     let videos = row.paths(&["videos", "video"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
     let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
     check_conversation(id, &messages, images.len(), videos.len()).map_err(|e| match e {
