@@ -290,6 +290,15 @@ pub fn decode_video_with(
     plan: &FramePlan,
     options: &DecodeOptions,
 ) -> Result<DecodedFrames, VideoError> {
+    if plan.timestamps.is_empty() || plan.timestamps.iter().any(|t| !t.is_finite()) {
+        return Err(VideoError::Plan {
+            path: path.to_path_buf(),
+            source: PlanError::BadPlan(format!(
+                "plan timestamps {:?} must be finite and non-empty",
+                plan.timestamps
+            )),
+        });
+    }
     let mut order: Vec<usize> = (0..plan.timestamps.len()).collect();
     order.sort_by(|a, b| plan.timestamps[*a].total_cmp(&plan.timestamps[*b]));
     let targets: Vec<f64> = order.iter().map(|i| plan.timestamps[*i]).collect();
@@ -680,13 +689,17 @@ impl DecodeSession {
     /// frame, seek to it. If the first frame after a seek is not later than where we were,
     /// keyframes are too sparse for seeking to help and it is switched off; if it is later
     /// than the target by more than half a frame (an imprecise index), decoding restarts from
-    /// the stream start without seeking, so the nearest frame is never skipped.
+    /// the stream start without seeking, so the nearest frame is never skipped. A target is
+    /// sought at most once.
     fn run(&mut self, sink: &mut dyn FrameSink, options: &DecodeOptions) -> Result<(), VideoError> {
         let mut convert = RgbConverter::new();
         let mut seeking_enabled = !sink.wants_all();
         let mut last_t: Option<f64> = None;
         // After a seek: (time before the seek, target sought).
         let mut pending_check: Option<(Option<f64>, f64)> = None;
+        // The last target sought: never seek twice to the same target (a keyframe between
+        // the old position and the target would otherwise be sought again and again).
+        let mut last_sought = f64::NEG_INFINITY;
         let mut packet = ffmpeg::Packet::empty();
         let path = self.path.clone();
         let conv_err = |source| VideoError::Convert {
@@ -700,6 +713,7 @@ impl DecodeSession {
         {
             self.seek_to(first)?;
             pending_check = Some((None, first));
+            last_sought = first;
         }
 
         let mut eof = false;
@@ -749,7 +763,8 @@ impl DecodeSession {
                     Ok(()) => {}
                     Err(ffmpeg::Error::Eof) => break,
                     Err(ffmpeg::Error::Other { errno }) if errno == ffmpeg::error::EAGAIN => break,
-                    Err(ffmpeg::Error::InvalidData) => continue,
+                    // A damaged frame is dropped; the next packet carries on.
+                    Err(ffmpeg::Error::InvalidData) => break,
                     Err(source) => {
                         return Err(VideoError::Decode {
                             path: self.path.clone(),
@@ -779,10 +794,15 @@ impl DecodeSession {
                 last_t = Some(t);
 
                 if let Some(next) = sink.next_target() {
-                    if seeking_enabled && !eof && next - t > options.seek_min_gap_s {
+                    if seeking_enabled
+                        && !eof
+                        && next > last_sought
+                        && next - t > options.seek_min_gap_s
+                    {
                         self.seek_to(next)?;
                         sink.forget_previous();
                         pending_check = Some((Some(t), next));
+                        last_sought = next;
                         break;
                     }
                 } else {

@@ -139,34 +139,53 @@ fn plan_decoding_picks_nearest_frames_in_plan_order() {
 #[test]
 fn long_clip_seeks_instead_of_decoding_everything() {
     let dir = tmp();
-    let path = dir.path().join("long.mp4");
-    // 30 s at 10 FPS, a keyframe every second.
-    write_clip(&path, 300, &mpeg4((10, 1), 10));
-    let info = probe_video(&path).expect("probe");
-    assert_eq!(info.frame_count, 300);
+    for ext in ["mp4", "mkv", "avi"] {
+        let path = dir.path().join(format!("long.{ext}"));
+        // 30 s at 10 FPS, a keyframe every second.
+        write_clip(&path, 300, &mpeg4((10, 1), 10));
+        let info = probe_video(&path).expect("probe");
+        assert_eq!(info.frame_count, 300, "{ext}");
 
-    let plan = uniform_plan(info.timing(), 4).expect("plan");
-    assert_eq!(plan.indices, vec![0, 100, 199, 299]);
-    // Codes are 8 bits: frame 299 reads 299 % 256.
-    let want: Vec<usize> = plan.indices.iter().map(|i| i % 256).collect();
-    let got = decode_video(&path, &plan).expect("decode");
-    assert_eq!(codes(&got.frames), want);
-    assert!(
-        got.frames_decoded < 60,
-        "decoded {} of 300 frames for a 4-frame plan",
-        got.frames_decoded
-    );
+        let plan = uniform_plan(info.timing(), 4).expect("plan");
+        assert_eq!(plan.indices, vec![0, 100, 199, 299]);
+        // Codes are 8 bits: frame 299 reads 299 % 256.
+        let want: Vec<usize> = plan.indices.iter().map(|i| i % 256).collect();
+        let got = decode_video(&path, &plan).expect("decode");
+        assert_eq!(codes(&got.frames), want, "{ext}");
+        assert!(
+            got.frames_decoded < 60,
+            "{ext}: decoded {} of 300 frames for a 4-frame plan",
+            got.frames_decoded
+        );
 
-    // Seeking off (gap larger than the clip) decodes through and returns the same frames.
-    let opts = DecodeOptions {
-        seek_min_gap_s: 1e9,
-        ..DecodeOptions::default()
+        // Seeking off (gap larger than the clip) decodes through and returns the same frames.
+        let opts = DecodeOptions {
+            seek_min_gap_s: 1e9,
+            ..DecodeOptions::default()
+        };
+        let through = VideoSource::File(path.clone())
+            .decode(&plan, &opts)
+            .expect("decode");
+        assert_eq!(codes(&through.frames), want, "{ext}");
+        assert!(through.frames_decoded >= 299, "{ext}");
+    }
+}
+
+#[test]
+fn empty_plan_is_an_error() {
+    let dir = tmp();
+    let path = dir.path().join("clip.mp4");
+    write_clip(&path, 4, &mpeg4((10, 1), 4));
+    let plan = FramePlan {
+        indices: vec![],
+        timestamps: vec![],
+        fps: 1.0,
     };
-    let through = VideoSource::File(path.clone())
-        .decode(&plan, &opts)
-        .expect("decode");
-    assert_eq!(codes(&through.frames), want);
-    assert!(through.frames_decoded >= 299);
+    let err = decode_video(&path, &plan).expect_err("empty plan");
+    assert!(
+        matches!(err, VideoError::Plan { .. }) && err.to_string().contains("clip.mp4"),
+        "{err}"
+    );
 }
 
 #[test]
