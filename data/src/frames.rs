@@ -177,9 +177,7 @@ fn spread(clip: ClipTiming, n: usize) -> FramePlan {
         return with_frame_times(clip, vec![0; n], clip.fps);
     }
     let step = last as f64 / (n - 1) as f64; // in frames
-    let indices = (0..n)
-        .map(|k| ((k as f64 * step).round() as usize).min(last))
-        .collect();
+    let indices = (0..n).map(|k| ((k as f64 * step).round() as usize).min(last)).collect();
     with_frame_times(clip, indices, clip.fps / step)
 }
 
@@ -261,9 +259,7 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
 pub fn uniform_plan(clip: ClipTiming, frames: usize) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if frames == 0 {
-        return Err(PlanError::BadPlan(
-            "uniform plan needs at least one frame".into(),
-        ));
+        return Err(PlanError::BadPlan("uniform plan needs at least one frame".into()));
     }
     Ok(spread(clip, frames))
 }

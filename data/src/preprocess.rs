@@ -33,20 +33,14 @@ pub const MAX_ASPECT_RATIO: f64 = 200.0;
 /// can tell which sample is bad without re-running it.
 #[derive(Debug, thiserror::Error)]
 pub enum PreprocessError {
-    #[error(
-        "image of {height}x{width} has an aspect ratio above {MAX_ASPECT_RATIO}; Qwen2.5-VL refuses it"
-    )]
+    #[error("image of {height}x{width} has an aspect ratio above {MAX_ASPECT_RATIO}; Qwen2.5-VL refuses it")]
     AspectRatio { height: usize, width: usize },
     #[error("image of {height}x{width} is empty; nothing to resize")]
     Empty { height: usize, width: usize },
     #[error(
         "frames of {height}x{width} are not multiples of {factor} (patch_size * merge_size); call smart_resize + resize first"
     )]
-    NotAligned {
-        height: usize,
-        width: usize,
-        factor: usize,
-    },
+    NotAligned { height: usize, width: usize, factor: usize },
     #[error("expected 3 colour channels (RGB), got {channels}")]
     Channels { channels: usize },
     #[error("a video needs at least one frame")]
@@ -54,15 +48,9 @@ pub enum PreprocessError {
     #[error("invalid preprocessor config: {0}")]
     Config(String),
     #[error("cannot read preprocessor config {path}: {source}")]
-    ConfigIo {
-        path: String,
-        source: std::io::Error,
-    },
+    ConfigIo { path: String, source: std::io::Error },
     #[error("cannot parse preprocessor config {path}: {source}")]
-    ConfigParse {
-        path: String,
-        source: serde_json::Error,
-    },
+    ConfigParse { path: String, source: serde_json::Error },
 }
 
 /// Settings of the Qwen2.5-VL image/video processor.
@@ -203,16 +191,10 @@ impl PreprocessConfig {
             ));
         }
         if self.image_std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
-            return bad(format!(
-                "image_std {:?} must be finite and non-zero",
-                self.image_std
-            ));
+            return bad(format!("image_std {:?} must be finite and non-zero", self.image_std));
         }
         if !(self.rescale_factor.is_finite() && self.rescale_factor > 0.0) {
-            return bad(format!(
-                "rescale_factor {} must be positive",
-                self.rescale_factor
-            ));
+            return bad(format!("rescale_factor {} must be positive", self.rescale_factor));
         }
         Ok(())
     }
@@ -333,11 +315,7 @@ impl AxisFilter {
             .map(|w| {
                 let v = w * unit;
                 // int16 storage: the precision search keeps every coefficient in range.
-                (if v < 0.0 {
-                    (-0.5 + v) as i32
-                } else {
-                    (0.5 + v) as i32
-                }) as i16 as i32
+                (if v < 0.0 { (-0.5 + v) as i32 } else { (0.5 + v) as i32 }) as i16 as i32
             })
             .collect();
         Self {
@@ -445,10 +423,7 @@ pub fn resize_bicubic_aa(image: ArrayView3<u8>, out_h: usize, out_w: usize) -> A
     let horizontal: std::borrow::Cow<[u8]> = if out_w != in_w {
         let f = AxisFilter::new(in_w, out_w);
         let mut tmp = vec![0u8; in_h * out_w * c];
-        for (row, out) in src
-            .chunks_exact(in_w * c)
-            .zip(tmp.chunks_exact_mut(out_w * c))
-        {
+        for (row, out) in src.chunks_exact(in_w * c).zip(tmp.chunks_exact_mut(out_w * c)) {
             f.horizontal(row, out, c);
         }
         tmp.into()
@@ -506,10 +481,7 @@ impl VisionInput {
 /// `((t·gh/m + hb)·gw/m + wb)·m² + mh·m + mw` and columns `((c·Tp + tp)·P + py)·P + px`,
 /// with `h = hb·m + mh`, `w = wb·m + mw`: each run of m² rows is one merge block and a row
 /// reshapes to the Conv3d input `[3, Tp, P, P]`.
-pub fn normalize_patchify(
-    frames: ArrayView4<u8>,
-    cfg: &PreprocessConfig,
-) -> Result<VisionInput, PreprocessError> {
+pub fn normalize_patchify(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
     cfg.validate()?;
     let (t, h, w, c) = frames.dim();
     if c != 3 {
@@ -577,9 +549,7 @@ pub fn normalize_patchify(
                                 let line = &frame[start..start + p * 3];
                                 for (ch, table) in lut.iter().enumerate() {
                                     let base = ((ch * tp_size + tp) * p + py) * p;
-                                    for (d, px) in
-                                        dst[base..base + p].iter_mut().zip(line.chunks_exact(3))
-                                    {
+                                    for (d, px) in dst[base..base + p].iter_mut().zip(line.chunks_exact(3)) {
                                         *d = table[px[ch] as usize];
                                     }
                                 }
@@ -602,10 +572,7 @@ pub fn normalize_patchify(
 
 /// The whole video path of the HF processor: smart resize, bicubic resize, normalise, patchify.
 /// `frames` is `[T, H, W, 3]` uint8 RGB.
-pub fn preprocess_video(
-    frames: ArrayView4<u8>,
-    cfg: &PreprocessConfig,
-) -> Result<VisionInput, PreprocessError> {
+pub fn preprocess_video(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
     let (t, h, w, c) = frames.dim();
     if c != 3 {
         return Err(PreprocessError::Channels { channels: c });
@@ -621,10 +588,7 @@ pub fn preprocess_video(
 
 /// The whole image path of the HF processor. `image` is `[H, W, 3]` uint8 RGB; it fills every
 /// temporal slot of its single temporal patch (grid_t = 1).
-pub fn preprocess_image(
-    image: ArrayView3<u8>,
-    cfg: &PreprocessConfig,
-) -> Result<VisionInput, PreprocessError> {
+pub fn preprocess_image(image: ArrayView3<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
     let (h, w, c) = image.dim();
     if c != 3 {
         return Err(PreprocessError::Channels { channels: c });
@@ -637,10 +601,7 @@ pub fn preprocess_image(
 
 /// Normalise + patchify an image already at a grid-aligned size: the frame is repeated over
 /// the `temporal_patch_size` slots, giving grid `[1, h/P, w/P]`.
-pub fn normalize_image_resized(
-    image: ArrayView3<u8>,
-    cfg: &PreprocessConfig,
-) -> Result<VisionInput, PreprocessError> {
+pub fn normalize_image_resized(image: ArrayView3<u8>, cfg: &PreprocessConfig) -> Result<VisionInput, PreprocessError> {
     // A single frame pads to `temporal_patch_size` copies of itself: exactly the image rule.
     normalize_patchify(image.insert_axis(Axis(0)), cfg)
 }
@@ -654,10 +615,7 @@ mod tests {
         // 70 / 28 = 2.5 rounds to 2 (Python round), not 3.
         assert_eq!(smart_resize(70, 45, 28, 3136, 1_003_520).unwrap(), (56, 56));
         // 3.5 rounds to 4.
-        assert_eq!(
-            smart_resize(98, 28, 28, 28 * 28, 1_003_520).unwrap(),
-            (112, 28)
-        );
+        assert_eq!(smart_resize(98, 28, 28, 28 * 28, 1_003_520).unwrap(), (112, 28));
     }
 
     #[test]
@@ -673,10 +631,7 @@ mod tests {
     #[test]
     fn smart_resize_min_branch_ceils() {
         // 40x130 -> rounds to 28x140 = 3920 < 5000: beta = sqrt(5000/5200), ceil branch.
-        assert_eq!(
-            smart_resize(40, 130, 28, 5000, 1_003_520).unwrap(),
-            (56, 140)
-        );
+        assert_eq!(smart_resize(40, 130, 28, 5000, 1_003_520).unwrap(), (56, 140));
         // Tiny inputs grow to the minimum.
         let (h, w) = smart_resize(5, 5, 28, 56 * 56, 1_003_520).unwrap();
         assert_eq!((h, w), (56, 56));
@@ -711,34 +666,24 @@ mod tests {
     fn resize_known_values_against_torchvision() {
         // Reference: torchvision 0.29 `v2.functional.resize(x.permute(2, 0, 1), size,
         // BICUBIC, antialias=True)` of x[y, x, c] = (60y + 37x + 90c) % 256, uint8 4x6x3.
-        let img = Array3::from_shape_fn((4, 6, 3), |(y, x, c)| {
-            ((y * 60 + x * 37 + c * 90) % 256) as u8
-        });
+        let img = Array3::from_shape_fn((4, 6, 3), |(y, x, c)| ((y * 60 + x * 37 + c * 90) % 256) as u8);
         // Widen and shrink at once (one axis up, one down).
-        let wide: Vec<u8> = resize_bicubic_aa(img.view(), 2, 9)
-            .iter()
-            .copied()
-            .collect();
+        let wide: Vec<u8> = resize_bicubic_aa(img.view(), 2, 9).iter().copied().collect();
         assert_eq!(
             wide,
             vec![
-                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100,
-                69, 160, 134, 99, 182, 94, 134, 201, 49, 156, 143, 115, 90, 160, 139, 91, 189, 147,
-                100, 216, 84, 127, 186, 70, 157, 123, 85, 188, 65, 110, 215, 73, 144, 176, 97, 166,
-                131
+                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100, 69, 160, 134, 99,
+                182, 94, 134, 201, 49, 156, 143, 115, 90, 160, 139, 91, 189, 147, 100, 216, 84, 127, 186, 70, 157, 123,
+                85, 188, 65, 110, 215, 73, 144, 176, 97, 166, 131
             ]
         );
-        let tall: Vec<u8> = resize_bicubic_aa(img.view(), 7, 3)
-            .iter()
-            .copied()
-            .collect();
+        let tall: Vec<u8> = resize_bicubic_aa(img.view(), 7, 3).iter().copied().collect();
         assert_eq!(
             tall,
             vec![
-                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106,
-                96, 75, 179, 129, 149, 120, 69, 228, 48, 144, 111, 213, 84, 180, 83, 93, 138, 71,
-                187, 148, 205, 65, 192, 66, 142, 43, 121, 208, 194, 89, 104, 161, 93, 187, 60, 163,
-                170, 219, 20, 129, 141, 110, 210, 78, 184, 145
+                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106, 96, 75, 179, 129, 149,
+                120, 69, 228, 48, 144, 111, 213, 84, 180, 83, 93, 138, 71, 187, 148, 205, 65, 192, 66, 142, 43, 121,
+                208, 194, 89, 104, 161, 93, 187, 60, 163, 170, 219, 20, 129, 141, 110, 210, 78, 184, 145
             ]
         );
     }
@@ -800,12 +745,10 @@ mod tests {
         assert_eq!(a.max_pixels, 12_845_056);
         assert_eq!(a.image_mean, OPENAI_CLIP_MEAN);
         let b: PreprocessConfig =
-            serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#)
-                .unwrap();
+            serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#).unwrap();
         assert_eq!((b.min_pixels, b.max_pixels), (100_352, 401_408));
         assert_eq!(b.patch_size, 14);
-        let bad =
-            serde_json::from_str::<PreprocessConfig>(r#"{"min_pixels": 10, "max_pixels": 5}"#);
+        let bad = serde_json::from_str::<PreprocessConfig>(r#"{"min_pixels": 10, "max_pixels": 5}"#);
         assert!(bad.is_err());
     }
 }

@@ -39,27 +39,15 @@ pub enum VideoError {
     #[error("cannot initialise FFmpeg: {0}")]
     Init(ffmpeg::Error),
     #[error("{}: cannot open as a video: {source}", path.display())]
-    Open {
-        path: PathBuf,
-        source: ffmpeg::Error,
-    },
+    Open { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: no video stream", path.display())]
     NoVideoStream { path: PathBuf },
     #[error("{}: cannot set up the video decoder: {source}", path.display())]
-    Codec {
-        path: PathBuf,
-        source: ffmpeg::Error,
-    },
+    Codec { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: reading packets failed: {source}", path.display())]
-    Read {
-        path: PathBuf,
-        source: ffmpeg::Error,
-    },
+    Read { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: decoding failed: {source}", path.display())]
-    Decode {
-        path: PathBuf,
-        source: ffmpeg::Error,
-    },
+    Decode { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: seeking to {seconds:.3} s failed: {source}", path.display())]
     Seek {
         path: PathBuf,
@@ -67,10 +55,7 @@ pub enum VideoError {
         source: ffmpeg::Error,
     },
     #[error("{}: converting a frame to RGB failed: {source}", path.display())]
-    Convert {
-        path: PathBuf,
-        source: ffmpeg::Error,
-    },
+    Convert { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: the video decoded to no frames", path.display())]
     NoFrames { path: PathBuf },
     #[error("{}: cannot tell the frame rate or length ({detail})", path.display())]
@@ -84,19 +69,13 @@ pub enum VideoError {
         frame_count: usize,
     },
     #[error("{}: cannot list frame folder: {source}", path.display())]
-    ListFolder {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    ListFolder { path: PathBuf, source: std::io::Error },
     #[error("{}: frame folder holds no {FRAME_EXTENSIONS:?} files", path.display())]
     EmptyFolder { path: PathBuf },
     #[error("{}: declared fps {fps} must be positive", path.display())]
     BadFps { path: PathBuf, fps: f64 },
     #[error("{}: cannot read image: {source}", path.display())]
-    Image {
-        path: PathBuf,
-        source: image::ImageError,
-    },
+    Image { path: PathBuf, source: image::ImageError },
     #[error("{}: frame is {got_w}x{got_h} but the sequence is {want_w}x{want_h}", path.display())]
     FrameSize {
         path: PathBuf,
@@ -195,11 +174,7 @@ impl VideoSource {
         }
     }
 
-    pub fn decode(
-        &self,
-        plan: &FramePlan,
-        options: &DecodeOptions,
-    ) -> Result<DecodedFrames, VideoError> {
+    pub fn decode(&self, plan: &FramePlan, options: &DecodeOptions) -> Result<DecodedFrames, VideoError> {
         match self {
             VideoSource::File(p) => decode_video_with(p, plan, options),
             VideoSource::FrameFolder { dir, fps } => FrameFolder::open(dir, *fps)?.decode(plan),
@@ -214,12 +189,10 @@ impl VideoSource {
         options: &DecodeOptions,
     ) -> Result<(FramePlan, DecodedFrames), VideoError> {
         let info = self.probe()?;
-        let plan = policy
-            .plan(info.timing())
-            .map_err(|source| VideoError::Plan {
-                path: self.path().to_path_buf(),
-                source,
-            })?;
+        let plan = policy.plan(info.timing()).map_err(|source| VideoError::Plan {
+            path: self.path().to_path_buf(),
+            source,
+        })?;
         let frames = self.decode(&plan, options)?;
         Ok((plan, frames))
     }
@@ -232,12 +205,12 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
         path: path.to_path_buf(),
         source,
     })?;
-    let stream =
-        ictx.streams()
-            .best(media::Type::Video)
-            .ok_or_else(|| VideoError::NoVideoStream {
-                path: path.to_path_buf(),
-            })?;
+    let stream = ictx
+        .streams()
+        .best(media::Type::Video)
+        .ok_or_else(|| VideoError::NoVideoStream {
+            path: path.to_path_buf(),
+        })?;
     let params = stream.parameters();
     let decoder = codec::context::Context::from_parameters(params)
         .and_then(|c| c.decoder().video())
@@ -254,10 +227,9 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
             path: path.to_path_buf(),
             detail: "no frame rate in the stream".into(),
         })?;
-    let stream_duration =
-        (stream.duration() > 0).then(|| stream.duration() as f64 * f64::from(stream.time_base()));
-    let container_duration = (ictx.duration() > 0)
-        .then(|| ictx.duration() as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE));
+    let stream_duration = (stream.duration() > 0).then(|| stream.duration() as f64 * f64::from(stream.time_base()));
+    let container_duration =
+        (ictx.duration() > 0).then(|| ictx.duration() as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE));
     let declared_frames = usize::try_from(stream.frames()).ok().filter(|n| *n > 0);
     let duration_s = stream_duration
         .or(container_duration)
@@ -266,8 +238,7 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
             path: path.to_path_buf(),
             detail: "no duration and no frame count".into(),
         })?;
-    let frame_count =
-        declared_frames.unwrap_or_else(|| ((duration_s * fps).round() as usize).max(1));
+    let frame_count = declared_frames.unwrap_or_else(|| ((duration_s * fps).round() as usize).max(1));
     Ok(VideoInfo {
         width: decoder.width() as usize,
         height: decoder.height() as usize,
@@ -285,11 +256,7 @@ pub fn decode_video(path: &Path, plan: &FramePlan) -> Result<DecodedFrames, Vide
 /// Decodes the frames of `plan`: for each planned timestamp, the decoded frame whose
 /// presentation time is nearest (ties go to the earlier frame). Targets past the last frame
 /// get the last frame.
-pub fn decode_video_with(
-    path: &Path,
-    plan: &FramePlan,
-    options: &DecodeOptions,
-) -> Result<DecodedFrames, VideoError> {
+pub fn decode_video_with(path: &Path, plan: &FramePlan, options: &DecodeOptions) -> Result<DecodedFrames, VideoError> {
     if plan.timestamps.is_empty() || plan.timestamps.iter().any(|t| !t.is_finite()) {
         return Err(VideoError::Plan {
             path: path.to_path_buf(),
@@ -338,12 +305,7 @@ trait FrameSink {
     /// The earliest time still wanted, if any (None: everything is served).
     fn next_target(&self) -> Option<f64>;
     /// A decoded frame at time `t`; `convert` turns it into RGB on demand.
-    fn accept(
-        &mut self,
-        t: f64,
-        frame: frame::Video,
-        convert: &mut RgbConverter,
-    ) -> Result<(), ffmpeg::Error>;
+    fn accept(&mut self, t: f64, frame: frame::Video, convert: &mut RgbConverter) -> Result<(), ffmpeg::Error>;
     /// The stream ended.
     fn end(&mut self, convert: &mut RgbConverter) -> Result<(), ffmpeg::Error>;
     /// Frames before a seek point can no longer be the "previous" frame.
@@ -364,12 +326,7 @@ impl FrameSink for AllSink {
     fn next_target(&self) -> Option<f64> {
         Some(f64::INFINITY)
     }
-    fn accept(
-        &mut self,
-        t: f64,
-        frame: frame::Video,
-        convert: &mut RgbConverter,
-    ) -> Result<(), ffmpeg::Error> {
+    fn accept(&mut self, t: f64, frame: frame::Video, convert: &mut RgbConverter) -> Result<(), ffmpeg::Error> {
         self.frames.push(convert.convert(&frame)?);
         self.timestamps.push(t);
         Ok(())
@@ -446,9 +403,7 @@ impl NearestSink {
             let (t, idx) = self.chosen[sorted_pos].ok_or_else(|| VideoError::NoFrames {
                 path: path.to_path_buf(),
             })?;
-            frames
-                .index_axis_mut(Axis(0), *slot)
-                .assign(&self.images[idx]);
+            frames.index_axis_mut(Axis(0), *slot).assign(&self.images[idx]);
             timestamps[*slot] = t;
         }
         Ok((frames, timestamps))
@@ -460,12 +415,7 @@ impl FrameSink for NearestSink {
         self.targets.get(self.next).copied()
     }
 
-    fn accept(
-        &mut self,
-        t: f64,
-        frame: frame::Video,
-        convert: &mut RgbConverter,
-    ) -> Result<(), ffmpeg::Error> {
+    fn accept(&mut self, t: f64, frame: frame::Video, convert: &mut RgbConverter) -> Result<(), ffmpeg::Error> {
         self.serial += 1;
         let serial = self.serial;
         while let Some(target) = self.targets.get(self.next).copied() {
@@ -473,8 +423,7 @@ impl FrameSink for NearestSink {
                 break;
             }
             // The target lies between the previous frame and this one: take the nearer.
-            let use_previous =
-                matches!(&self.previous, Some((pt, _, _)) if target - pt <= t - target);
+            let use_previous = matches!(&self.previous, Some((pt, _, _)) if target - pt <= t - target);
             match self.previous.take() {
                 Some((pt, ps, pf)) if use_previous => {
                     self.take(ps, pt, &pf, convert)?;
@@ -523,11 +472,9 @@ impl RgbConverter {
     fn convert(&mut self, frame: &frame::Video) -> Result<Array3<u8>, ffmpeg::Error> {
         let (fw, fh, fmt) = (frame.width(), frame.height(), frame.format());
         let (ow, oh) = *self.out_size.get_or_insert((fw, fh));
-        let stale =
-            !matches!(&self.scaler, Some((_, f, w, h)) if *f == fmt && *w == fw && *h == fh);
+        let stale = !matches!(&self.scaler, Some((_, f, w, h)) if *f == fmt && *w == fw && *h == fh);
         if stale {
-            let mut ctx =
-                scaling::Context::get(fmt, fw, fh, Pixel::RGB24, ow, oh, scaling::Flags::BICUBIC)?;
+            let mut ctx = scaling::Context::get(fmt, fw, fh, Pixel::RGB24, ow, oh, scaling::Flags::BICUBIC)?;
             set_colorspace(&mut ctx, frame);
             self.scaler = Some((ctx, fmt, fw, fh));
         }
@@ -551,8 +498,8 @@ impl RgbConverter {
 /// Selects the YUV→RGB matrix and input range of `frame` for `ctx`.
 fn set_colorspace(ctx: &mut scaling::Context, frame: &frame::Video) {
     use ffmpeg::ffi::{
-        SWS_CS_BT2020, SWS_CS_DEFAULT, SWS_CS_FCC, SWS_CS_ITU709, SWS_CS_SMPTE240M,
-        sws_getCoefficients, sws_setColorspaceDetails,
+        SWS_CS_BT2020, SWS_CS_DEFAULT, SWS_CS_FCC, SWS_CS_ITU709, SWS_CS_SMPTE240M, sws_getCoefficients,
+        sws_setColorspaceDetails,
     };
     let matrix = match frame.color_space() {
         color::Space::BT709 => SWS_CS_ITU709,
@@ -604,12 +551,12 @@ impl DecodeSession {
             path: path.to_path_buf(),
             source,
         })?;
-        let stream =
-            ictx.streams()
-                .best(media::Type::Video)
-                .ok_or_else(|| VideoError::NoVideoStream {
-                    path: path.to_path_buf(),
-                })?;
+        let stream = ictx
+            .streams()
+            .best(media::Type::Video)
+            .ok_or_else(|| VideoError::NoVideoStream {
+                path: path.to_path_buf(),
+            })?;
         let stream_index = stream.index();
         let time_base = f64::from(stream.time_base());
         if !(time_base.is_finite() && time_base > 0.0) {
@@ -629,11 +576,9 @@ impl DecodeSession {
             .map(f64::from)
             .unwrap_or(25.0);
         let mut ctx =
-            codec::context::Context::from_parameters(stream.parameters()).map_err(|source| {
-                VideoError::Codec {
-                    path: path.to_path_buf(),
-                    source,
-                }
+            codec::context::Context::from_parameters(stream.parameters()).map_err(|source| VideoError::Codec {
+                path: path.to_path_buf(),
+                source,
             })?;
         if options.threads != 1 {
             ctx.set_threading(codec::threading::Config {
@@ -672,13 +617,11 @@ impl DecodeSession {
     fn seek_to(&mut self, seconds: f64) -> Result<(), VideoError> {
         let start_s = self.start_pts as f64 * self.time_base;
         let ts = ((start_s + seconds.max(0.0)) * f64::from(ffmpeg::ffi::AV_TIME_BASE)) as i64;
-        self.ictx
-            .seek(ts, ..ts)
-            .map_err(|source| VideoError::Seek {
-                path: self.path.clone(),
-                seconds,
-                source,
-            })?;
+        self.ictx.seek(ts, ..ts).map_err(|source| VideoError::Seek {
+            path: self.path.clone(),
+            seconds,
+            source,
+        })?;
         self.decoder.flush();
         Ok(())
     }
@@ -740,12 +683,10 @@ impl DecodeSession {
                     }
                     Err(ffmpeg::Error::Eof) => {
                         eof = true;
-                        self.decoder
-                            .send_eof()
-                            .map_err(|source| VideoError::Decode {
-                                path: self.path.clone(),
-                                source,
-                            })?;
+                        self.decoder.send_eof().map_err(|source| VideoError::Decode {
+                            path: self.path.clone(),
+                            source,
+                        })?;
                     }
                     Err(source) => {
                         return Err(VideoError::Read {
@@ -794,11 +735,7 @@ impl DecodeSession {
                 last_t = Some(t);
 
                 if let Some(next) = sink.next_target() {
-                    if seeking_enabled
-                        && !eof
-                        && next > last_sought
-                        && next - t > options.seek_min_gap_s
-                    {
+                    if seeking_enabled && !eof && next > last_sought && next - t > options.seek_min_gap_s {
                         self.seek_to(next)?;
                         sink.forget_previous();
                         pending_check = Some((Some(t), next));
@@ -819,12 +756,9 @@ impl DecodeSession {
 }
 
 fn stack_frames(path: &Path, frames: &[Array3<u8>]) -> Result<Array4<u8>, VideoError> {
-    let (h, w, c) = frames
-        .first()
-        .map(|f| f.dim())
-        .ok_or_else(|| VideoError::NoFrames {
-            path: path.to_path_buf(),
-        })?;
+    let (h, w, c) = frames.first().map(|f| f.dim()).ok_or_else(|| VideoError::NoFrames {
+        path: path.to_path_buf(),
+    })?;
     let mut out = Array4::<u8>::zeros((frames.len(), h, w, c));
     for (i, f) in frames.iter().enumerate() {
         out.index_axis_mut(Axis(0), i).assign(f);
@@ -848,11 +782,9 @@ pub fn load_image(path: &Path) -> Result<Array3<u8>, VideoError> {
         .into_rgb8();
     let (w, h) = (img.width() as usize, img.height() as usize);
     Array3::from_shape_vec((h, w, 3), img.into_raw()).map_err(|e| {
-        err(image::ImageError::Parameter(
-            image::error::ParameterError::from_kind(image::error::ParameterErrorKind::Generic(
-                e.to_string(),
-            )),
-        ))
+        err(image::ImageError::Parameter(image::error::ParameterError::from_kind(
+            image::error::ParameterErrorKind::Generic(e.to_string()),
+        )))
     })
 }
 
@@ -929,14 +861,11 @@ impl FrameFolder {
         let mut last: Option<(usize, Array3<u8>)> = None;
         let mut read = 0;
         for (slot, &index) in plan.indices.iter().enumerate() {
-            let path = self
-                .files
-                .get(index)
-                .ok_or_else(|| VideoError::PlanOutOfRange {
-                    path: self.dir.clone(),
-                    index,
-                    frame_count: self.files.len(),
-                })?;
+            let path = self.files.get(index).ok_or_else(|| VideoError::PlanOutOfRange {
+                path: self.dir.clone(),
+                index,
+                frame_count: self.files.len(),
+            })?;
             let image = match last.take() {
                 Some((i, img)) if i == index => img,
                 _ => {
@@ -959,9 +888,7 @@ impl FrameFolder {
             out.index_axis_mut(Axis(0), slot).assign(&image);
             last = Some((index, image));
         }
-        let frames = frames.ok_or_else(|| VideoError::NoFrames {
-            path: self.dir.clone(),
-        })?;
+        let frames = frames.ok_or_else(|| VideoError::NoFrames { path: self.dir.clone() })?;
         let timestamps = plan.indices.iter().map(|i| *i as f64 / self.fps).collect();
         Ok(DecodedFrames {
             frames,
@@ -973,10 +900,7 @@ impl FrameFolder {
 
 /// Numeric-aware key: the last run of digits in the file stem, then the whole name.
 fn frame_sort_key(path: &Path) -> (u8, u128, String) {
-    let stem = path
-        .file_stem()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default();
+    let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
     let name = path
         .file_name()
         .and_then(|s| s.to_str())
@@ -1044,12 +968,7 @@ pub struct VideoWriter {
 
 impl VideoWriter {
     /// Opens `path` for a `width`×`height` clip. Sizes must be even (4:2:0 chroma).
-    pub fn create(
-        path: &Path,
-        width: usize,
-        height: usize,
-        settings: &EncodeSettings,
-    ) -> Result<Self, VideoError> {
+    pub fn create(path: &Path, width: usize, height: usize, settings: &EncodeSettings) -> Result<Self, VideoError> {
         init_ffmpeg()?;
         let fail = |detail: String| VideoError::Encode {
             path: path.to_path_buf(),
@@ -1064,8 +983,7 @@ impl VideoWriter {
         if rn <= 0 || rd <= 0 {
             return Err(fail(format!("frame rate {rn}/{rd} must be positive")));
         }
-        let mut octx =
-            ffmpeg::format::output(path).map_err(|e| fail(format!("cannot create output: {e}")))?;
+        let mut octx = ffmpeg::format::output(path).map_err(|e| fail(format!("cannot create output: {e}")))?;
         let is_webm = path
             .extension()
             .and_then(|e| e.to_str())
@@ -1078,11 +996,7 @@ impl VideoWriter {
         let codec = candidates
             .iter()
             .find_map(|name| ffmpeg::encoder::find_by_name(name))
-            .ok_or_else(|| {
-                fail(format!(
-                    "none of the encoders {candidates:?} is in this FFmpeg build"
-                ))
-            })?;
+            .ok_or_else(|| fail(format!("none of the encoders {candidates:?} is in this FFmpeg build")))?;
         let pixel = codec
             .video()
             .ok()
@@ -1099,10 +1013,7 @@ impl VideoWriter {
         let time_base = settings
             .time_base
             .map_or(Rational::new(rd, rn), |(n, d)| Rational::new(n, d));
-        let global_header = octx
-            .format()
-            .flags()
-            .contains(ffmpeg::format::Flags::GLOBAL_HEADER);
+        let global_header = octx.format().flags().contains(ffmpeg::format::Flags::GLOBAL_HEADER);
 
         let mut ctx = codec::context::Context::new_with_codec(codec)
             .encoder()
@@ -1203,13 +1114,9 @@ impl VideoWriter {
             data[y * stride..y * stride + row].copy_from_slice(&src[y * row..(y + 1) * row]);
         }
         let mut yuv = frame::Video::empty();
-        self.scaler
-            .run(&rgb, &mut yuv)
-            .map_err(|e| fail(e.to_string()))?;
+        self.scaler.run(&rgb, &mut yuv).map_err(|e| fail(e.to_string()))?;
         yuv.set_pts(Some(pts));
-        self.encoder
-            .send_frame(&yuv)
-            .map_err(|e| fail(e.to_string()))?;
+        self.encoder.send_frame(&yuv).map_err(|e| fail(e.to_string()))?;
         self.last_pts = Some(pts);
         self.next_pts = pts + 1;
         self.write_packets()

@@ -14,8 +14,8 @@
 use std::path::{Path, PathBuf};
 
 use motionvl_data::preprocess::{
-    PreprocessConfig, normalize_image_resized, normalize_patchify, preprocess_image,
-    preprocess_video, resize_bicubic_aa, resize_frames, smart_resize,
+    PreprocessConfig, normalize_image_resized, normalize_patchify, preprocess_image, preprocess_video,
+    resize_bicubic_aa, resize_frames, smart_resize,
 };
 use ndarray::{Array2, Array3, Array4};
 use safetensors::{Dtype, SafeTensors};
@@ -39,11 +39,7 @@ fn fixture_dirs() -> Vec<PathBuf> {
         .filter(|p| p.join("inputs.safetensors").is_file())
         .collect();
     dirs.sort();
-    assert!(
-        !dirs.is_empty(),
-        "no reference dumps under {}",
-        root.display()
-    );
+    assert!(!dirs.is_empty(), "no reference dumps under {}", root.display());
     dirs
 }
 
@@ -58,10 +54,8 @@ impl Fixture {
         let path = dir.join("inputs.safetensors");
         let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         let meta_path = dir.join("meta.json");
-        let meta_text = std::fs::read_to_string(&meta_path)
-            .unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
-        let meta = serde_json::from_str(&meta_text)
-            .unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
+        let meta_text = std::fs::read_to_string(&meta_path).unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
+        let meta = serde_json::from_str(&meta_text).unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
         Self {
             dir: dir.to_path_buf(),
             bytes,
@@ -70,8 +64,7 @@ impl Fixture {
     }
 
     fn tensors(&self) -> SafeTensors<'_> {
-        SafeTensors::deserialize(&self.bytes)
-            .unwrap_or_else(|e| panic!("{}: {e}", self.dir.display()))
+        SafeTensors::deserialize(&self.bytes).unwrap_or_else(|e| panic!("{}: {e}", self.dir.display()))
     }
 
     fn raw(&self, name: &str, dtype: Dtype) -> (Vec<usize>, Vec<u8>) {
@@ -79,19 +72,13 @@ impl Fixture {
         let t = st
             .tensor(name)
             .unwrap_or_else(|e| panic!("{}: tensor {name}: {e}", self.dir.display()));
-        assert_eq!(
-            t.dtype(),
-            dtype,
-            "{}: tensor {name} dtype",
-            self.dir.display()
-        );
+        assert_eq!(t.dtype(), dtype, "{}: tensor {name} dtype", self.dir.display());
         (t.shape().to_vec(), t.data().to_vec())
     }
 
     fn u8_4d(&self, name: &str) -> Array4<u8> {
         let (shape, data) = self.raw(name, Dtype::U8);
-        Array4::from_shape_vec((shape[0], shape[1], shape[2], shape[3]), data)
-            .expect("u8 4-D shape")
+        Array4::from_shape_vec((shape[0], shape[1], shape[2], shape[3]), data).expect("u8 4-D shape")
     }
 
     fn u8_3d(&self, name: &str) -> Array3<u8> {
@@ -122,9 +109,10 @@ impl Fixture {
     fn config(&self, kind: &str) -> PreprocessConfig {
         let spec = &self.meta["variant_spec"][kind];
         let get = |k: &str| {
-            spec[k].as_u64().unwrap_or_else(|| {
-                panic!("{}: meta.json variant_spec.{kind}.{k}", self.dir.display())
-            }) as usize
+            spec[k]
+                .as_u64()
+                .unwrap_or_else(|| panic!("{}: meta.json variant_spec.{kind}.{k}", self.dir.display()))
+                as usize
         };
         PreprocessConfig {
             min_pixels: get("min_pixels"),
@@ -143,10 +131,7 @@ impl Fixture {
 
 fn max_abs_diff_f32(a: &Array2<f32>, b: &Array2<f32>) -> f32 {
     assert_eq!(a.dim(), b.dim());
-    a.iter()
-        .zip(b.iter())
-        .map(|(x, y)| (x - y).abs())
-        .fold(0.0, f32::max)
+    a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
 fn max_abs_diff_u8<'a>(a: impl Iterator<Item = &'a u8>, b: impl Iterator<Item = &'a u8>) -> i32 {
@@ -164,12 +149,7 @@ fn video_normalize_patchify_matches_hf() {
         let resized = fx.u8_4d("video_resized_u8");
         let got = normalize_patchify(resized.view(), &cfg).expect("patchify");
         let want = fx.f32_2d("pixel_values_videos");
-        assert_eq!(
-            got.grid_thw,
-            fx.grid("video_grid_thw"),
-            "{}: video grid",
-            fx.name()
-        );
+        assert_eq!(got.grid_thw, fx.grid("video_grid_thw"), "{}: video grid", fx.name());
         assert_eq!(
             got.pixel_values.dim(),
             want.dim(),
@@ -193,24 +173,10 @@ fn image_normalize_patchify_matches_hf() {
         let resized = fx.u8_3d("image_resized_u8");
         let got = normalize_image_resized(resized.view(), &cfg).expect("patchify");
         let want = fx.f32_2d("pixel_values");
-        assert_eq!(
-            got.grid_thw,
-            fx.grid("image_grid_thw"),
-            "{}: image grid",
-            fx.name()
-        );
-        assert_eq!(
-            got.pixel_values.dim(),
-            want.dim(),
-            "{}: pixel_values shape",
-            fx.name()
-        );
+        assert_eq!(got.grid_thw, fx.grid("image_grid_thw"), "{}: image grid", fx.name());
+        assert_eq!(got.pixel_values.dim(), want.dim(), "{}: pixel_values shape", fx.name());
         let d = max_abs_diff_f32(&got.pixel_values, &want);
-        assert!(
-            d <= VALUE_TOLERANCE,
-            "{}: pixel_values max abs diff {d}",
-            fx.name()
-        );
+        assert!(d <= VALUE_TOLERANCE, "{}: pixel_values max abs diff {d}", fx.name());
     }
 }
 
@@ -235,8 +201,7 @@ fn smart_resize_matches_hf_sizes() {
             } else {
                 (resized_shape[0], resized_shape[1])
             };
-            let got = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels)
-                .expect("smart_resize");
+            let got = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels).expect("smart_resize");
             assert_eq!(got, want, "{}: {kind} smart_resize of {h}x{w}", fx.name());
         }
     }
@@ -272,35 +237,15 @@ fn bicubic_resize_matches_torchvision() {
 fn end_to_end_matches_hf_processor() {
     for dir in fixture_dirs() {
         let fx = Fixture::load(&dir);
-        let video = preprocess_video(fx.u8_4d("video_frames_u8").view(), &fx.config("video"))
-            .expect("video");
-        assert_eq!(
-            video.grid_thw,
-            fx.grid("video_grid_thw"),
-            "{}: video grid",
-            fx.name()
-        );
+        let video = preprocess_video(fx.u8_4d("video_frames_u8").view(), &fx.config("video")).expect("video");
+        assert_eq!(video.grid_thw, fx.grid("video_grid_thw"), "{}: video grid", fx.name());
         let d = max_abs_diff_f32(&video.pixel_values, &fx.f32_2d("pixel_values_videos"));
-        assert!(
-            d <= VALUE_TOLERANCE,
-            "{}: end-to-end video max abs diff {d}",
-            fx.name()
-        );
+        assert!(d <= VALUE_TOLERANCE, "{}: end-to-end video max abs diff {d}", fx.name());
 
-        let image =
-            preprocess_image(fx.u8_3d("image_u8").view(), &fx.config("image")).expect("image");
-        assert_eq!(
-            image.grid_thw,
-            fx.grid("image_grid_thw"),
-            "{}: image grid",
-            fx.name()
-        );
+        let image = preprocess_image(fx.u8_3d("image_u8").view(), &fx.config("image")).expect("image");
+        assert_eq!(image.grid_thw, fx.grid("image_grid_thw"), "{}: image grid", fx.name());
         let d = max_abs_diff_f32(&image.pixel_values, &fx.f32_2d("pixel_values"));
-        assert!(
-            d <= VALUE_TOLERANCE,
-            "{}: end-to-end image max abs diff {d}",
-            fx.name()
-        );
+        assert!(d <= VALUE_TOLERANCE, "{}: end-to-end image max abs diff {d}", fx.name());
     }
 }
 
@@ -308,8 +253,7 @@ fn end_to_end_matches_hf_processor() {
 /// `fixtures/make_torchvision_resize.py`, beyond the four resizes in the model dumps.
 #[test]
 fn bicubic_resize_matches_torchvision_on_extra_sizes() {
-    let path =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torchvision_resize.safetensors");
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torchvision_resize.safetensors");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut names: Vec<String> = st

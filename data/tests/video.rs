@@ -7,12 +7,10 @@
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::frames::{
-    ClipTiming, EvalProtocol, FramePlan, FramePolicy, eval_plan, uniform_plan,
-};
+use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, eval_plan, uniform_plan};
 use motionvl_data::video::{
-    DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all,
-    decode_video, load_image, probe_video,
+    DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
+    load_image, probe_video,
 };
 use ndarray::{Array3, ArrayView3, s};
 
@@ -95,11 +93,7 @@ fn mp4_probe_and_full_decode() {
     let info = probe_video(&path).expect("probe");
     assert_eq!((info.width, info.height, info.frame_count), (W, H, 45));
     assert!((info.fps - 30.0).abs() < 1e-9, "fps {}", info.fps);
-    assert!(
-        (info.duration_s - 1.5).abs() < 0.05,
-        "duration {}",
-        info.duration_s
-    );
+    assert!((info.duration_s - 1.5).abs() < 0.05, "duration {}", info.duration_s);
 
     let all = decode_all(&path).expect("decode");
     assert_eq!(all.frames.dim(), (45, H, W, 3));
@@ -163,9 +157,7 @@ fn long_clip_seeks_instead_of_decoding_everything() {
             seek_min_gap_s: 1e9,
             ..DecodeOptions::default()
         };
-        let through = VideoSource::File(path.clone())
-            .decode(&plan, &opts)
-            .expect("decode");
+        let through = VideoSource::File(path.clone()).decode(&plan, &opts).expect("decode");
         assert_eq!(codes(&through.frames), want, "{ext}");
         assert!(through.frames_decoded >= 299, "{ext}");
     }
@@ -231,19 +223,12 @@ fn non_integer_frame_rate() {
     let path = dir.path().join("ntsc.mp4");
     write_clip(&path, 30, &mpeg4((30000, 1001), 15));
     let info = probe_video(&path).expect("probe");
-    assert!(
-        (info.fps - 30000.0 / 1001.0).abs() < 1e-6,
-        "fps {}",
-        info.fps
-    );
+    assert!((info.fps - 30000.0 / 1001.0).abs() < 1e-6, "fps {}", info.fps);
     assert_eq!(info.frame_count, 30);
     let all = decode_all(&path).expect("decode");
     assert_eq!(codes(&all.frames), (0..30).collect::<Vec<_>>());
     for (i, t) in all.timestamps.iter().enumerate() {
-        assert!(
-            (t - i as f64 * 1001.0 / 30000.0).abs() < 1e-4,
-            "frame {i} at {t}"
-        );
+        assert!((t - i as f64 * 1001.0 / 30000.0).abs() < 1e-4, "frame {i} at {t}");
     }
     // The plan sees the real rate: 1.001 s at 2 FPS -> 3 frames (t = 0, 0.5, 1.0).
     let (plan, got) = VideoSource::File(path)
@@ -281,11 +266,7 @@ fn other_containers() {
         let info = probe_video(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
         assert_eq!(info.frame_count, 12, "{ext}: frame count");
         let all = decode_all(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
-        assert_eq!(
-            codes(&all.frames),
-            (0..12).collect::<Vec<_>>(),
-            "{ext}: frame codes"
-        );
+        assert_eq!(codes(&all.frames), (0..12).collect::<Vec<_>>(), "{ext}: frame codes");
         assert_bars(all.frames.slice(s![6, .., .., ..]), 48, ext);
         let plan = uniform_plan(info.timing(), 3).expect("plan");
         let got = decode_video(&path, &plan).unwrap_or_else(|e| panic!("{ext}: {e}"));
@@ -296,8 +277,7 @@ fn other_containers() {
 fn write_png_sequence(dir: &Path, names: &[String]) {
     for (i, name) in names.iter().enumerate() {
         let frame = synthetic_frame(i);
-        let img = image::RgbImage::from_raw(W as u32, H as u32, frame.into_raw_vec_and_offset().0)
-            .expect("image");
+        let img = image::RgbImage::from_raw(W as u32, H as u32, frame.into_raw_vec_and_offset().0).expect("image");
         img.save(dir.join(name)).expect("save frame");
     }
 }
@@ -322,10 +302,7 @@ fn frame_folder_is_a_video() {
         fps: 10.0,
     };
     let (plan, got) = source
-        .load(
-            &FramePolicy::Uniform { frames: 4 },
-            &DecodeOptions::default(),
-        )
+        .load(&FramePolicy::Uniform { frames: 4 }, &DecodeOptions::default())
         .expect("load");
     assert_eq!(plan.indices, vec![0, 4, 7, 11]);
     assert_eq!(codes(&got.frames), vec![0, 4, 7, 11]);
@@ -385,16 +362,10 @@ fn frame_folder_errors_name_the_file() {
 fn images_load_as_rgb() {
     let dir = tmp();
     let frame = synthetic_frame(0b1010_0101);
-    let img = image::RgbImage::from_raw(
-        W as u32,
-        H as u32,
-        frame.clone().into_raw_vec_and_offset().0,
-    )
-    .expect("image");
+    let img = image::RgbImage::from_raw(W as u32, H as u32, frame.clone().into_raw_vec_and_offset().0).expect("image");
     for ext in ["png", "webp", "jpg"] {
         let path = dir.path().join(format!("still.{ext}"));
-        img.save(&path)
-            .unwrap_or_else(|e| panic!("save {ext}: {e}"));
+        img.save(&path).unwrap_or_else(|e| panic!("save {ext}: {e}"));
         let loaded = load_image(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
         assert_eq!(loaded.dim(), (H, W, 3), "{ext}");
         assert_eq!(frame_code(loaded.view()), 0b1010_0101, "{ext}");
@@ -433,14 +404,9 @@ fn bad_inputs_are_typed_errors_naming_the_file() {
         "{err}"
     );
 
-    let err = VideoWriter::create(
-        &dir.path().join("odd.mp4"),
-        31,
-        16,
-        &EncodeSettings::default(),
-    )
-    .err()
-    .expect("odd width");
+    let err = VideoWriter::create(&dir.path().join("odd.mp4"), 31, 16, &EncodeSettings::default())
+        .err()
+        .expect("odd width");
     assert!(
         matches!(err, VideoError::Encode { .. }) && err.to_string().contains("odd.mp4"),
         "{err}"
