@@ -464,6 +464,11 @@ fn is_temp_name(dir: &Path) -> bool {
 /// Removes `.tmp-checkpoint-*` entries in `output_dir` left by runs that
 /// died while saving (or pruning). Returns what was removed.
 ///
+/// One exception is restored instead: a complete checkpoint that a commit
+/// had moved aside (`…-replaced`) to make room for a new one of the same
+/// step, when the run died before the new one was renamed in. It goes back
+/// to `checkpoint-<step>` and is not listed as removed.
+///
 /// Not removed: temp directories of checkpoints this process is still
 /// writing, and (on Linux) those whose pid belongs to another live process,
 /// which may be a second run saving into the same directory right now.
@@ -490,6 +495,17 @@ pub fn clean_stale_temp(output_dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
         let pid = rest.split('-').nth(1).and_then(|p| p.parse::<u32>().ok());
         if pid.is_some_and(|pid| pid != own_pid && process_alive(pid)) {
             continue;
+        }
+        if rest.ends_with("-replaced") && path.join(COMPLETE_MARKER).is_file() {
+            let step = rest.split('-').next().and_then(parse_step);
+            if let Some(step) = step {
+                let home = output_dir.join(format!("{CHECKPOINT_PREFIX}{step}"));
+                if fs::symlink_metadata(&home).is_err() {
+                    fs::rename(&path, &home).map_err(io_err("cannot restore", &path))?;
+                    sync_dir(output_dir)?;
+                    continue;
+                }
+            }
         }
         remove_path(&path)?;
         removed.push(path);
@@ -808,6 +824,29 @@ mod tests {
         assert_eq!(names(out.path()), ["checkpoint-3"]);
         assert!(out.path().join("checkpoint-3/new").is_file());
         assert!(!out.path().join("checkpoint-3/state.json").exists());
+    }
+
+    #[test]
+    fn crash_while_replacing_a_step_restores_the_old_checkpoint() {
+        let out = tempfile::tempdir().unwrap();
+        let p = out.path();
+        let ckpts = Checkpoints::open(p, None).unwrap();
+        save(&ckpts, 3);
+        // Killed after moving checkpoint-3 aside, before renaming the new
+        // one in: both are under temp names.
+        let pid = u32::MAX - 1;
+        fs::rename(
+            p.join("checkpoint-3"),
+            p.join(format!(".tmp-checkpoint-3-{pid}-replaced")),
+        )
+        .unwrap();
+        fs::create_dir(p.join(format!(".tmp-checkpoint-3-{pid}"))).unwrap();
+        assert_eq!(latest_complete(p).unwrap(), None);
+
+        Checkpoints::open(p, None).unwrap();
+        assert_eq!(names(p), ["checkpoint-3"]);
+        assert!(p.join("checkpoint-3/state.json").is_file());
+        assert_eq!(latest_complete(p).unwrap().unwrap().step, 3);
     }
 
     #[test]
