@@ -1,4 +1,9 @@
-//! Supervised fine-tuning of motionvl models.
+//! Supervised fine-tuning of motionvl models: recipes, LoRA training with AdamW parameter
+//! groups, exact-resume checkpoints, TensorBoard logs, and adapter merging.
 
+pub mod batch;
 pub mod checkpoint;
+pub mod optim;
+pub mod recipe;
+pub mod sft;
 pub mod tensorboard;

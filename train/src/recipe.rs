@@ -1,0 +1,232 @@
+//! Training recipes: a TOML file grouped by concern (`[model]`, `[lora]`, `[data]`, `[optim]`,
+//! `[checkpoint]`, `[logging]`), with `--section.key value` overrides from the command line.
+//! Unknown keys are errors, so a typo never silently falls back to a default.
+
+use std::path::{Path, PathBuf};
+
+use motionvl_models::lora::LoraConfig;
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RecipeError {
+    #[error("cannot read recipe {path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("recipe {path}: {reason}")]
+    Invalid { path: PathBuf, reason: String },
+    #[error("override `{key}`: {reason}")]
+    Override { key: String, reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    pub model: ModelSection,
+    #[serde(default)]
+    pub lora: LoraConfig,
+    pub data: DataSection,
+    #[serde(default)]
+    pub optim: OptimSection,
+    #[serde(default)]
+    pub checkpoint: CheckpointSection,
+    #[serde(default)]
+    pub logging: LoggingSection,
+    /// Where runs write checkpoints and logs (`--output-dir`).
+    pub output_dir: PathBuf,
+    #[serde(default)]
+    pub seed: u64,
+}
+
+/// The base model: an existing checkpoint, or a fresh one built from a config and a tokenizer
+/// trained on the training text (small models trained from scratch).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ModelSection {
+    /// Local directory or hub id; ignored when `init_config` is set.
+    #[serde(default)]
+    pub checkpoint: Option<String>,
+    /// Config of a model to initialise randomly (hub `config.json` layout, token ids filled
+    /// from the trained tokenizer).
+    #[serde(default)]
+    pub init_config: Option<PathBuf>,
+    /// Vocabulary of the tokenizer trained for a fresh model.
+    #[serde(default = "default_vocab")]
+    pub init_vocab_size: usize,
+    /// `f32`, `bf16` or `f16` for the frozen weights; trained tensors are always f32.
+    #[serde(default = "default_dtype")]
+    pub dtype: String,
+    #[serde(default)]
+    pub gradient_checkpointing: bool,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[serde(default = "default_device")]
+    pub device: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSection {
+    /// Training conversations (LLaVA / LLaMA-Factory form, JSON or JSONL).
+    pub train: PathBuf,
+    /// Folder media paths are relative to (default: the data file's folder).
+    #[serde(default)]
+    pub media_root: Option<PathBuf>,
+    #[serde(default = "default_max_seq_len")]
+    pub max_seq_len: usize,
+    #[serde(default = "default_workers")]
+    pub workers: usize,
+    #[serde(default = "default_fps")]
+    pub fps: f64,
+    #[serde(default = "default_min_frames")]
+    pub min_frames: usize,
+    #[serde(default = "default_max_frames")]
+    pub max_frames: usize,
+    /// Pixel bounds per frame (SPEC §1: 128·28² to 512·28²).
+    #[serde(default = "default_min_pixels")]
+    pub min_pixels: usize,
+    #[serde(default = "default_max_pixels")]
+    pub max_pixels: usize,
+    /// Skip samples whose media or template fail instead of stopping (they are logged).
+    #[serde(default)]
+    pub skip_bad: bool,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OptimSection {
+    /// Learning rate of the LoRA parameters.
+    pub lr: f64,
+    pub weight_decay: f64,
+    pub beta1: f64,
+    pub beta2: f64,
+    pub eps: f64,
+    pub warmup_ratio: f64,
+    /// `cosine` or `constant` (after warmup).
+    pub schedule: String,
+    pub grad_accum: usize,
+    /// Clip the global gradient norm to this (0 disables).
+    pub max_grad_norm: f64,
+    pub epochs: usize,
+    /// Stop after this many optimiser steps (`--max-steps`); the schedule still spans `epochs`
+    /// unless `schedule_steps` is set.
+    pub max_steps: Option<usize>,
+    pub schedule_steps: Option<usize>,
+    pub batch_size: usize,
+}
+
+impl Default for OptimSection {
+    /// The paper's SFT settings (SPEC §1).
+    fn default() -> Self {
+        Self {
+            lr: 1e-5,
+            weight_decay: 0.01,
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            warmup_ratio: 0.03,
+            schedule: "cosine".into(),
+            grad_accum: 8,
+            max_grad_norm: 1.0,
+            epochs: 1,
+            max_steps: None,
+            schedule_steps: None,
+            batch_size: 1,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CheckpointSection {
+    /// Optimiser steps between checkpoints.
+    pub every: usize,
+    /// Complete checkpoints kept.
+    pub keep: usize,
+}
+
+impl Default for CheckpointSection {
+    fn default() -> Self {
+        Self { every: 100, keep: 3 }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct LoggingSection {
+    pub tensorboard: bool,
+    pub progress_bar: bool,
+}
+
+impl Default for LoggingSection {
+    fn default() -> Self {
+        Self { tensorboard: true, progress_bar: true }
+    }
+}
+
+fn default_vocab() -> usize {
+    512
+}
+fn default_device() -> String {
+    "cpu".into()
+}
+fn default_dtype() -> String {
+    "f32".into()
+}
+fn default_max_seq_len() -> usize {
+    2048
+}
+fn default_workers() -> usize {
+    4
+}
+fn default_fps() -> f64 {
+    2.0
+}
+fn default_min_frames() -> usize {
+    8
+}
+fn default_max_frames() -> usize {
+    32
+}
+fn default_min_pixels() -> usize {
+    128 * 28 * 28
+}
+fn default_max_pixels() -> usize {
+    512 * 28 * 28
+}
+
+impl Recipe {
+    /// Reads a recipe and applies `(dotted.key, value)` overrides. Relative paths in the recipe
+    /// are taken from the current directory (recipes are run from the repository root).
+    pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Self, RecipeError> {
+        let text = std::fs::read_to_string(path).map_err(|source| RecipeError::Io { path: path.to_path_buf(), source })?;
+        let mut value: toml::Table = toml::from_str(&text).map_err(|e| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
+        for (key, raw) in overrides {
+            set_dotted(&mut value, key, raw)?;
+        }
+        value
+            .try_into()
+            .map_err(|e: toml::de::Error| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })
+    }
+
+    pub fn to_toml(&self) -> String {
+        toml::to_string_pretty(self).unwrap_or_default()
+    }
+}
+
+/// Sets `a.b.c = value`, reading the value as a TOML literal (number, bool, array) and as a
+/// plain string otherwise.
+fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), RecipeError> {
+    let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
+        .ok()
+        .and_then(|mut t| t.remove("v"))
+        .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
+    let mut parts: Vec<&str> = key.split('.').collect();
+    let last = parts.pop().filter(|p| !p.is_empty()).ok_or_else(|| RecipeError::Override { key: key.into(), reason: "empty key".into() })?;
+    let mut current = table;
+    for part in parts {
+        let entry = current.entry(part.to_owned()).or_insert_with(|| toml::Value::Table(Default::default()));
+        current = entry
+            .as_table_mut()
+            .ok_or_else(|| RecipeError::Override { key: key.into(), reason: format!("`{part}` is not a section") })?;
+    }
+    current.insert(last.to_owned(), parsed);
+    Ok(())
+}

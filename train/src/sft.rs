@@ -1,0 +1,458 @@
+//! The SFT loop: LoRA on a frozen Qwen2.5-VL, AdamW with gradient accumulation, clipping and a
+//! warmup + cosine schedule, atomic checkpoints that resume exactly, and a run directory with
+//! `trainer_log.jsonl`, TensorBoard events, a text log and the resolved recipe.
+//!
+//! Exact resume rests on three things: the loader's order is a function of (seed, epoch); LoRA
+//! dropout masks are a function of (seed, micro-batch number); and the optimiser's moments and
+//! f32 master weights are saved bit for bit.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use candle_core::{DType, Device};
+use motionvl_data::frames::{FramePolicy, TrainingPlan};
+use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
+use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::text::{train_tokenizer, QwenTokenizer, TemplateOptions};
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
+use motionvl_models::text::RecomputedGrads;
+use motionvl_models::{CheckpointFiles, CheckpointWeights, HubOptions, Qwen25VlConfig};
+use serde::{Deserialize, Serialize};
+
+use crate::batch::collate;
+use crate::checkpoint::{self as ckpt, Checkpoints};
+use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
+use crate::recipe::Recipe;
+use crate::tensorboard::EventWriter;
+
+#[derive(Debug, thiserror::Error)]
+pub enum TrainError {
+    #[error(transparent)]
+    Model(#[from] motionvl_models::ModelError),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    #[error(transparent)]
+    Optim(#[from] crate::optim::OptimError),
+    #[error(transparent)]
+    Checkpoint(#[from] crate::checkpoint::CheckpointError),
+    #[error(transparent)]
+    TensorBoard(#[from] crate::tensorboard::TensorBoardError),
+    #[error("training data: {0}")]
+    Data(String),
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("step {step}: non-finite {what} (samples {samples:?}); stopped, the last checkpoint is intact")]
+    NonFinite { step: usize, what: String, samples: Vec<String> },
+    #[error("{0}")]
+    Setup(String),
+}
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
+    move |source| TrainError::Io { path: path.to_path_buf(), source }
+}
+
+/// What a checkpoint records besides tensors.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TrainerState {
+    pub step: usize,
+    /// Next sample the loader yields.
+    pub position: Position,
+    pub seed: u64,
+    pub total_steps: usize,
+}
+
+/// One optimiser step's numbers, as written to `trainer_log.jsonl`.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StepLog {
+    pub step: usize,
+    pub epoch: u64,
+    pub loss: f64,
+    pub lr: f64,
+    pub lr_groups: Vec<(String, f64)>,
+    pub grad_norm: f64,
+    pub tokens_per_s: f64,
+    pub samples_per_s: f64,
+}
+
+pub fn parse_device(name: &str) -> Result<Device> {
+    match name {
+        "cpu" => Ok(Device::Cpu),
+        "cuda" => Ok(Device::new_cuda(0)?),
+        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
+            Some(ordinal) => Ok(Device::new_cuda(ordinal)?),
+            None => Err(TrainError::Setup(format!("unknown device `{other}` (use cpu, cuda or cuda:N)"))),
+        },
+    }
+}
+
+pub fn parse_dtype(name: &str) -> Result<DType> {
+    match name {
+        "f32" => Ok(DType::F32),
+        "bf16" => Ok(DType::BF16),
+        "f16" => Ok(DType::F16),
+        other => Err(TrainError::Setup(format!("unknown dtype `{other}` (use f32, bf16 or f16)"))),
+    }
+}
+
+pub struct Trainer {
+    recipe: Recipe,
+    model: Qwen25Vl,
+    lora: LoraWeights,
+    optim: AdamW,
+    loader: DataLoader<QwenMedia>,
+    epoch_iter: EpochIter,
+    epoch: u64,
+    step: usize,
+    total_steps: usize,
+    warmup: usize,
+    recomputed: Option<RecomputedGrads>,
+    checkpoints: Checkpoints,
+    events: Option<EventWriter>,
+    text_log: std::fs::File,
+    device: Device,
+    pad_id: u32,
+    base_model: String,
+}
+
+impl Trainer {
+    /// Sets the run up: base model (building a fresh one if the recipe asks), tokenizer, LoRA,
+    /// data, optimiser — then restores a checkpoint when `resume` is `auto` or a directory.
+    pub fn new(recipe: &Recipe, resume: Option<&str>) -> Result<Self> {
+        let out = recipe.output_dir.clone();
+        std::fs::create_dir_all(&out).map_err(io(&out))?;
+        ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
+        let device = parse_device(&recipe.model.device)?;
+
+        let read = read_training_samples(
+            &recipe.data.train,
+            &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
+        )
+        .map_err(|e| TrainError::Data(e.to_string()))?;
+        if read.items.is_empty() {
+            return Err(TrainError::Data(format!("{} holds no usable sample", recipe.data.train.display())));
+        }
+        let samples = read.items;
+
+        let files = base_model_files(recipe, &samples)?;
+        let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let mut model = Qwen25Vl::load(&files, parse_dtype(&recipe.model.dtype)?, &device)?;
+        check_token_ids(model.config(), &tokenizer)?;
+        let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
+        let lora = LoraWeights::init(&model, &recipe.lora, recipe.seed, &device)?;
+        lora.attach(&mut model)?;
+        lora.runtime().set_training(true);
+
+        let adam = AdamWConfig {
+            beta1: recipe.optim.beta1,
+            beta2: recipe.optim.beta2,
+            eps: recipe.optim.eps,
+            weight_decay: recipe.optim.weight_decay,
+        };
+        let optim = AdamW::new(vec![("lora".into(), recipe.optim.lr, lora.named_vars())], adam)?;
+
+        let plan = TrainingPlan { fps: recipe.data.fps, min_frames: recipe.data.min_frames, max_frames: recipe.data.max_frames };
+        let pixels = PreprocessConfig { min_pixels: recipe.data.min_pixels, max_pixels: recipe.data.max_pixels, ..PreprocessConfig::default() };
+        let media = QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() };
+        let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size: model.config().vision.spatial_merge_size, ..TemplateOptions::default() };
+        let pad_id = tokenizer.special().endoftext;
+        let loader = DataLoader::new(
+            samples,
+            tokenizer,
+            media,
+            LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() },
+        );
+
+        let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
+        let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
+        let total_steps = recipe.optim.schedule_steps.unwrap_or(per_epoch * recipe.optim.epochs.max(1));
+        let checkpoints = Checkpoints::open(&out, std::num::NonZeroUsize::new(recipe.checkpoint.keep))?;
+        let text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
+        let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
+
+        let mut trainer = Self {
+            epoch_iter: loader.epoch(0),
+            recipe: recipe.clone(),
+            model,
+            lora,
+            optim,
+            loader,
+            epoch: 0,
+            step: 0,
+            total_steps,
+            warmup: warmup_steps(recipe.optim.warmup_ratio, total_steps),
+            recomputed,
+            checkpoints,
+            events,
+            text_log,
+            device,
+            pad_id,
+            base_model: files.dir.display().to_string(),
+        };
+        if let Some(arg) = resume {
+            trainer.restore(arg)?;
+        }
+        Ok(trainer)
+    }
+
+    pub fn model(&self) -> &Qwen25Vl {
+        &self.model
+    }
+
+    pub fn lora(&self) -> &LoraWeights {
+        &self.lora
+    }
+
+    pub fn step_count(&self) -> usize {
+        self.step
+    }
+
+    /// Optimiser steps this run will take in all.
+    pub fn target_steps(&self) -> usize {
+        self.recipe.optim.max_steps.map_or(self.total_steps, |m| m.min(self.total_steps.max(m)))
+    }
+
+    fn restore(&mut self, arg: &str) -> Result<()> {
+        let found = ckpt::resolve_resume(arg, &self.recipe.output_dir)?;
+        let adapter = LoraWeights::load_peft(&found.path.join("adapter"), &self.device)?;
+        for (name, pair) in &self.lora.modules {
+            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", found.path.display())))?;
+            pair.a.set(saved.a.as_tensor())?;
+            pair.b.set(saved.b.as_tensor())?;
+        }
+        self.optim.load_state(&ckpt::load_tensors(found.path.join("optimizer.safetensors"), &Device::Cpu)?)?;
+        let state: TrainerState = ckpt::load_json(found.path.join("trainer_state.json"))?;
+        if state.seed != self.recipe.seed {
+            return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
+        }
+        self.step = state.step;
+        self.epoch = state.position.epoch;
+        self.epoch_iter = self.loader.resume(state.position).map_err(|e| TrainError::Data(e.to_string()))?;
+        truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+        self.log_line(&format!("resumed from {} at step {}", found.path.display(), self.step))?;
+        Ok(())
+    }
+
+    /// The next micro-batch, moving to the next epoch when this one is used up.
+    fn next_samples(&mut self) -> Result<Vec<motionvl_data::loader::LoadedSample>> {
+        let mut out = Vec::new();
+        while out.len() < self.recipe.optim.batch_size.max(1) {
+            match self.epoch_iter.next() {
+                Some(sample) => out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?),
+                None => {
+                    for skipped in self.epoch_iter.skipped().to_vec() {
+                        self.log_line(&format!("skipped sample {} ({}): {}", skipped.sample_id, skipped.location, skipped.reason))?;
+                    }
+                    if !out.is_empty() {
+                        break;
+                    }
+                    self.epoch += 1;
+                    self.epoch_iter = self.loader.epoch(self.epoch);
+                    if self.epoch_iter.remaining() == 0 {
+                        return Err(TrainError::Data("every sample was skipped".into()));
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// One optimiser step over `grad_accum` micro-batches.
+    pub fn train_step(&mut self) -> Result<StepLog> {
+        let started = Instant::now();
+        let accum = self.recipe.optim.grad_accum.max(1);
+        let (mut loss_sum, mut tokens, mut samples) = (0.0, 0, 0);
+        let mut sample_ids = Vec::new();
+        for micro in 0..accum {
+            let batch = collate(&self.next_samples()?, self.pad_id, &self.device)?;
+            self.lora.runtime().set_dropout_seed(mix(self.recipe.seed, (self.step * accum + micro) as u64));
+            let logits = self.model.forward(&batch.prompt, &batch.vision, None)?;
+            let loss = causal_lm_loss(&logits, &batch.labels)?;
+            let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            sample_ids.extend(batch.sample_ids.iter().cloned());
+            if !value.is_finite() {
+                return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
+            }
+            let mut grads = (loss / accum as f64)?.backward()?;
+            if let Some(recomputed) = &self.recomputed {
+                recomputed.merge_into(&mut grads)?;
+            }
+            self.optim.accumulate(&grads)?;
+            loss_sum += value;
+            tokens += batch.tokens;
+            samples += batch.sample_ids.len();
+        }
+        let bad = self.optim.non_finite_grads();
+        if !bad.is_empty() {
+            let what = format!("gradient in {}", bad.join(", "));
+            return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
+        }
+        let scale = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
+        let grad_norm = self.optim.step_with_clip(scale, self.recipe.optim.max_grad_norm)?;
+        self.step += 1;
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        let lr_groups: Vec<(String, f64)> = self.optim.groups.iter().map(|g| (g.name.clone(), g.lr * scale)).collect();
+        let log = StepLog {
+            step: self.step,
+            epoch: self.epoch,
+            loss: loss_sum / accum as f64,
+            lr: lr_groups.first().map_or(0.0, |g| g.1),
+            lr_groups,
+            grad_norm,
+            tokens_per_s: tokens as f64 / seconds,
+            samples_per_s: samples as f64 / seconds,
+        };
+        self.write_logs(&log)?;
+        if self.step % self.recipe.checkpoint.every.max(1) == 0 {
+            self.save_checkpoint()?;
+        }
+        Ok(log)
+    }
+
+    fn write_logs(&mut self, log: &StepLog) -> Result<()> {
+        let path = self.recipe.output_dir.join("trainer_log.jsonl");
+        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
+        writeln!(file, "{}", serde_json::to_string(log).unwrap_or_default()).map_err(io(&path))?;
+        if let Some(events) = &mut self.events {
+            let step = log.step as i64;
+            let mut scalars: Vec<(String, f32)> = vec![
+                ("train/loss".into(), log.loss as f32),
+                ("train/grad_norm".into(), log.grad_norm as f32),
+                ("train/tokens_per_s".into(), log.tokens_per_s as f32),
+                ("train/samples_per_s".into(), log.samples_per_s as f32),
+            ];
+            scalars.extend(log.lr_groups.iter().map(|(g, lr)| (format!("train/lr/{g}"), *lr as f32)));
+            let refs: Vec<(&str, f32)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
+            events.add_scalars(&refs, step)?;
+            events.flush()?;
+        }
+        self.log_line(&format!(
+            "step {} epoch {} loss {:.6} lr {:.3e} grad_norm {:.4} tokens/s {:.1}",
+            log.step, log.epoch, log.loss, log.lr, log.grad_norm, log.tokens_per_s
+        ))
+    }
+
+    fn log_line(&mut self, line: &str) -> Result<()> {
+        let path = self.recipe.output_dir.join("train.log");
+        writeln!(self.text_log, "{line}").map_err(io(&path))
+    }
+
+    /// Writes `checkpoint-<step>` atomically: the adapter (PEFT layout), optimiser state, and
+    /// the trainer state (step, loader position, seed).
+    pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
+        let pending = self.checkpoints.begin(self.step as u64)?;
+        self.lora.save_peft(&pending.dir().join("adapter"), Some(&self.base_model))?;
+        ckpt::save_tensors(pending.dir().join("optimizer.safetensors"), &self.optim.state_tensors()?)?;
+        let state = TrainerState { step: self.step, position: self.epoch_iter.position(), seed: self.recipe.seed, total_steps: self.total_steps };
+        ckpt::save_json(pending.dir().join("trainer_state.json"), &state)?;
+        ckpt::write_atomic(pending.dir().join("config.toml"), self.recipe.to_toml().as_bytes())?;
+        let committed = pending.commit()?;
+        let path = committed.checkpoint.path.clone();
+        self.log_line(&format!("saved {}", path.display()))?;
+        Ok(path)
+    }
+
+    /// Trains until `max_steps` (or the schedule's end), with a progress bar.
+    pub fn run(mut self) -> Result<Vec<StepLog>> {
+        let target = self.target_steps();
+        let bar = if self.recipe.logging.progress_bar {
+            indicatif::ProgressBar::new(target as u64)
+        } else {
+            indicatif::ProgressBar::hidden()
+        };
+        bar.set_style(
+            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
+                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        bar.set_position(self.step as u64);
+        let mut logs = Vec::new();
+        while self.step < target {
+            let log = self.train_step()?;
+            bar.set_position(log.step as u64);
+            bar.set_message(format!("loss {:.4}", log.loss));
+            logs.push(log);
+        }
+        if self.step % self.recipe.checkpoint.every.max(1) != 0 {
+            self.save_checkpoint()?;
+        }
+        bar.finish_and_clear();
+        Ok(logs)
+    }
+}
+
+/// SplitMix64 of (seed, counter): independent dropout seeds per micro-batch.
+fn mix(seed: u64, counter: u64) -> u64 {
+    let mut z = seed ^ counter.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+/// A resumed run continues the log from its checkpoint: later lines (steps the killed run took
+/// after it) are dropped.
+fn truncate_log(path: &Path, step: usize) -> Result<()> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
+    let kept: String = text
+        .lines()
+        .filter(|line| serde_json::from_str::<StepLog>(line).is_ok_and(|l| l.step <= step))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    ckpt::write_atomic(path, kept.as_bytes())?;
+    Ok(())
+}
+
+fn check_token_ids(cfg: &Qwen25VlConfig, tokenizer: &QwenTokenizer) -> Result<()> {
+    let special = tokenizer.special();
+    let pairs = [
+        ("image_token_id", cfg.image_token_id, special.image_pad),
+        ("video_token_id", cfg.video_token_id, special.video_pad),
+        ("vision_start_token_id", cfg.vision_start_token_id, special.vision_start),
+        ("vision_end_token_id", cfg.vision_end_token_id, special.vision_end),
+    ];
+    for (key, model_id, tokenizer_id) in pairs {
+        if model_id != tokenizer_id {
+            return Err(TrainError::Setup(format!("the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints")));
+        }
+    }
+    Ok(())
+}
+
+/// The base checkpoint: the recipe's own, or a fresh random model with a tokenizer trained on
+/// the training text, built once in `<output_dir>/base-model`.
+fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<CheckpointFiles> {
+    let Some(init_config) = &recipe.model.init_config else {
+        let id = recipe.model.checkpoint.as_deref().ok_or_else(|| TrainError::Setup("[model] needs `checkpoint` or `init_config`".into()))?;
+        return Ok(CheckpointFiles::resolve(id, &HubOptions::from_env())?);
+    };
+    let dir = recipe.output_dir.join("base-model");
+    if !dir.join("model.safetensors").is_file() {
+        let corpus: Vec<String> = samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.clone())).collect();
+        let tokenizer = train_tokenizer(corpus.iter().map(String::as_str), recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
+        let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+        let special = tokenizer.special();
+        json["vocab_size"] = tokenizer.vocab_size().into();
+        json["image_token_id"] = special.image_pad.into();
+        json["video_token_id"] = special.video_pad.into();
+        json["vision_start_token_id"] = special.vision_start.into();
+        json["vision_end_token_id"] = special.vision_end.into();
+        json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
+        let cfg = Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+        let (_, tensors) = motionvl_models::init::random_model(&cfg, 0.02, recipe.seed, &Device::Cpu)?;
+        let tmp = recipe.output_dir.join(".tmp-base-model");
+        let _ = std::fs::remove_dir_all(&tmp);
+        motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
+        tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    }
+    Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+/// Loads the frozen base weights of a run for comparison (e.g. to prove training left them alone).
+pub fn load_base_weights(files: &CheckpointFiles) -> Result<CheckpointWeights> {
+    Ok(CheckpointWeights::open(&files.weights)?)
+}
