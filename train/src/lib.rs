@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod merge;
 pub mod optim;
 pub mod recipe;
 pub mod sft;

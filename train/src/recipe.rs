@@ -48,6 +48,10 @@ pub struct ModelSection {
     /// from the trained tokenizer).
     #[serde(default)]
     pub init_config: Option<PathBuf>,
+    /// Standard deviation of a fresh model's weights. Small models need about 1/√hidden: with the
+    /// usual 0.02 a frozen tied embedding caps the logits near 2 and LoRA cannot fit anything.
+    #[serde(default = "default_init_std")]
+    pub init_std: f32,
     /// Vocabulary of the tokenizer trained for a fresh model.
     #[serde(default = "default_vocab")]
     pub init_vocab_size: usize,
@@ -161,6 +165,9 @@ impl Default for LoggingSection {
     }
 }
 
+fn default_init_std() -> f32 {
+    0.02
+}
 fn default_vocab() -> usize {
     512
 }

@@ -442,7 +442,7 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         json["vision_end_token_id"] = special.vision_end.into();
         json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
         let cfg = Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
-        let (_, tensors) = motionvl_models::init::random_model(&cfg, 0.02, recipe.seed, &Device::Cpu)?;
+        let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
         let tmp = recipe.output_dir.join(".tmp-base-model");
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;

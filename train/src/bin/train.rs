@@ -1,0 +1,112 @@
+//! `train sft` — supervised fine-tuning from a TOML recipe — and `train merge` — fold an
+//! adapter into its base checkpoint.
+//!
+//! Any `--section.key value` after the known flags overrides that recipe key, e.g.
+//! `train sft --config configs/sft/tiny.toml --optim.lr 1e-4 --data.workers 2`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use motionvl_models::{CheckpointFiles, HubOptions};
+use motionvl_train::recipe::Recipe;
+use motionvl_train::sft::Trainer;
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "train", about = "Train motionvl models")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Supervised fine-tuning with LoRA.
+    Sft {
+        /// Recipe (TOML), e.g. configs/sft/visual-3b.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run directory (overrides the recipe's `output_dir`).
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// Stop after this many optimiser steps.
+        #[arg(long)]
+        max_steps: Option<usize>,
+        /// Continue from `auto` (the newest complete checkpoint of the run directory) or a
+        /// checkpoint directory.
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
+        resume: Option<String>,
+        /// `--section.key value` recipe overrides.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        overrides: Vec<String>,
+    },
+    /// Fold a LoRA adapter into its base model and write a hub-layout checkpoint.
+    Merge {
+        /// Base checkpoint: local directory or hub id.
+        #[arg(long)]
+        base: String,
+        /// Adapter directory (PEFT layout; a training checkpoint's `adapter/`).
+        #[arg(long)]
+        adapter: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Largest shard in MiB.
+        #[arg(long, default_value_t = 4096)]
+        shard_mib: usize,
+    },
+}
+
+/// `--a.b value` pairs from the trailing arguments.
+fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut iter = args.iter();
+    while let Some(flag) = iter.next() {
+        let Some(key) = flag.strip_prefix("--") else { bail!("unexpected argument `{flag}` (overrides look like --section.key value)") };
+        let (key, value) = match key.split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (key.to_owned(), iter.next().with_context(|| format!("`{flag}` needs a value"))?.clone()),
+        };
+        if !key.contains('.') && !matches!(key.as_str(), "seed" | "output_dir") {
+            bail!("unknown flag `--{key}` (recipe overrides are --section.key value)");
+        }
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+fn main() -> Result<()> {
+    match Cli::parse().command {
+        Command::Sft { config, output_dir, max_steps, resume, overrides } => {
+            let mut overrides = parse_overrides(&overrides)?;
+            if let Some(dir) = output_dir {
+                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+            }
+            if let Some(steps) = max_steps {
+                overrides.push(("optim.max_steps".into(), steps.to_string()));
+            }
+            let recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            let trainer = Trainer::new(&recipe, resume.as_deref()).context("setting up training")?;
+            eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
+            let logs = trainer.run().context("training")?;
+            if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
+                eprintln!("done: step {} loss {:.4} (first logged {:.4})", last.step, last.loss, first.loss);
+            }
+        }
+        Command::Merge { base, adapter, out, shard_mib } => {
+            let files = CheckpointFiles::resolve(&base, &HubOptions::from_env()).with_context(|| format!("resolving {base}"))?;
+            let summary = motionvl_train::merge::merge(&files, &adapter, &out, shard_mib << 20).context("merging")?;
+            eprintln!(
+                "merged {} adapted layers; wrote {} tensors in {} shard(s), {:.1} MiB, to {}",
+                summary.merged_modules,
+                summary.tensors,
+                summary.shards,
+                summary.bytes as f64 / (1 << 20) as f64,
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}
