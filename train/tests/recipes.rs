@@ -1,0 +1,40 @@
+//! Every recipe under `configs/sft/` parses, and overrides reach the keys they name.
+
+use std::path::Path;
+
+use motionvl_train::recipe::Recipe;
+
+#[test]
+fn every_recipe_parses() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") {
+            Recipe::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            seen += 1;
+        }
+    }
+    assert!(seen >= 2, "expected the tiny and paper recipes");
+}
+
+#[test]
+fn paper_recipe_holds_the_paper_settings() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/visual-3b.toml");
+    let r = Recipe::load(&path, &[]).unwrap();
+    assert_eq!((r.lora.rank, r.lora.alpha, r.lora.dropout), (32, 64.0, 0.05));
+    assert_eq!((r.optim.lr, r.optim.weight_decay, r.optim.warmup_ratio, r.optim.grad_accum), (1e-5, 0.01, 0.03, 8));
+    assert_eq!((r.checkpoint.every, r.checkpoint.keep), (500, 3));
+    assert_eq!((r.data.min_pixels, r.data.max_pixels, r.data.max_seq_len), (128 * 28 * 28, 512 * 28 * 28, 2048));
+    assert!(!r.lora.adapt_vision);
+}
+
+#[test]
+fn overrides_are_typed_and_typos_are_errors() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/tiny.toml");
+    let r = Recipe::load(&path, &[("optim.lr".into(), "3e-4".into()), ("data.train".into(), "other.jsonl".into())]).unwrap();
+    assert_eq!(r.optim.lr, 3e-4);
+    assert_eq!(r.data.train, Path::new("other.jsonl"));
+    let err = Recipe::load(&path, &[("optim.learning_rate".into(), "1".into())]).unwrap_err().to_string();
+    assert!(err.contains("learning_rate"), "{err}");
+}
