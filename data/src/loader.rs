@@ -27,11 +27,11 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use ndarray::Array2;
+use ndarray::{Array2, Array4};
 use serde::{Deserialize, Serialize};
 
-use crate::frames::{FramePolicy, TrainingPlan};
-use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, smart_resize};
+use crate::frames::{FramePlan, FramePolicy, TrainingPlan};
+use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, resize_frames, smart_resize};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{DecodeOptions, VideoSource, load_image};
@@ -56,6 +56,9 @@ pub struct PixelInput {
 pub struct ProcessedMedia {
     pub images: Vec<PixelInput>,
     pub videos: Vec<PixelInput>,
+    /// Per video, pixels of its motion pseudo-images (same frames, same grid); empty when the
+    /// processor computes no motion.
+    pub motion: Vec<PixelInput>,
 }
 
 /// Grids of a sample's media, each list in the sample's order.
@@ -135,6 +138,17 @@ impl QwenMedia {
         })
     }
 
+    /// The planned frames of a video resized to the grid-aligned size the processor uses, with
+    /// the plan: what a motion path needs to compute flow on exactly the frames the vision
+    /// tower sees. Preprocessing these gives the same pixels as [`load_video`](Self::load_video).
+    pub fn load_video_frames(&self, path: &Path) -> Result<(FramePlan, Array4<u8>), BoxError> {
+        let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
+        let (_, h, w, _) = decoded.frames.dim();
+        let cfg = &self.video_config;
+        let (rh, rw) = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
+        Ok((plan, resize_frames(decoded.frames.view(), rh, rw)))
+    }
+
     pub fn load_image(&self, path: &Path) -> Result<PixelInput, BoxError> {
         let image = load_image(path)?;
         let vision = preprocess_image(image.view(), &self.image_config)?;
@@ -146,7 +160,7 @@ impl MediaProcessor for QwenMedia {
     fn process(&self, sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
         let images = sample.images.iter().map(|p| self.load_image(p)).collect::<Result<_, _>>()?;
         let videos = sample.videos.iter().map(|p| self.load_video(p)).collect::<Result<_, _>>()?;
-        Ok(ProcessedMedia { images, videos })
+        Ok(ProcessedMedia { images, videos, motion: Vec::new() })
     }
 
     fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
@@ -224,6 +238,8 @@ pub struct LoadedSample {
     pub encoded: EncodedSample,
     pub images: Vec<PixelInput>,
     pub videos: Vec<PixelInput>,
+    /// Motion pseudo-image pixels per video (see [`ProcessedMedia::motion`]).
+    pub motion: Vec<PixelInput>,
 }
 
 /// A sample left out, and why. The trainer logs these.
@@ -365,6 +381,7 @@ impl<P: MediaProcessor> Context<P> {
                 encoded,
                 images: media.images,
                 videos: media.videos,
+                motion: media.motion,
             }))),
             Err(e) if e.is_skip() => Ok(skipped(e)),
             Err(source) => Err(LoadError::Text { location: sample.location(), source }),

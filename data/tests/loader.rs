@@ -52,7 +52,7 @@ fn fake_media(sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
             second_per_grid: Some(1.0),
         })
         .collect();
-    Ok(ProcessedMedia { images: Vec::new(), videos })
+    Ok(ProcessedMedia { images: Vec::new(), videos, motion: Vec::new() })
 }
 
 fn config(workers: usize) -> LoaderConfig {

@@ -189,6 +189,15 @@ impl CheckpointWeights {
         Ok(self.tensors.load(stored, device)?.to_dtype(dtype)?)
     }
 
+    /// A tensor in the dtype it is stored in.
+    pub fn load_stored(&self, name: &str, device: &Device) -> Result<Tensor> {
+        let stored = self
+            .stored_names
+            .get(name)
+            .ok_or_else(|| ModelError::MissingTensor { name: name.into(), files: self.files.clone() })?;
+        Ok(self.tensors.load(stored, device)?)
+    }
+
     /// A VarBuilder reading straight from the mapped files (inference and frozen weights).
     pub fn var_builder(self, dtype: DType, device: &Device) -> VarBuilder<'static> {
         VarBuilder::from_backend(Box::new(self), dtype, device.clone())

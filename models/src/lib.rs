@@ -6,6 +6,7 @@ pub mod config;
 pub mod error;
 pub mod init;
 pub mod lora;
+pub mod motion;
 pub mod ops;
 pub mod rope;
 pub mod text;

@@ -169,3 +169,35 @@ impl GatedMlp {
         self.down_proj.forward(&(gate * self.up_proj.forward(xs)?)?)
     }
 }
+
+/// LayerNorm with affine weight and bias, composed of differentiable primitives (statistics in
+/// f32), like `nn.LayerNorm`.
+#[derive(Debug, Clone)]
+pub struct LayerNorm {
+    weight: Tensor,
+    bias: Tensor,
+    eps: f64,
+}
+
+impl LayerNorm {
+    pub fn new(size: usize, eps: f64, vb: VarBuilder) -> Result<Self> {
+        Ok(Self { weight: vb.get(size, "weight")?, bias: vb.get(size, "bias")?, eps })
+    }
+
+    pub fn from_parts(weight: Tensor, bias: Tensor, eps: f64) -> Self {
+        Self { weight, bias, eps }
+    }
+
+    pub fn parameters(&self) -> Vec<&Tensor> {
+        vec![&self.weight, &self.bias]
+    }
+
+    pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
+        let dtype = xs.dtype();
+        let xs = xs.to_dtype(DType::F32)?;
+        let centred = xs.broadcast_sub(&xs.mean_keepdim(D::Minus1)?)?;
+        let inv_std = (centred.sqr()?.mean_keepdim(D::Minus1)? + self.eps)?.sqrt()?.recip()?;
+        let normed = centred.broadcast_mul(&inv_std)?;
+        normed.broadcast_mul(&self.weight.to_dtype(DType::F32)?)?.broadcast_add(&self.bias.to_dtype(DType::F32)?)?.to_dtype(dtype)
+    }
+}

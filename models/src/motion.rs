@@ -1,0 +1,134 @@
+//! SIS-Motion: a motion encoder over optical-flow pseudo-images and a connector whose output is
+//! added to the visual tokens (SPEC §1).
+//!
+//! ```text
+//! frames ──► vision tower E_v ──────────────► e_v ─┐
+//! flow pseudo-images P ──► motion encoder E_m ─► e_m ─► LN ─► Linear ─► GELU ─► Linear ─► e_m' ─(+)─► e
+//! ```
+//! `e` replaces the video placeholder tokens; images have no motion and pass through unchanged.
+
+use candle_core::{DType, Device, Module, Tensor, Var};
+use candle_nn::VarBuilder;
+use rand::{Rng, SeedableRng};
+
+use crate::config::VisionConfig;
+use crate::error::{ModelError, Result};
+use crate::ops::{LayerNorm, Linear};
+use crate::vision::VisionTower;
+
+/// The motion encoder E_m: a ViT with the Qwen2.5-VL vision tower's architecture, fed the flow
+/// pseudo-images of the same sampled frames with the same grid, so it yields exactly one token
+/// per visual token, of the same width.
+///
+/// By default it starts as a copy of the checkpoint's vision tower (`visual.*`). A pseudo-image
+/// `[‖U‖, Uˣ, Uʸ]` is laid out like an RGB frame, and the pretrained tower already maps such
+/// inputs into the language model's embedding space: edges, blobs and their layout — exactly
+/// the structure a flow field has — come out as tokens the decoder can read, whereas a
+/// randomly initialised encoder would emit noise that a frozen encoder could never unlearn.
+/// It can also load weights of its own (`motion_encoder.*`).
+#[derive(Debug, Clone)]
+pub struct MotionEncoder {
+    tower: VisionTower,
+}
+
+impl MotionEncoder {
+    /// `vb` is scoped at the tower's root: `visual` of a checkpoint, or `motion_encoder` of a
+    /// dedicated weights file.
+    pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
+        Ok(Self { tower: VisionTower::new(cfg, vb)? })
+    }
+
+    /// `pseudo_pixels`: pseudo-images preprocessed like video frames, `[Σ t·h·w, C·Tp·P·P]`.
+    pub fn forward(&self, pseudo_pixels: &Tensor, grids: &[[usize; 3]]) -> Result<Tensor> {
+        self.tower.forward(pseudo_pixels, grids)
+    }
+}
+
+/// The trained connector: `e_m' = W₂ GELU(W₁ LN(e_m) + b₁) + b₂`, width d → d → d.
+///
+/// W₂ and b₂ start at zero, so at step 0 the motion-aware model computes exactly what the
+/// visual-only model does, and training moves away from that point only as far as it helps.
+#[derive(Debug, Clone)]
+pub struct Connector {
+    norm: LayerNorm,
+    fc1: Linear,
+    fc2: Linear,
+}
+
+/// Names of the connector's tensors in checkpoints (`connector.<name>`).
+pub const CONNECTOR_TENSORS: [&str; 6] = ["norm.weight", "norm.bias", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"];
+
+impl Connector {
+    /// `vb` scoped at `connector`.
+    pub fn new(width: usize, vb: VarBuilder) -> candle_core::Result<Self> {
+        Ok(Self {
+            norm: LayerNorm::new(width, 1e-5, vb.pp("norm"))?,
+            fc1: Linear::new(width, width, true, vb.pp("fc1"))?,
+            fc2: Linear::new(width, width, true, vb.pp("fc2"))?,
+        })
+    }
+
+    /// Fresh trainable (f32) connector variables by name: LN at identity, W₁/b₁ as
+    /// `nn.Linear` initialises them (uniform ±1/√d), W₂ and b₂ zero.
+    pub fn init_vars(width: usize, seed: u64, device: &Device) -> Result<Vec<(String, Var)>> {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let bound = 1.0 / (width as f32).sqrt();
+        let mut uniform = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+        let tensors = [
+            ("norm.weight", Tensor::ones(width, DType::F32, device)?),
+            ("norm.bias", Tensor::zeros(width, DType::F32, device)?),
+            ("fc1.weight", Tensor::from_vec(uniform(width * width), (width, width), device)?),
+            ("fc1.bias", Tensor::from_vec(uniform(width), width, device)?),
+            ("fc2.weight", Tensor::zeros((width, width), DType::F32, device)?),
+            ("fc2.bias", Tensor::zeros(width, DType::F32, device)?),
+        ];
+        tensors.into_iter().map(|(n, t)| Ok((format!("connector.{n}"), Var::from_tensor(&t)?))).collect()
+    }
+
+    /// A connector over the given variables (as made by [`init_vars`](Self::init_vars) or loaded).
+    pub fn from_vars(vars: &[(String, Var)]) -> Result<Self> {
+        let get = |name: &str| -> Result<Tensor> {
+            let full = format!("connector.{name}");
+            vars.iter()
+                .find(|(n, _)| *n == full)
+                .map(|(_, v)| v.as_tensor().clone())
+                .ok_or_else(|| ModelError::MissingTensor { name: full, files: "the connector weights".into() })
+        };
+        Ok(Self {
+            norm: LayerNorm::from_parts(get("norm.weight")?, get("norm.bias")?, 1e-5),
+            fc1: Linear::from_parts(get("fc1.weight")?, Some(get("fc1.bias")?)),
+            fc2: Linear::from_parts(get("fc2.weight")?, Some(get("fc2.bias")?)),
+        })
+    }
+
+    /// `e_m` [N, d] → `e_m'` [N, d], computed in the connector's dtype and returned in `e_m`'s.
+    pub fn forward(&self, motion_tokens: &Tensor) -> Result<Tensor> {
+        let dtype = motion_tokens.dtype();
+        let x = motion_tokens.to_dtype(self.fc1.weight().dtype())?;
+        let x = self.fc1.forward(&self.norm.forward(&x)?)?.gelu_erf()?;
+        Ok(self.fc2.forward(&x)?.to_dtype(dtype)?)
+    }
+}
+
+/// The motion branch: encoder, connector, and the fusion `e = e_v + e_m'`.
+#[derive(Debug, Clone)]
+pub struct MotionBranch {
+    pub encoder: MotionEncoder,
+    pub connector: Connector,
+}
+
+impl MotionBranch {
+    /// Visual tokens of the videos fused with their motion tokens. `pseudo_pixels` and `grids`
+    /// describe the same videos, in the same order, as `visual_tokens`.
+    pub fn fuse(&self, visual_tokens: &Tensor, pseudo_pixels: &Tensor, grids: &[[usize; 3]]) -> Result<Tensor> {
+        let motion = self.encoder.forward(pseudo_pixels, grids)?;
+        if motion.dims() != visual_tokens.dims() {
+            return Err(ModelError::Input(format!(
+                "motion tokens {:?} do not align with visual tokens {:?}: the pseudo-images must use the video's frames and grid",
+                motion.dims(),
+                visual_tokens.dims()
+            )));
+        }
+        Ok((visual_tokens + self.connector.forward(&motion)?)?)
+    }
+}
