@@ -1,1 +1,32 @@
-//! Evaluation of motionvl checkpoints.
+//! Evaluation of motionvl checkpoints: batched greedy inference over benchmark manifests,
+//! answer extraction, metrics and reports — lmms-eval's job, in the same binary as training.
+//!
+//! The flow of `evaluate run` ([`run::run`]): a [`bench::Bench`] reads the manifest into
+//! [`item::Item`]s and writes each question's prompt; [`infer`] decodes the media with the
+//! SPEC §2 protocol ([`config::ProtocolConfig`]) and generates greedily in batches; every
+//! answer is appended to `predictions.jsonl` ([`predictions`]) so an interrupted run resumes;
+//! [`extract`] reads the answer out of the raw text and [`metrics`] scores it; [`results`]
+//! groups the scores by task, dimension and level; [`report`] writes `results.json`, CSVs, a
+//! Markdown table in the paper's layout and a PNG chart. `evaluate score` runs the last three
+//! steps on predictions made by any model, and `evaluate compare` diffs two runs.
+//!
+//! Adding a benchmark is one file in `bench/` and one line in [`bench::REGISTRY`].
+
+pub mod bench;
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod infer;
+pub mod item;
+pub mod metrics;
+pub mod predictions;
+pub mod report;
+pub mod results;
+pub mod run;
+
+pub use bench::{Bench, REGISTRY};
+pub use config::RunConfig;
+pub use error::{EvalError, Result};
+pub use item::Item;
+pub use results::Results;
+pub use run::{RunSummary, run, run_with, score_predictions};

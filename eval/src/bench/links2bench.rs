@@ -1,0 +1,77 @@
+//! LinkS²Bench-style manifests (SPEC §5; the row schema is the data crate's): 12 tasks in four
+//! dimensions, answered by letter, yes/no, number (scored by MRA) or timestamp (ACC@1s). The
+//! UAV video comes before the satellite image in the prompt.
+
+use std::path::Path;
+
+use motionvl_data::manifest::read_links2bench;
+use motionvl_data::samples::{ReadOptions, ReadOutcome};
+
+use super::{Bench, Column, items_from};
+use crate::error::Result;
+use crate::item::Item;
+
+pub struct LinkS2Bench;
+
+const COLUMNS: [(&str, &str, &str); 12] = [
+    ("Target Visibility", "TV", "perception"),
+    ("Scene Association", "SA", "perception"),
+    ("Zone Counting", "ZC", "perception"),
+    ("Event Geo-localization", "EG", "localization"),
+    ("Trajectory Matching", "TM", "localization"),
+    ("Temporal Grounding", "TG", "localization"),
+    ("Relative Distance", "RDs", "relation"),
+    ("Relative Direction", "RDr", "relation"),
+    ("Occlusion Attribution", "OA", "relation"),
+    ("Spatiotemporal Ordering", "SO", "reasoning"),
+    ("Region Interaction", "RI", "reasoning"),
+    ("Region Reachability", "RR", "reasoning"),
+];
+
+impl Bench for LinkS2Bench {
+    fn name(&self) -> &'static str {
+        "links2"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["links2bench", "links²bench"]
+    }
+
+    fn title(&self) -> &'static str {
+        "LinkS²Bench"
+    }
+
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
+        Ok(items_from(read_links2bench(manifest, opts)?))
+    }
+
+    fn layout(&self) -> Vec<Column> {
+        COLUMNS
+            .iter()
+            .map(|&(task, short, dimension)| Column {
+                task,
+                short,
+                dimension,
+                level: None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use motionvl_data::manifest::LinkS2Task;
+
+    use super::*;
+
+    #[test]
+    fn columns_follow_the_data_crate_taxonomy() {
+        for (task, _, dimension) in COLUMNS {
+            assert_eq!(
+                LinkS2Task::from_name(task).map(|t| t.dimension().name()),
+                Some(dimension),
+                "{task}"
+            );
+        }
+    }
+}

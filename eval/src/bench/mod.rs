@@ -1,0 +1,250 @@
+//! Benchmarks: how each one's manifest is read, its questions are asked and its answers are
+//! scored, behind one trait.
+//!
+//! Adding a benchmark is one new file with a type implementing [`Bench`] and one line in
+//! [`REGISTRY`]; the runner, `score`, `compare` and every report then work for it unchanged.
+//! Most benchmarks only need [`Bench::read`] and [`Bench::layout`]: the default prompt and
+//! scoring follow the form of each question's answer (see [`default_prompt`] and
+//! [`default_score`]).
+
+use std::path::Path;
+
+use motionvl_data::manifest::Answer;
+use motionvl_data::samples::{ReadOptions, ReadOutcome};
+
+use crate::error::{EvalError, Result};
+use crate::extract::{Extracted, extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no};
+use crate::item::Item;
+use crate::metrics::{Metric, RANDOM_YES_NO, Score, acc_at_1s, mra, random_choice, random_multi, set_f1};
+
+mod dualcog;
+mod links2bench;
+mod nav;
+mod sisbench;
+mod urbanvideo;
+
+pub use dualcog::DualCog;
+pub use links2bench::LinkS2Bench;
+pub use nav::Nav;
+pub use sisbench::SisBench;
+pub use urbanvideo::UrbanVideo;
+
+/// Every benchmark `evaluate --bench` accepts.
+pub static REGISTRY: &[&dyn Bench] = &[&SisBench, &UrbanVideo, &DualCog, &LinkS2Bench, &Nav];
+
+/// One task column of a benchmark's table, in the paper's order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Column {
+    pub task: &'static str,
+    /// Column heading in the Markdown table and chart.
+    pub short: &'static str,
+    pub dimension: &'static str,
+    pub level: Option<&'static str>,
+}
+
+/// A benchmark: its manifest reader, prompt and scorer.
+pub trait Bench: Send + Sync {
+    /// Name on the command line (`--bench`) and in `results.json`.
+    fn name(&self) -> &'static str;
+    /// Other accepted spellings of the name.
+    fn aliases(&self) -> &'static [&'static str] {
+        &[]
+    }
+    /// Name as reports print it.
+    fn title(&self) -> &'static str;
+    /// Reads a manifest; a bad row is an error naming file and line, or is skipped and counted
+    /// under [`ReadOptions::skip_bad`].
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>>;
+    /// Task columns in the paper's order; tasks a manifest holds beyond these are appended.
+    fn layout(&self) -> Vec<Column>;
+    /// The user turn, with one `<video>` / `<image>` tag per medium.
+    fn prompt(&self, item: &Item) -> String {
+        default_prompt(item)
+    }
+    /// Extracts the answer from a model's raw output and scores it.
+    fn score(&self, item: &Item, output: &str) -> Score {
+        default_score(item, output)
+    }
+}
+
+/// The benchmark registered under `name` (or an alias), compared ignoring case and punctuation.
+pub fn find(name: &str) -> Result<&'static dyn Bench> {
+    let key = normalise(name);
+    REGISTRY
+        .iter()
+        .copied()
+        .find(|b| normalise(b.name()) == key || b.aliases().iter().any(|a| normalise(a) == key))
+        .ok_or_else(|| EvalError::UnknownBench {
+            name: name.to_string(),
+            known: REGISTRY.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "),
+        })
+}
+
+/// The benchmark whose reader accepts every row of `manifest` (media not checked), trying the
+/// registry in order; the navigation reader, the most permissive, comes last. For commands
+/// where `--bench` is left out.
+pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
+    let opts = ReadOptions {
+        media_root: None,
+        check_media: false,
+        skip_bad: false,
+    };
+    let mut reasons = Vec::new();
+    for b in REGISTRY {
+        match b.read(manifest, &opts) {
+            Ok(outcome) if !outcome.items.is_empty() => return Ok(*b),
+            Ok(_) => reasons.push(format!("{}: no rows", b.name())),
+            Err(e) => reasons.push(format!("{}: {e}", b.name())),
+        }
+    }
+    Err(EvalError::Config(format!(
+        "cannot tell which benchmark {} belongs to; pass --bench ({})",
+        manifest.display(),
+        reasons.join("; ")
+    )))
+}
+
+fn normalise(s: &str) -> String {
+    s.chars()
+        .filter(|c| c.is_alphanumeric())
+        .flat_map(char::to_lowercase)
+        .collect()
+}
+
+/// Wraps a data-crate reader's outcome into items.
+pub(crate) fn items_from<Q: Into<Item>>(outcome: ReadOutcome<Q>) -> ReadOutcome<Item> {
+    ReadOutcome {
+        items: outcome.items.into_iter().map(Into::into).collect(),
+        skipped: outcome.skipped,
+    }
+}
+
+/// Media tags, one line each: videos first, then images (a LinkS²Bench question shows the UAV
+/// clip before the satellite image).
+pub fn media_tags(item: &Item) -> String {
+    let mut s = String::new();
+    for _ in &item.videos {
+        s.push_str("<video>\n");
+    }
+    for _ in &item.images {
+        s.push_str("<image>\n");
+    }
+    s
+}
+
+/// The zero-shot prompt of SPEC §2, by answer form: the question, then for options the lmms-eval
+/// / VSI-Bench multiple-choice wording ("Options:" lines and "Answer with the option's letter
+/// from the given choices directly."), else a one-line instruction for the expected form.
+pub fn default_prompt(item: &Item) -> String {
+    let mut s = media_tags(item);
+    s.push_str(item.question.trim());
+    s.push('\n');
+    match &item.answer {
+        Answer::Choice(_) => {
+            s.push_str("Options:\n");
+            s.push_str(&options_block(item));
+            s.push_str("\nAnswer with the option's letter from the given choices directly.");
+        }
+        Answer::Choices(_) => {
+            s.push_str("Options:\n");
+            s.push_str(&options_block(item));
+            s.push_str(
+                "\nSelect every correct option. Answer with the letters of the chosen options, separated by commas.",
+            );
+        }
+        Answer::YesNo(_) => s.push_str("Answer yes or no."),
+        Answer::Number(_) => s.push_str("Answer with a single number."),
+        Answer::Timestamp(_) => s.push_str("Answer with the time in seconds from the start of the video."),
+    }
+    s
+}
+
+/// `A. text` lines.
+pub fn options_block(item: &Item) -> String {
+    item.options
+        .iter()
+        .map(|o| format!("{}. {}", o.label, o.text))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Scores an output by the form of the question's answer (module docs of [`crate::metrics`]).
+pub fn default_score(item: &Item, output: &str) -> Score {
+    let k = item.options.len();
+    match &item.answer {
+        Answer::Choice(truth) => {
+            let e = extract_choice(output, &item.options);
+            let value = f64::from(u8::from(e.answer == Some(Extracted::Choice(*truth))));
+            Score {
+                value,
+                ..Score::unanswered(Metric::Accuracy, e.rule, random_choice(k))
+            }
+            .extracted(e.answer)
+        }
+        Answer::Choices(truth) => {
+            let e = extract_choices(output, &item.options);
+            let base = Score::unanswered(Metric::Accuracy, e.rule, random_multi(k));
+            match e.answer {
+                Some(Extracted::Choices(pred)) => {
+                    let value = f64::from(u8::from(&pred == truth));
+                    Score { value, ..base }
+                        .with_extra("f1", set_f1(truth, &pred))
+                        .extracted(Some(Extracted::Choices(pred)))
+                }
+                _ => base.with_extra("f1", 0.0),
+            }
+        }
+        Answer::YesNo(truth) => {
+            let e = extract_yes_no(output);
+            let value = f64::from(u8::from(e.answer == Some(Extracted::YesNo(*truth))));
+            Score {
+                value,
+                ..Score::unanswered(Metric::Accuracy, e.rule, Some(RANDOM_YES_NO))
+            }
+            .extracted(e.answer)
+        }
+        Answer::Number(truth) => {
+            let e = extract_number(output);
+            let base = Score::unanswered(Metric::Mra, e.rule, None);
+            match e.answer {
+                Some(Extracted::Number(pred)) => Score {
+                    value: mra(pred, *truth),
+                    ..base
+                }
+                .with_extra("exact", f64::from(u8::from(pred == *truth)))
+                .with_extra("abs_error", (pred - truth).abs())
+                .extracted(Some(Extracted::Number(pred))),
+                _ => base.with_extra("exact", 0.0),
+            }
+        }
+        Answer::Timestamp(truth) => {
+            let e = extract_timestamp(output);
+            let base = Score::unanswered(Metric::AccAt1s, e.rule, None);
+            match e.answer {
+                Some(Extracted::Timestamp(pred)) => Score {
+                    value: f64::from(u8::from(acc_at_1s(pred, *truth))),
+                    ..base
+                }
+                .with_extra("abs_error_s", (pred - truth).abs())
+                .extracted(Some(Extracted::Timestamp(pred))),
+                _ => base,
+            }
+        }
+    }
+}
+
+impl Score {
+    fn extracted(mut self, answer: Option<Extracted>) -> Self {
+        self.extracted = answer;
+        self
+    }
+}
+
+/// Reads a JSON manifest row field as text (strings, or numbers printed).
+pub(crate) fn field_text(row: &serde_json::Map<String, serde_json::Value>, keys: &[&str]) -> Option<String> {
+    keys.iter().find_map(|k| match row.get(*k) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Number(n)) => Some(n.to_string()),
+        _ => None,
+    })
+}

@@ -1,0 +1,74 @@
+//! SIS-Bench (SPEC §2): 13 four-option tasks over UAV video, two dimensions × three levels.
+
+use std::path::Path;
+
+use motionvl_data::manifest::read_sisbench;
+use motionvl_data::samples::{ReadOptions, ReadOutcome};
+
+use super::{Bench, Column, items_from};
+use crate::error::Result;
+use crate::item::Item;
+
+pub struct SisBench;
+
+/// The paper's Table 2 order: spatial (perception, memory, reasoning), then self.
+const COLUMNS: [(&str, &str, &str, &str); 13] = [
+    ("Object Existence", "OE", "spatial", "perception"),
+    ("Object Attribute", "OA", "spatial", "perception"),
+    ("Relative Direction", "RD", "spatial", "perception"),
+    ("Landmark Order", "LO", "spatial", "memory"),
+    ("Landmark Recall", "LR", "spatial", "memory"),
+    ("Positional Relationship", "PR", "spatial", "memory"),
+    ("Spatial Consistency", "SC", "spatial", "reasoning"),
+    ("Spatio-temporal Consistency", "STC", "spatial", "reasoning"),
+    ("Action Recognition", "ARg", "self", "perception"),
+    ("Action Sequence", "AS", "self", "memory"),
+    ("Action Recall", "ARc", "self", "memory"),
+    ("Action Prediction", "AP", "self", "reasoning"),
+    ("Path Planning", "PP", "self", "reasoning"),
+];
+
+impl Bench for SisBench {
+    fn name(&self) -> &'static str {
+        "sisbench"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["sis", "sis-bench"]
+    }
+
+    fn title(&self) -> &'static str {
+        "SIS-Bench"
+    }
+
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
+        Ok(items_from(read_sisbench(manifest, opts)?))
+    }
+
+    fn layout(&self) -> Vec<Column> {
+        COLUMNS
+            .iter()
+            .map(|&(task, short, dimension, level)| Column {
+                task,
+                short,
+                dimension,
+                level: Some(level),
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use motionvl_data::manifest::SisTask;
+
+    use super::*;
+
+    #[test]
+    fn columns_follow_the_data_crate_taxonomy() {
+        for (task, _, dimension, level) in COLUMNS {
+            let t = SisTask::from_name(task).map(|t| (t.dimension().name(), t.level().name()));
+            assert_eq!(t, Some((dimension, level)), "{task}");
+        }
+    }
+}

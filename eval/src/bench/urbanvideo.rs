@@ -1,0 +1,80 @@
+//! UrbanVideo-Bench (`MCQ.parquet` exported to JSON): 16 question categories in four abilities,
+//! options inside the question text (up to A–G).
+
+use std::path::Path;
+
+use motionvl_data::manifest::read_urbanvideo;
+use motionvl_data::samples::{ReadOptions, ReadOutcome};
+
+use super::{Bench, Column, items_from};
+use crate::error::Result;
+use crate::item::Item;
+
+pub struct UrbanVideo;
+
+const COLUMNS: [(&str, &str, &str); 16] = [
+    ("Trajectory Captioning", "TC", "recall"),
+    ("Sequence Recall", "SeR", "recall"),
+    ("Object Recall", "OR", "recall"),
+    ("Scene Recall", "ScR", "recall"),
+    ("Start/End Position", "SEP", "recall"),
+    ("Proximity", "Prx", "perception"),
+    ("Duration", "Dur", "perception"),
+    ("Landmark Position", "LP", "perception"),
+    ("Goal Detection", "GD", "perception"),
+    ("Cognitive Map", "CM", "perception"),
+    ("Causal", "Cau", "reasoning"),
+    ("Counterfactual", "CF", "reasoning"),
+    ("Association", "Asc", "reasoning"),
+    ("Progress Evaluation", "PE", "navigation"),
+    ("High-level Planning", "HP", "navigation"),
+    ("Action Generation", "AG", "navigation"),
+];
+
+impl Bench for UrbanVideo {
+    fn name(&self) -> &'static str {
+        "urbanvideo"
+    }
+
+    fn aliases(&self) -> &'static [&'static str] {
+        &["urbanvideo-bench", "urbanvideobench"]
+    }
+
+    fn title(&self) -> &'static str {
+        "UrbanVideo-Bench"
+    }
+
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
+        Ok(items_from(read_urbanvideo(manifest, opts)?))
+    }
+
+    fn layout(&self) -> Vec<Column> {
+        COLUMNS
+            .iter()
+            .map(|&(task, short, dimension)| Column {
+                task,
+                short,
+                dimension,
+                level: None,
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use motionvl_data::manifest::UrbanVideoTask;
+
+    use super::*;
+
+    #[test]
+    fn columns_follow_the_data_crate_taxonomy() {
+        for (task, _, dimension) in COLUMNS {
+            assert_eq!(
+                UrbanVideoTask::from_name(task).map(|t| t.dimension().name()),
+                Some(dimension),
+                "{task}"
+            );
+        }
+    }
+}

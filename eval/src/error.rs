@@ -1,0 +1,78 @@
+//! Errors of the evaluator. Every variant that comes from a file names it, and from a row of a
+//! file names the line, so a user can open the file at the fault.
+
+use std::path::PathBuf;
+
+use motionvl_data::samples::{ReadError, RowError};
+
+/// Everything that can stop an evaluation.
+#[derive(Debug, thiserror::Error)]
+pub enum EvalError {
+    /// The manifest cannot be read, or one of its rows is bad (without `--skip-bad`).
+    #[error(transparent)]
+    Manifest(#[from] ReadError),
+    /// A bad manifest row found by a reader of this crate (the navigation manifests).
+    #[error(transparent)]
+    Row(#[from] RowError),
+    #[error("cannot {action} {path}: {source}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A predictions line that is not `{"question_id": …, "prediction": "…"}`.
+    #[error("{path}:{line}: {message}")]
+    Predictions {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
+    /// `results.json` (or another file this crate wrote) that does not parse.
+    #[error("{path}: {message}")]
+    BadFile { path: PathBuf, message: String },
+    #[error("unknown benchmark `{name}`; known: {known}")]
+    UnknownBench { name: String, known: String },
+    /// The output folder already holds a different run, or `--resume` is missing.
+    #[error("{0}")]
+    Resume(String),
+    #[error("configuration: {0}")]
+    Config(String),
+    /// The media of a question cannot be decoded or preprocessed.
+    #[error("{file}:{line} ({id}): {message}")]
+    Media {
+        file: PathBuf,
+        line: usize,
+        id: String,
+        message: String,
+    },
+    /// Tokenisation of a prompt failed.
+    #[error("{file}:{line} ({id}): {source}")]
+    Prompt {
+        file: PathBuf,
+        line: usize,
+        id: String,
+        #[source]
+        source: motionvl_data::text::TextError,
+    },
+    #[error("tokenizer: {0}")]
+    Tokenizer(#[source] motionvl_data::text::TextError),
+    #[error(transparent)]
+    Model(#[from] motionvl_models::ModelError),
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    #[error("chart {path}: {message}")]
+    Chart { path: PathBuf, message: String },
+    /// The predictor (model or a caller's stand-in) failed on a batch.
+    #[error("generation failed: {0}")]
+    Generate(String),
+}
+
+impl EvalError {
+    pub(crate) fn io(action: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> Self {
+        let path = path.into();
+        move |source| EvalError::Io { action, path, source }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, EvalError>;

@@ -1,0 +1,379 @@
+//! Inference: turning questions into prompts and pixels ([`Prepare`]) and prompts into text
+//! ([`Generate`]).
+//!
+//! The two halves are apart so the runner can prepare batch k+1 (video decoding, resizing,
+//! tokenising — CPU work, on rayon's threads) while the model decodes batch k. They are traits so
+//! that anything that answers questions can be evaluated the same way: the Qwen2.5-VL model
+//! here ([`QwenPreparer`] + [`QwenGenerator`]), or a caller's own backend.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
+use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
+use motionvl_models::rope::TokenKind;
+use motionvl_models::{CheckpointFiles, HubOptions};
+use rayon::prelude::*;
+
+use crate::bench::Bench;
+use crate::config::RunConfig;
+use crate::error::{EvalError, Result};
+use crate::item::Item;
+
+/// One question ready for a model.
+#[derive(Debug, Clone)]
+pub struct PreparedQuestion {
+    pub id: String,
+    /// The user turn as text (media tags included), kept for backends that take text.
+    pub prompt_text: String,
+    /// The tokenised chat prompt (empty for text-only preparers).
+    pub prompt: Option<EncodedPrompt>,
+    /// Images and videos in prompt order.
+    pub images: Vec<DataPixels>,
+    pub videos: Vec<DataPixels>,
+}
+
+/// A batch of questions ready for a model, and those that could not be prepared.
+#[derive(Debug, Clone, Default)]
+pub struct PreparedBatch {
+    pub questions: Vec<PreparedQuestion>,
+    /// `(question id, why)` of questions left out under `--skip-bad`.
+    pub failed: Vec<(String, String)>,
+}
+
+/// Makes model inputs from questions. Runs on a worker thread, hence `Sync`.
+pub trait Prepare: Sync {
+    fn prepare(&self, items: &[&Item]) -> Result<PreparedBatch>;
+}
+
+/// Answers a prepared batch: one raw output per question, in order.
+pub trait Generate {
+    fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>>;
+}
+
+/// Prompts and pixels for Qwen2.5-VL: the benchmark's prompt in the chat template, media
+/// decoded with the evaluation frame plan and preprocessed with the protocol's pixel bounds.
+pub struct QwenPreparer {
+    pub bench: &'static dyn Bench,
+    pub tokenizer: QwenTokenizer,
+    pub media: QwenMedia,
+    pub template: TemplateOptions,
+    /// Leave out (and report) questions whose media or prompt fail, instead of stopping.
+    pub skip_bad: bool,
+}
+
+impl QwenPreparer {
+    fn prepare_one(&self, item: &Item) -> Result<PreparedQuestion> {
+        let media_error = |path: &Path, e: &dyn std::fmt::Display| EvalError::Media {
+            file: item.file.clone(),
+            line: item.line,
+            id: item.id.clone(),
+            message: format!("{}: {e}", path.display()),
+        };
+        let videos = item
+            .videos
+            .iter()
+            .map(|p| self.media.load_video(p).map_err(|e| media_error(p, &e)))
+            .collect::<Result<Vec<_>>>()?;
+        let images = item
+            .images
+            .iter()
+            .map(|p| self.media.load_image(p).map_err(|e| media_error(p, &e)))
+            .collect::<Result<Vec<_>>>()?;
+        let prompt_text = self.bench.prompt(item);
+        let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
+        let video_grids: Vec<[usize; 3]> = videos.iter().map(|p| p.grid_thw).collect();
+        let prompt = self
+            .tokenizer
+            .encode_prompt(
+                &item.id,
+                &[Message::user(prompt_text.clone())],
+                &image_grids,
+                &video_grids,
+                &self.template,
+            )
+            .map_err(|source| EvalError::Prompt {
+                file: item.file.clone(),
+                line: item.line,
+                id: item.id.clone(),
+                source,
+            })?;
+        Ok(PreparedQuestion {
+            id: item.id.clone(),
+            prompt_text,
+            prompt: Some(prompt),
+            images,
+            videos,
+        })
+    }
+}
+
+impl Prepare for QwenPreparer {
+    fn prepare(&self, items: &[&Item]) -> Result<PreparedBatch> {
+        let results: Vec<Result<PreparedQuestion>> = items.par_iter().map(|item| self.prepare_one(item)).collect();
+        let mut batch = PreparedBatch::default();
+        for (item, r) in items.iter().zip(results) {
+            match r {
+                Ok(q) => batch.questions.push(q),
+                Err(e @ (EvalError::Media { .. } | EvalError::Prompt { .. })) if self.skip_bad => {
+                    batch.failed.push((item.id.clone(), e.to_string()));
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(batch)
+    }
+}
+
+/// Batched greedy decoding with Qwen2.5-VL (KV cache, left-padded rows decoded in lockstep).
+pub struct QwenGenerator {
+    pub model: Qwen25Vl,
+    pub tokenizer: QwenTokenizer,
+    pub device: Device,
+    pub max_new_tokens: usize,
+}
+
+impl QwenGenerator {
+    /// Stop at `<|im_end|>` (the end of the assistant turn) or `<|endoftext|>`.
+    fn stop_ids(&self) -> Vec<u32> {
+        let s = self.tokenizer.special();
+        vec![s.im_end, s.endoftext]
+    }
+}
+
+/// Stacks the patch rows of several media into one `[Σ patches, patch_dim]` tensor.
+fn stack_pixels(items: &[&DataPixels], device: &Device, dtype: DType) -> Result<Option<PixelInput>> {
+    let Some(first) = items.first() else { return Ok(None) };
+    let cols = first.pixel_values.ncols();
+    let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();
+    let mut flat = Vec::with_capacity(rows * cols);
+    for p in items {
+        flat.extend(p.pixel_values.iter().copied());
+    }
+    let pixel_values = Tensor::from_vec(flat, (rows, cols), device)?.to_dtype(dtype)?;
+    Ok(Some(PixelInput {
+        pixel_values,
+        grids: items.iter().map(|p| p.grid_thw).collect(),
+    }))
+}
+
+impl Generate for QwenGenerator {
+    fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>> {
+        if batch.questions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let prompts: Vec<&EncodedPrompt> = batch
+            .questions
+            .iter()
+            .map(|q| {
+                q.prompt
+                    .as_ref()
+                    .ok_or_else(|| EvalError::Generate(format!("question {} was not tokenised", q.id)))
+            })
+            .collect::<Result<_>>()?;
+        let len = prompts.iter().map(|p| p.input_ids.len()).max().unwrap_or(0);
+        let pad_id = self.tokenizer.special().endoftext;
+        let mut rows = PromptBatch {
+            ids: Vec::new(),
+            mask: Vec::new(),
+            kinds: Vec::new(),
+        };
+        for p in &prompts {
+            let pad = len - p.input_ids.len();
+            rows.ids.push(
+                std::iter::repeat_n(pad_id, pad)
+                    .chain(p.input_ids.iter().copied())
+                    .collect(),
+            );
+            rows.mask.push(
+                std::iter::repeat_n(false, pad)
+                    .chain(std::iter::repeat_n(true, p.input_ids.len()))
+                    .collect(),
+            );
+            rows.kinds.push(
+                std::iter::repeat_n(TokenKind::Text, pad)
+                    .chain(p.mm_token_type_ids.iter().map(|&t| match t {
+                        1 => TokenKind::Image,
+                        2 => TokenKind::Video,
+                        _ => TokenKind::Text,
+                    }))
+                    .collect(),
+            );
+        }
+        let dtype = self.model.text().embedding_weight().dtype();
+        let images: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.images).collect();
+        let videos: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.videos).collect();
+        let vision = VisionInputs {
+            images: stack_pixels(&images, &self.device, dtype)?,
+            videos: stack_pixels(&videos, &self.device, dtype)?,
+            video_seconds_per_grid: videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
+        };
+        let options = GenerateOptions {
+            max_new_tokens: self.max_new_tokens,
+            stop_ids: self.stop_ids(),
+            keep_logits: false,
+        };
+        let generation = self.model.generate(&rows, &vision, None, &options)?;
+        generation
+            .tokens
+            .iter()
+            .map(|ids| {
+                self.tokenizer
+                    .decode(ids, true)
+                    .map(|t| t.trim().to_string())
+                    .map_err(EvalError::Tokenizer)
+            })
+            .collect()
+    }
+}
+
+/// `cpu`, `cuda` or `cuda:N`.
+pub fn parse_device(s: &str) -> Result<Device> {
+    let s = s.trim().to_ascii_lowercase();
+    if s == "cpu" {
+        return Ok(Device::Cpu);
+    }
+    let ordinal = match s.strip_prefix("cuda") {
+        Some("") => 0,
+        Some(rest) => rest
+            .strip_prefix(':')
+            .and_then(|n| n.parse::<usize>().ok())
+            .ok_or_else(|| EvalError::Config(format!("device `{s}`: expected cpu, cuda or cuda:N")))?,
+        None => return Err(EvalError::Config(format!("device `{s}`: expected cpu, cuda or cuda:N"))),
+    };
+    Device::new_cuda(ordinal).map_err(|e| {
+        EvalError::Config(format!(
+            "device cuda:{ordinal}: {e} (was motionvl built with --features cuda?)"
+        ))
+    })
+}
+
+/// `f32`, `bf16` or `f16`; `None` picks f32 on the CPU (Candle has no fast bf16 matmul there)
+/// and bf16 on a GPU.
+pub fn parse_dtype(s: Option<&str>, device: &Device) -> Result<DType> {
+    match s.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
+        None => Ok(if device.is_cpu() { DType::F32 } else { DType::BF16 }),
+        Some("f32" | "float32") => Ok(DType::F32),
+        Some("bf16" | "bfloat16") => Ok(DType::BF16),
+        Some("f16" | "float16") => Ok(DType::F16),
+        Some(other) => Err(EvalError::Config(format!("dtype `{other}`: expected f32, bf16 or f16"))),
+    }
+}
+
+/// A PEFT adapter folder: the folder itself, or the `adapter/` folder of a trainer checkpoint.
+fn adapter_dir(path: &Path) -> Result<PathBuf> {
+    for dir in [path.to_path_buf(), path.join("adapter")] {
+        if dir.join("adapter_config.json").is_file() {
+            return Ok(dir);
+        }
+    }
+    Err(EvalError::Config(format!(
+        "{} holds no adapter_config.json (nor does its adapter/ folder); pass a PEFT LoRA folder or a trainer checkpoint",
+        path.display()
+    )))
+}
+
+/// A file of the checkpoint's folder, fetched from the hub when the checkpoint is a hub id
+/// and the file is not there yet (`CheckpointFiles::resolve` fetches only config and weights).
+fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Result<Option<PathBuf>> {
+    let local = files.dir.join(name);
+    if local.is_file() || Path::new(checkpoint).is_dir() {
+        return Ok(local.is_file().then_some(local));
+    }
+    let hub = HubOptions::from_env();
+    let (repo, revision) = checkpoint.split_once('@').unwrap_or((checkpoint, "main"));
+    let repo = hf_hub::Repo::with_revision(repo.to_string(), hf_hub::RepoType::Model, revision.to_string());
+    let cache = hf_hub::Cache::new(hub.cache_dir.clone());
+    if let Some(path) = cache.repo(repo.clone()).get(name) {
+        return Ok(Some(path));
+    }
+    if hub.offline {
+        return Ok(None);
+    }
+    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
+        .with_progress(true)
+        .build()
+        .map_err(|e| EvalError::Config(format!("hub client for {checkpoint}: {e}")))?;
+    Ok(api.repo(repo).get(name).ok())
+}
+
+/// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
+pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenPreparer, QwenGenerator)> {
+    let device = parse_device(&config.model.device)?;
+    let dtype = parse_dtype(config.model.dtype.as_deref(), &device)?;
+    let checkpoint = config.model.checkpoint.as_str();
+    if checkpoint.is_empty() {
+        return Err(EvalError::Config(
+            "no checkpoint: pass --checkpoint or set [model] checkpoint".into(),
+        ));
+    }
+    let files = CheckpointFiles::resolve(checkpoint, &HubOptions::from_env())?;
+    let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?.ok_or_else(|| {
+        EvalError::Config(format!(
+            "checkpoint {checkpoint} has no tokenizer.json (looked in {})",
+            files.dir.display()
+        ))
+    })?;
+    let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(EvalError::Tokenizer)?;
+    let mut model = Qwen25Vl::load(&files, dtype, &device)?;
+    check_token_ids(&model, &tokenizer)?;
+    if let Some(adapter) = &config.model.adapter {
+        let dir = adapter_dir(adapter)?;
+        LoraWeights::load_peft(&dir, &device)?.attach(&mut model)?;
+    }
+    // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
+    let base = match checkpoint_file(checkpoint, &files, "preprocessor_config.json")? {
+        Some(path) => PreprocessConfig::from_json_file(&path)
+            .map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
+        None => PreprocessConfig::default(),
+    };
+    let pixels = config.protocol.preprocess(&base);
+    let media = QwenMedia {
+        video_policy: config.protocol.frame_policy(),
+        video_config: pixels.clone(),
+        image_config: pixels,
+        ..QwenMedia::default()
+    };
+    let template = TemplateOptions {
+        max_seq_len: None,
+        merge_size: model.config().vision.spatial_merge_size,
+        ..TemplateOptions::default()
+    };
+    let preparer = QwenPreparer {
+        bench,
+        tokenizer: tokenizer.clone(),
+        media,
+        template,
+        skip_bad: config.skip_bad,
+    };
+    let generator = QwenGenerator {
+        model,
+        tokenizer,
+        device,
+        max_new_tokens: config.generation.max_new_tokens,
+    };
+    Ok((preparer, generator))
+}
+
+/// The model's vision token ids must be the tokenizer's, or the vision features land nowhere.
+fn check_token_ids(model: &Qwen25Vl, tokenizer: &QwenTokenizer) -> Result<()> {
+    let cfg = model.config();
+    let special = tokenizer.special();
+    let pairs = [
+        ("image_token_id", cfg.image_token_id, special.image_pad),
+        ("video_token_id", cfg.video_token_id, special.video_pad),
+        ("vision_start_token_id", cfg.vision_start_token_id, special.vision_start),
+        ("vision_end_token_id", cfg.vision_end_token_id, special.vision_end),
+    ];
+    for (key, model_id, tokenizer_id) in pairs {
+        if model_id != tokenizer_id {
+            return Err(EvalError::Config(format!(
+                "the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints"
+            )));
+        }
+    }
+    Ok(())
+}

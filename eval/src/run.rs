@@ -1,0 +1,316 @@
+//! `evaluate run`: ask every question of a manifest, append each answer to `predictions.jsonl`
+//! as it comes, then score and write the reports.
+//!
+//! A run folder holds `run.json` (the settings that decide the predictions: benchmark,
+//! manifest, checkpoint, adapter, generation length and protocol), `predictions.jsonl` and the
+//! report files. An interrupted run continues with `--resume`: the questions already answered
+//! are skipped and the rest are appended; resuming with settings that would change the answers
+//! is refused, so one file never mixes two models. A finished run resumed again only re-scores.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::mpsc::sync_channel;
+
+use indicatif::{ProgressBar, ProgressStyle};
+use motionvl_data::samples::{ReadOptions, RowError};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::bench::{self, Bench};
+use crate::config::{ProtocolConfig, RunConfig};
+use crate::error::{EvalError, Result};
+use crate::infer::{Generate, Prepare, load_qwen};
+use crate::item::Item;
+use crate::metrics::Tally;
+use crate::predictions::{PREDICTIONS_FILE, PredictionWriter, by_id, read_predictions};
+use crate::report::write_reports;
+use crate::results::{Results, ScoreInput, score_all};
+
+/// File name of the run's settings.
+pub const RUN_FILE: &str = "run.json";
+
+/// The settings a run's predictions depend on; a resumed run must match them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    pub bench: String,
+    pub manifest: PathBuf,
+    pub checkpoint: String,
+    pub adapter: Option<PathBuf>,
+    pub limit: Option<usize>,
+    pub max_new_tokens: usize,
+    pub protocol: ProtocolConfig,
+}
+
+impl RunRecord {
+    fn of(config: &RunConfig, bench: &dyn Bench) -> Self {
+        RunRecord {
+            bench: bench.name().to_string(),
+            manifest: std::fs::canonicalize(&config.manifest).unwrap_or_else(|_| config.manifest.clone()),
+            checkpoint: config.model.checkpoint.clone(),
+            adapter: config
+                .model
+                .adapter
+                .as_ref()
+                .map(|a| std::fs::canonicalize(a).unwrap_or_else(|_| a.clone())),
+            limit: config.limit,
+            max_new_tokens: config.generation.max_new_tokens,
+            protocol: config.protocol.clone(),
+        }
+    }
+
+    /// Names of the settings that differ.
+    fn differences(&self, other: &RunRecord) -> Vec<&'static str> {
+        let mut d = Vec::new();
+        let checks: [(&'static str, bool); 7] = [
+            ("bench", self.bench == other.bench),
+            ("manifest", self.manifest == other.manifest),
+            ("checkpoint", self.checkpoint == other.checkpoint),
+            ("adapter", self.adapter == other.adapter),
+            ("limit", self.limit == other.limit),
+            ("max_new_tokens", self.max_new_tokens == other.max_new_tokens),
+            ("protocol", self.protocol == other.protocol),
+        ];
+        for (name, same) in checks {
+            if !same {
+                d.push(name);
+            }
+        }
+        d
+    }
+}
+
+/// What a run did.
+#[derive(Debug)]
+pub struct RunSummary {
+    pub results: Results,
+    /// Questions answered in this invocation (not counting those resumed from the file).
+    pub generated: usize,
+    /// Questions that were already answered when the run started.
+    pub resumed: usize,
+    /// Manifest rows left out under `--skip-bad`.
+    pub skipped_rows: Vec<RowError>,
+    /// `(question id, why)` of questions whose media or prompt failed under `--skip-bad`.
+    pub failed: Vec<(String, String)>,
+    /// Report files written.
+    pub reports: Vec<PathBuf>,
+}
+
+/// Builds the predictor of a run, once it is known that something is left to ask.
+pub type PredictorFactory<'a> = dyn FnMut(&'static dyn Bench) -> Result<(Box<dyn Prepare>, Box<dyn Generate>)> + 'a;
+
+/// Runs an evaluation with the Qwen2.5-VL checkpoint of `config.model`.
+pub fn run(config: &RunConfig, show_progress: bool) -> Result<RunSummary> {
+    run_with(config, show_progress, &mut |bench| {
+        let (p, g) = load_qwen(config, bench)?;
+        Ok((Box::new(p), Box::new(g)))
+    })
+}
+
+/// Runs an evaluation with any predictor (an API client, a test double, ...).
+pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut PredictorFactory<'_>) -> Result<RunSummary> {
+    config.validate()?;
+    let bench = bench::find(&config.bench)?;
+    let opts = ReadOptions {
+        media_root: config.media_root.clone(),
+        check_media: true,
+        skip_bad: config.skip_bad,
+    };
+    let outcome = bench.read(&config.manifest, &opts)?;
+    let mut items = outcome.items;
+    if let Some(limit) = config.limit {
+        items.truncate(limit);
+    }
+
+    let out = &config.out;
+    std::fs::create_dir_all(out).map_err(EvalError::io("create", out))?;
+    let record = RunRecord::of(config, bench);
+    check_record(out, &record)?;
+    let predictions_path = out.join(PREDICTIONS_FILE);
+    let (mut writer, existing) = if predictions_path.exists() {
+        if !config.resume {
+            return Err(EvalError::Resume(format!(
+                "{} already holds predictions; pass --resume to continue that run, or choose another --out",
+                out.display()
+            )));
+        }
+        PredictionWriter::resume(&predictions_path)?
+    } else {
+        (PredictionWriter::create(&predictions_path)?, Vec::new())
+    };
+
+    let done: HashSet<&str> = existing.iter().map(|p| p.question_id.as_str()).collect();
+    let pending: Vec<&Item> = items.iter().filter(|i| !done.contains(i.id.as_str())).collect();
+    let resumed = items.len() - pending.len();
+
+    // Running accuracy starts from the answers already on file.
+    let mut tally = Tally::default();
+    let existing_by_id = by_id(&existing);
+    for item in &items {
+        if let Some(text) = existing_by_id.get(item.id.as_str()) {
+            tally.add(&bench.score(item, text));
+        }
+    }
+    let bar = if show_progress {
+        ProgressBar::new(items.len() as u64)
+    } else {
+        ProgressBar::hidden()
+    };
+    bar.set_style(
+        ProgressStyle::with_template("{bar:32.cyan/blue} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_position(resumed as u64);
+    bar.set_message(running_message(&tally));
+
+    let mut failed = Vec::new();
+    let mut generated = 0;
+    if !pending.is_empty() {
+        let (preparer, mut generator) = factory(bench)?;
+        let batch_size = config.generation.batch_size;
+        let outcome = std::thread::scope(|scope| -> Result<()> {
+            let (tx, rx) = sync_channel(1);
+            let preparer = &*preparer;
+            let chunks: Vec<&[&Item]> = pending.chunks(batch_size).collect();
+            let producer_chunks = chunks.clone();
+            scope.spawn(move || {
+                for chunk in producer_chunks {
+                    // The receiver is gone when the main loop stopped on an error.
+                    if tx.send(preparer.prepare(chunk)).is_err() {
+                        break;
+                    }
+                }
+            });
+            for chunk in chunks {
+                let batch = match rx.recv() {
+                    Ok(batch) => batch?,
+                    Err(_) => return Err(EvalError::Generate("the preparing thread stopped".into())),
+                };
+                let outputs = generator.generate(&batch)?;
+                if outputs.len() != batch.questions.len() {
+                    return Err(EvalError::Generate(format!(
+                        "{} outputs for a batch of {} questions",
+                        outputs.len(),
+                        batch.questions.len()
+                    )));
+                }
+                for (q, text) in batch.questions.iter().zip(&outputs) {
+                    let Some(item) = chunk.iter().find(|i| i.id == q.id) else {
+                        return Err(EvalError::Generate(format!(
+                            "an output for question {}, which was not asked",
+                            q.id
+                        )));
+                    };
+                    let mut extra = Map::new();
+                    extra.insert("task".into(), Value::String(item.task.clone()));
+                    writer.append(&q.id, text, &extra)?;
+                    tally.add(&bench.score(item, text));
+                    generated += 1;
+                }
+                writer.sync()?;
+                for (id, why) in &batch.failed {
+                    bar.println(format!("skipped {id}: {why}"));
+                }
+                failed.extend(batch.failed.iter().cloned());
+                bar.inc(chunk.len() as u64);
+                bar.set_message(running_message(&tally));
+            }
+            Ok(())
+        });
+        bar.abandon();
+        outcome?;
+    } else {
+        bar.finish_and_clear();
+    }
+
+    let all = read_predictions(&predictions_path)?;
+    let predictions = by_id(&all);
+    let input = ScoreInput {
+        bench,
+        items: &items,
+        predictions: &predictions,
+        run: config.run_name(),
+        manifest: &config.manifest,
+        skipped_rows: outcome.skipped.len(),
+    };
+    let (results, scored) = score_all(&input);
+    let reports = write_reports(out, &results, &scored)?;
+    Ok(RunSummary {
+        results,
+        generated,
+        resumed,
+        skipped_rows: outcome.skipped,
+        failed,
+        reports,
+    })
+}
+
+fn running_message(t: &Tally) -> String {
+    if t.n == 0 {
+        return String::new();
+    }
+    format!(
+        "acc {:.1}% ({} scored, {} unanswered)",
+        100.0 * t.accuracy(),
+        t.n,
+        t.unanswered
+    )
+}
+
+/// Writes `run.json` for a new run, or checks that a resumed run's settings match it.
+fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
+    let path = out.join(RUN_FILE);
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(EvalError::io("read", &path))?;
+        let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
+        let diff = old.differences(record);
+        if !diff.is_empty() {
+            return Err(EvalError::Resume(format!(
+                "{} belongs to a run with different {}; its predictions would be mixed with this run's. Choose another --out",
+                path.display(),
+                diff.join(", ")
+            )));
+        }
+        return Ok(());
+    }
+    let text = serde_json::to_string_pretty(record).map_err(|e| EvalError::BadFile {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    std::fs::write(&path, text).map_err(EvalError::io("write", &path))
+}
+
+/// `evaluate score`: scores a predictions file made by any model against a manifest and writes
+/// the reports into `out`.
+pub fn score_predictions(
+    bench_name: &str,
+    manifest: &Path,
+    predictions_path: &Path,
+    out: &Path,
+    name: Option<String>,
+    opts: &ReadOptions,
+) -> Result<(Results, Vec<PathBuf>)> {
+    let bench = bench::find(bench_name)?;
+    let outcome = bench.read(manifest, opts)?;
+    let all = read_predictions(predictions_path)?;
+    let predictions = by_id(&all);
+    let run = name.unwrap_or_else(|| {
+        predictions_path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "predictions".into())
+    });
+    let input = ScoreInput {
+        bench,
+        items: &outcome.items,
+        predictions: &predictions,
+        run,
+        manifest,
+        skipped_rows: outcome.skipped.len(),
+    };
+    let (results, scored) = score_all(&input);
+    let reports = write_reports(out, &results, &scored)?;
+    Ok((results, reports))
+}
