@@ -637,7 +637,7 @@ fn choices_from_clean(text: &str, options: &[AnswerOption]) -> Extraction {
 /// de-duplicated; `None` unless every item is an option letter and the list ends the clause.
 fn letter_list(s: &str, allowed: &[char]) -> Option<Vec<char>> {
     static ITEM: LazyLock<Regex> =
-        LazyLock::new(|| re(r#"^\s*(?:and\s+|&\s*|,\s*|;\s*|/\s*|\+\s*)?[\[\(\{"']?\s*([A-Za-z])\s*[\]\)\}"']?"#));
+        LazyLock::new(|| re(r#"^\s*(?:and\s+|&\s*|,\s*|;\s*|/\s*|\+\s*)?[\[\(\{"']?\s*([A-Za-z])(?:\s*[\]\)\}"'])?"#));
     let mut rest = s.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ':' | '：' | '=' | '[' | '{'));
     let mut letters = Vec::new();
     while let Some(m) = ITEM.captures(rest) {

@@ -380,8 +380,7 @@ pub fn compare(a: &Results, b: &Results) -> String {
         a.title, a.questions, b.title, b.questions
     );
     for r in std::iter::once(&header).chain(rows.iter()) {
-        let _ = writeln!(
-            out,
+        let line = format!(
             "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}",
             r[0],
             r[1],
@@ -392,6 +391,7 @@ pub fn compare(a: &Results, b: &Results) -> String {
             w2 = widths[2],
             w3 = widths[3]
         );
+        let _ = writeln!(out, "{}", line.trim_end());
     }
     out
 }
