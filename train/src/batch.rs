@@ -9,6 +9,8 @@ use motionvl_models::rope::TokenKind;
 pub struct TrainBatch {
     pub prompt: PromptBatch,
     pub vision: VisionInputs,
+    /// Motion pseudo-image pixels of the videos (same order and grids), when computed.
+    pub motion: Option<PixelInput>,
     pub labels: Vec<Vec<i64>>,
     pub sample_ids: Vec<String>,
     /// Real (non-padding) tokens.
@@ -39,12 +41,14 @@ pub fn collate(samples: &[LoadedSample], pad_id: u32, device: &Device) -> candle
     }
     let images: Vec<&DataPixels> = samples.iter().flat_map(|s| &s.images).collect();
     let videos: Vec<&DataPixels> = samples.iter().flat_map(|s| &s.videos).collect();
+    let motion: Vec<&DataPixels> = samples.iter().flat_map(|s| &s.motion).collect();
     Ok(TrainBatch {
         vision: VisionInputs {
             images: pixels(&images, device)?,
             videos: pixels(&videos, device)?,
             video_seconds_per_grid: videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
         },
+        motion: pixels(&motion, device)?,
         tokens: samples.iter().map(|s| s.encoded.len()).sum(),
         sample_ids: samples.iter().map(|s| s.encoded.id.clone()).collect(),
         prompt,

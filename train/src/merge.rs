@@ -82,6 +82,16 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
             std::fs::copy(&src, tmp.join(file)).map_err(|source| TrainError::Io { path: src.clone(), source })?;
         }
     }
+    // A motion-aware adapter's connector cannot be folded into the language model: it travels
+    // beside the merged weights, where evaluation finds it.
+    if let Some(run_checkpoint) = adapter.parent() {
+        for file in [motionvl_models::motion::MOTION_META_FILE, motionvl_models::motion::MOTION_WEIGHTS_FILE] {
+            let src = run_checkpoint.join(file);
+            if src.is_file() {
+                std::fs::copy(&src, tmp.join(file)).map_err(|source| TrainError::Io { path: src.clone(), source })?;
+            }
+        }
+    }
     if out.exists() {
         std::fs::remove_dir_all(out).map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
     }

@@ -23,6 +23,8 @@ pub struct Recipe {
     pub model: ModelSection,
     #[serde(default)]
     pub lora: LoraConfig,
+    #[serde(default)]
+    pub motion: MotionSection,
     pub data: DataSection,
     #[serde(default)]
     pub optim: OptimSection,
@@ -63,6 +65,40 @@ pub struct ModelSection {
     /// `cpu`, `cuda` or `cuda:N`.
     #[serde(default = "default_device")]
     pub device: String,
+}
+
+/// The SIS-Motion branch: flow estimator, pseudo-images, and the connector's learning rate.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MotionSection {
+    /// Flow estimator by its `--motion` name; `none` trains the visual-only baseline with every
+    /// other setting unchanged.
+    pub estimator: String,
+    /// Weights of a network estimator (RAFT, …).
+    pub weights: Option<PathBuf>,
+    /// The connector's learning rate (its own parameter group; the paper uses 2e-5).
+    pub connector_lr: f64,
+    /// Where computed flows are cached (default `<output_dir>/flow-cache`).
+    pub cache_dir: Option<PathBuf>,
+    pub pseudo_images: motionvl_flow::PseudoImageConfig,
+}
+
+impl Default for MotionSection {
+    fn default() -> Self {
+        Self {
+            estimator: "none".into(),
+            weights: None,
+            connector_lr: 2e-5,
+            cache_dir: None,
+            pseudo_images: motionvl_flow::PseudoImageConfig::default(),
+        }
+    }
+}
+
+impl MotionSection {
+    pub fn enabled(&self) -> bool {
+        self.estimator != "none"
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -16,7 +16,11 @@ use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenM
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
 use motionvl_data::text::{train_tokenizer, QwenTokenizer, TemplateOptions};
+use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
+use motionvl_flow::media::MotionMedia;
+use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
 use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
 use motionvl_models::text::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, CheckpointWeights, HubOptions, Qwen25VlConfig};
@@ -46,8 +50,39 @@ pub enum TrainError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("step {step}: non-finite {what} (samples {samples:?}); stopped, the last checkpoint is intact")]
     NonFinite { step: usize, what: String, samples: Vec<String> },
+    #[error(transparent)]
+    Flow(#[from] motionvl_flow::FlowError),
     #[error("{0}")]
     Setup(String),
+}
+
+/// The media path of a run: plain (visual-only) or with motion pseudo-images.
+enum Media {
+    Visual(QwenMedia),
+    Motion(MotionMedia),
+}
+
+impl MediaProcessor for Media {
+    fn process(&self, sample: &TrainingSample) -> std::result::Result<ProcessedMedia, BoxError> {
+        match self {
+            Media::Visual(m) => m.process(sample),
+            Media::Motion(m) => m.process(sample),
+        }
+    }
+
+    fn grids(&self, sample: &TrainingSample) -> Option<std::result::Result<MediaGrids, BoxError>> {
+        match self {
+            Media::Visual(m) => m.grids(sample),
+            Media::Motion(m) => m.grids(sample),
+        }
+    }
+}
+
+/// The trained motion branch and what its checkpoints record.
+struct Motion {
+    branch: MotionBranch,
+    vars: Vec<(String, candle_core::Var)>,
+    meta: MotionMeta,
 }
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -103,8 +138,9 @@ pub struct Trainer {
     recipe: Recipe,
     model: Qwen25Vl,
     lora: LoraWeights,
+    motion: Option<Motion>,
     optim: AdamW,
-    loader: DataLoader<QwenMedia>,
+    loader: DataLoader<Media>,
     epoch_iter: EpochIter,
     epoch: u64,
     step: usize,
@@ -153,11 +189,30 @@ impl Trainer {
             eps: recipe.optim.eps,
             weight_decay: recipe.optim.weight_decay,
         };
-        let optim = AdamW::new(vec![("lora".into(), recipe.optim.lr, lora.named_vars())], adam)?;
+        let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
         let plan = TrainingPlan { fps: recipe.data.fps, min_frames: recipe.data.min_frames, max_frames: recipe.data.max_frames };
         let pixels = PreprocessConfig { min_pixels: recipe.data.min_pixels, max_pixels: recipe.data.max_pixels, ..PreprocessConfig::default() };
-        let media = QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() };
+        let qwen = QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() };
+        let (media, motion) = if recipe.motion.enabled() {
+            let estimator: std::sync::Arc<dyn FlowEstimator> =
+                estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
+            let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| out.join("flow-cache"));
+            let vars = Connector::init_vars(model.config().text.hidden_size, recipe.seed ^ 0x6d6f74696f6e, &device)?;
+            let branch = MotionBranch::from_visual(model.visual(), &vars)?;
+            let meta = MotionMeta {
+                estimator: estimator.name().to_owned(),
+                estimator_settings: estimator.settings(),
+                pseudo_images: serde_json::to_value(recipe.motion.pseudo_images).unwrap_or_default(),
+                own_encoder: false,
+            };
+            groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
+            let media = MotionMedia { qwen, estimator, cache: Some(FlowCache::new(cache_dir)?), pseudo: recipe.motion.pseudo_images };
+            (Media::Motion(media), Some(Motion { branch, vars, meta }))
+        } else {
+            (Media::Visual(qwen), None)
+        };
+        let optim = AdamW::new(groups, adam)?;
         let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size: model.config().vision.spatial_merge_size, ..TemplateOptions::default() };
         let pad_id = tokenizer.special().endoftext;
         let loader = DataLoader::new(
@@ -179,6 +234,7 @@ impl Trainer {
             recipe: recipe.clone(),
             model,
             lora,
+            motion,
             optim,
             loader,
             epoch: 0,
@@ -207,6 +263,11 @@ impl Trainer {
         &self.lora
     }
 
+    /// The connector's trained variables, when the run is motion-aware.
+    pub fn connector_vars(&self) -> Option<&[(String, candle_core::Var)]> {
+        self.motion.as_ref().map(|m| m.vars.as_slice())
+    }
+
     pub fn step_count(&self) -> usize {
         self.step
     }
@@ -225,6 +286,27 @@ impl Trainer {
             pair.b.set(saved.b.as_tensor())?;
         }
         self.optim.load_state(&ckpt::load_tensors(found.path.join("optimizer.safetensors"), &Device::Cpu)?)?;
+        let saved_motion = MotionMeta::read(&found.path)?;
+        match (&self.motion, &saved_motion) {
+            (Some(now), Some(saved)) if now.meta.estimator != saved.estimator || now.meta.estimator_settings != saved.estimator_settings => {
+                return Err(TrainError::Setup(format!(
+                    "{} was trained with flow estimator {} {}, the recipe asks for {} {}",
+                    found.path.display(),
+                    saved.estimator,
+                    saved.estimator_settings,
+                    now.meta.estimator,
+                    now.meta.estimator_settings
+                )));
+            }
+            (Some(_), None) | (None, Some(_)) => {
+                return Err(TrainError::Setup(format!(
+                    "{} and the recipe disagree on the motion branch (recipe motion.estimator = {})",
+                    found.path.display(),
+                    self.recipe.motion.estimator
+                )));
+            }
+            _ => {}
+        }
         let state: TrainerState = ckpt::load_json(found.path.join("trainer_state.json"))?;
         if state.seed != self.recipe.seed {
             return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
@@ -270,7 +352,10 @@ impl Trainer {
         for micro in 0..accum {
             let batch = collate(&self.next_samples()?, self.pad_id, &self.device)?;
             self.lora.runtime().set_dropout_seed(mix(self.recipe.seed, (self.step * accum + micro) as u64));
-            let logits = self.model.forward(&batch.prompt, &batch.vision, None)?;
+            let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
+            let embeds = self.model.embed(&batch.prompt, &features)?;
+            let positions = self.model.positions(&batch.prompt, &batch.vision)?;
+            let logits = self.model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
             let loss = causal_lm_loss(&logits, &batch.labels)?;
             let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
@@ -346,6 +431,11 @@ impl Trainer {
     pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
         let pending = self.checkpoints.begin(self.step as u64)?;
         self.lora.save_peft(&pending.dir().join("adapter"), Some(&self.base_model))?;
+        if let Some(motion) = &self.motion {
+            let tensors = motion.vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+            ckpt::save_tensors(pending.dir().join(MOTION_WEIGHTS_FILE), &tensors)?;
+            motion.meta.write(pending.dir())?;
+        }
         ckpt::save_tensors(pending.dir().join("optimizer.safetensors"), &self.optim.state_tensors()?)?;
         let state = TrainerState { step: self.step, position: self.epoch_iter.position(), seed: self.recipe.seed, total_steps: self.total_steps };
         ckpt::save_json(pending.dir().join("trainer_state.json"), &state)?;

@@ -39,6 +39,10 @@ enum Command {
         /// checkpoint directory.
         #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
         resume: Option<String>,
+        /// Flow estimator of the motion branch (`none` = visual-only baseline): dis (alias
+        /// classic), raft-small, raft-large, …
+        #[arg(long)]
+        motion: Option<String>,
         /// `--section.key value` recipe overrides.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         overrides: Vec<String>,
@@ -79,10 +83,13 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Sft { config, output_dir, max_steps, resume, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, motion, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+            }
+            if let Some(name) = motion {
+                overrides.push(("motion.estimator".into(), format!("{name:?}")));
             }
             if let Some(steps) = max_steps {
                 overrides.push(("optim.max_steps".into(), steps.to_string()));

@@ -1,0 +1,120 @@
+//! The SIS-Motion branch in training: at step 0 the motion-aware model equals the visual-only
+//! one exactly; only LoRA and the connector learn; a tiny motion model trains, checkpoints and
+//! resumes with its connector and flow settings.
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor};
+use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
+use motionvl_models::rope::TokenKind;
+use motionvl_models::{CheckpointFiles, CheckpointWeights};
+use motionvl_train::recipe::Recipe;
+use motionvl_train::sft::Trainer;
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn tiny_motion(out: &Path, extra: &[(&str, &str)]) -> Recipe {
+    let root = repo_root();
+    let quoted = |p: PathBuf| format!("{:?}", p.display().to_string());
+    let mut overrides: Vec<(String, String)> = vec![
+        ("output_dir".into(), quoted(out.to_path_buf())),
+        ("model.init_config".into(), quoted(root.join("configs/models/tiny.json"))),
+        ("data.train".into(), quoted(root.join("tests/data/tiny-sft/train.jsonl"))),
+        ("logging.progress_bar".into(), "false".into()),
+        ("motion.estimator".into(), "\"dis\"".into()),
+    ];
+    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+}
+
+#[test]
+fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
+    let fixture = repo_root().join("tests/fixtures/qwen2_5_vl/tiny-a");
+    let model = Qwen25Vl::load(&CheckpointFiles::from_dir(&fixture).unwrap(), DType::F32, &Device::Cpu).unwrap();
+    let inputs = candle_core::safetensors::load(fixture.join("inputs.safetensors"), &Device::Cpu).unwrap();
+    let ids: Vec<u32> = inputs["input_ids"].flatten_all().unwrap().to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| t as u32).collect();
+    let kinds = inputs["mm_token_type_ids"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| TokenKind::from_id(t).unwrap()).collect();
+    let batch = PromptBatch::single(ids, kinds);
+    let grid: Vec<usize> = inputs["video_grid_thw"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&g| g as usize).collect();
+    let grids = vec![[grid[0], grid[1], grid[2]]];
+    let pixels = inputs["pixel_values_videos"].clone();
+    let vision = VisionInputs { images: None, videos: Some(PixelInput { pixel_values: pixels.clone(), grids: grids.clone() }), video_seconds_per_grid: vec![1.0] };
+    let motion = PixelInput { pixel_values: Tensor::randn(0f32, 1.0, pixels.shape(), &Device::Cpu).unwrap(), grids };
+
+    let vars = Connector::init_vars(model.config().text.hidden_size, 3, &Device::Cpu).unwrap();
+    let branch = MotionBranch::from_visual(model.visual(), &vars).unwrap();
+    let fused = vision_features(&model, Some(&branch), &vision, Some(&motion)).unwrap();
+    let plain = vision_features(&model, None, &vision, None).unwrap();
+    let positions = model.positions(&batch, &vision).unwrap();
+    let logits = |f| model.forward_embeds(&model.embed(&batch, f).unwrap(), &batch.mask, &positions).unwrap();
+    let (a, b) = (logits(&fused), logits(&plain));
+    assert_eq!(a.flatten_all().unwrap().to_vec1::<f32>().unwrap(), b.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+
+    // Once the connector's last layer is non-zero the motion tokens do change the output.
+    vars.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1.set(&Tensor::randn(0f32, 0.1, (96, 96), &Device::Cpu).unwrap()).unwrap();
+    let moved = vision_features(&model, Some(&MotionBranch::from_visual(model.visual(), &vars).unwrap()), &vision, Some(&motion)).unwrap();
+    let c = logits(&moved);
+    let diff = (c - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff > 1e-4, "a trained connector must reach the logits");
+}
+
+#[test]
+fn only_lora_and_connector_learn_and_the_checkpoint_round_trips() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny_motion(dir.path(), &[("optim.max_steps", "3"), ("checkpoint.every", "3")]);
+    let mut trainer = Trainer::new(&recipe, None).unwrap();
+    for _ in 0..3 {
+        trainer.train_step().unwrap();
+    }
+    let base = CheckpointWeights::open(&CheckpointFiles::from_dir(&dir.path().join("base-model")).unwrap().weights).unwrap();
+    let mut model = trainer.model().clone();
+    for (name, linear) in model.linears_mut() {
+        if name == "lm_head" {
+            continue;
+        }
+        let stored = base.load(&format!("{name}.weight"), DType::F32, &Device::Cpu).unwrap();
+        assert_eq!(linear.weight().flatten_all().unwrap().to_vec1::<f32>().unwrap(), stored.flatten_all().unwrap().to_vec1::<f32>().unwrap(), "{name} changed");
+    }
+    let connector = trainer.connector_vars().expect("motion run has a connector");
+    let fc2 = &connector.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1;
+    assert!(fc2.as_tensor().abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0, "connector's last layer never moved");
+
+    // The checkpoint holds the connector and the estimator it was trained with.
+    let checkpoint = dir.path().join("checkpoint-3");
+    let meta = MotionMeta::read(&checkpoint).unwrap().expect("motion.json");
+    assert_eq!(meta.estimator, "dis");
+    assert!(!meta.own_encoder);
+    let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().visual(), &Device::Cpu).unwrap();
+    let probe = Tensor::randn(0f32, 1.0, (5, 96), &Device::Cpu).unwrap();
+    let live = Connector::from_vars(connector).unwrap();
+    assert_eq!(
+        loaded.connector.forward(&probe).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+        live.forward(&probe).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    );
+    assert!(dir.path().join("flow-cache").read_dir().unwrap().next().is_some(), "flows are cached");
+}
+
+#[test]
+fn motion_runs_resume_exactly_and_refuse_another_estimator() {
+    let settings = [("checkpoint.every", "2"), ("optim.max_steps", "4")];
+    let whole = tempfile::tempdir().unwrap();
+    let uninterrupted: Vec<f64> = Trainer::new(&tiny_motion(whole.path(), &settings), None).unwrap().run().unwrap().iter().map(|l| l.loss).collect();
+    let split = tempfile::tempdir().unwrap();
+    let mut losses: Vec<f64> = Trainer::new(&tiny_motion(split.path(), &[("checkpoint.every", "2"), ("optim.max_steps", "2")]), None)
+        .unwrap()
+        .run()
+        .unwrap()
+        .iter()
+        .map(|l| l.loss)
+        .collect();
+    losses.extend(Trainer::new(&tiny_motion(split.path(), &settings), Some("auto")).unwrap().run().unwrap().iter().map(|l| l.loss));
+    assert_eq!(losses, uninterrupted);
+
+    let err = Trainer::new(&tiny_motion(split.path(), &[("motion.estimator", "\"dis-fast\"")]), Some("auto")).err().expect("estimator mismatch");
+    assert!(err.to_string().contains("dis"), "{err}");
+    let err = Trainer::new(&tiny_motion(split.path(), &[("motion.estimator", "\"none\"")]), Some("auto")).err().expect("motion mismatch");
+    assert!(err.to_string().contains("motion"), "{err}");
+}
