@@ -132,3 +132,86 @@ impl MotionBranch {
         Ok((visual_tokens + self.connector.forward(&motion)?)?)
     }
 }
+
+/// Vision features for a batch: the tower's output, with the videos' tokens fused with their
+/// motion tokens when a motion branch and motion pixels are given. Images are never fused.
+pub fn vision_features(
+    model: &crate::qwen25vl::Qwen25Vl,
+    branch: Option<&MotionBranch>,
+    inputs: &crate::qwen25vl::VisionInputs,
+    motion: Option<&crate::qwen25vl::PixelInput>,
+) -> Result<crate::qwen25vl::VisionFeatures> {
+    let mut features = model.encode_vision(inputs)?;
+    if let (Some(branch), Some(videos)) = (branch, features.videos.as_ref()) {
+        let motion = motion.ok_or_else(|| ModelError::Input("the model is motion-aware but the batch carries no motion pixels".into()))?;
+        let video_grids = inputs.videos.as_ref().map(|v| v.grids.clone()).unwrap_or_default();
+        if motion.grids != video_grids {
+            return Err(ModelError::Input(format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids)));
+        }
+        features.videos = Some(branch.fuse(videos, &motion.pixel_values, &motion.grids)?);
+    }
+    Ok(features)
+}
+
+/// What a motion-aware checkpoint records beside its tensors (`motion.json`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct MotionMeta {
+    /// Registry name of the flow estimator the model was trained with (`dis`, `raft-small`, …).
+    pub estimator: String,
+    /// The estimator's settings (preset, iterations, weights digest…), as it reports them.
+    pub estimator_settings: serde_json::Value,
+    /// Pseudo-image settings (normalisation, temporal alignment).
+    pub pseudo_images: serde_json::Value,
+    /// `true` when `motion.safetensors` carries the encoder (`motion_encoder.*`); otherwise the
+    /// encoder is a copy of the base model's vision tower.
+    pub own_encoder: bool,
+}
+
+pub const MOTION_META_FILE: &str = "motion.json";
+pub const MOTION_WEIGHTS_FILE: &str = "motion.safetensors";
+
+impl MotionMeta {
+    pub fn read(dir: &std::path::Path) -> Result<Option<Self>> {
+        let path = dir.join(MOTION_META_FILE);
+        if !path.is_file() {
+            return Ok(None);
+        }
+        let text = std::fs::read_to_string(&path).map_err(|source| ModelError::Io { path: path.clone(), source })?;
+        serde_json::from_str(&text).map(Some).map_err(|e| ModelError::Config { path, reason: e.to_string() })
+    }
+
+    pub fn write(&self, dir: &std::path::Path) -> Result<()> {
+        let path = dir.join(MOTION_META_FILE);
+        let text = serde_json::to_string_pretty(self).unwrap_or_default();
+        std::fs::write(&path, text).map_err(|source| ModelError::Io { path, source })
+    }
+}
+
+impl MotionBranch {
+    /// Loads the branch saved in `dir` (`motion.json` + `motion.safetensors`); the encoder is
+    /// the checkpoint's own or a copy of `visual`.
+    pub fn load(dir: &std::path::Path, meta: &MotionMeta, visual: &VisionTower, device: &Device) -> Result<Self> {
+        let path = dir.join(MOTION_WEIGHTS_FILE);
+        let tensors = candle_core::safetensors::load(&path, device)?;
+        let vars = CONNECTOR_TENSORS
+            .iter()
+            .map(|n| {
+                let name = format!("connector.{n}");
+                let t = tensors.get(&name).ok_or_else(|| ModelError::MissingTensor { name: name.clone(), files: path.display().to_string() })?;
+                Ok((name, Var::from_tensor(&t.to_dtype(DType::F32)?)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let encoder = if meta.own_encoder {
+            let vb = VarBuilder::from_tensors(tensors, visual.dtype(), device);
+            MotionEncoder::new(visual.config(), vb.pp("motion_encoder"))?
+        } else {
+            MotionEncoder { tower: visual.clone() }
+        };
+        Ok(Self { encoder, connector: Connector::from_vars(&vars)? })
+    }
+
+    /// The default branch of a visual-only model: encoder copied from `visual`, fresh connector.
+    pub fn from_visual(visual: &VisionTower, connector_vars: &[(String, Var)]) -> Result<Self> {
+        Ok(Self { encoder: MotionEncoder { tower: visual.clone() }, connector: Connector::from_vars(connector_vars)? })
+    }
+}

@@ -289,6 +289,10 @@ impl VisionTower {
         &self.cfg
     }
 
+    pub fn dtype(&self) -> DType {
+        self.patch_embed.weight.dtype()
+    }
+
     /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.mlp.gate_proj`).
     pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
         for (i, block) in self.blocks.iter_mut().enumerate() {
