@@ -10,10 +10,10 @@ use motionvl_data::samples::{ReadError, RowError};
 pub enum EvalError {
     /// The manifest cannot be read, or one of its rows is bad (without `--skip-bad`).
     #[error(transparent)]
-    Manifest(#[from] ReadError),
+    Manifest(Box<ReadError>),
     /// A bad manifest row found by a reader of this crate (the navigation manifests).
     #[error(transparent)]
-    Row(#[from] RowError),
+    Row(Box<RowError>),
     #[error("cannot {action} {path}: {source}")]
     Io {
         action: &'static str,
@@ -53,10 +53,10 @@ pub enum EvalError {
         line: usize,
         id: String,
         #[source]
-        source: motionvl_data::text::TextError,
+        source: Box<motionvl_data::text::TextError>,
     },
     #[error("tokenizer: {0}")]
-    Tokenizer(#[source] motionvl_data::text::TextError),
+    Tokenizer(#[source] Box<motionvl_data::text::TextError>),
     #[error(transparent)]
     Model(#[from] motionvl_models::ModelError),
     #[error(transparent)]
@@ -66,6 +66,18 @@ pub enum EvalError {
     /// The predictor (model or a caller's stand-in) failed on a batch.
     #[error("generation failed: {0}")]
     Generate(String),
+}
+
+impl From<ReadError> for EvalError {
+    fn from(e: ReadError) -> Self {
+        EvalError::Manifest(Box::new(e))
+    }
+}
+
+impl From<RowError> for EvalError {
+    fn from(e: RowError) -> Self {
+        EvalError::Row(Box::new(e))
+    }
 }
 
 impl EvalError {

@@ -317,8 +317,7 @@ fn read_choice(s: &str, prefix_word: bool) -> Option<Read<'_>> {
     let mut t = s.trim_start_matches(skip);
     if prefix_word {
         for word in ["option", "choice", "letter"] {
-            if t.len() >= word.len()
-                && t[..word.len()].eq_ignore_ascii_case(word)
+            if t.get(..word.len()).is_some_and(|head| head.eq_ignore_ascii_case(word))
                 && !t[word.len()..].starts_with(|c: char| c.is_alphanumeric())
             {
                 t = t[word.len()..].trim_start_matches(skip);

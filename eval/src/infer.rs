@@ -99,7 +99,7 @@ impl QwenPreparer {
                 file: item.file.clone(),
                 line: item.line,
                 id: item.id.clone(),
-                source,
+                source: Box::new(source),
             })?;
         Ok(PreparedQuestion {
             id: item.id.clone(),
@@ -224,7 +224,7 @@ impl Generate for QwenGenerator {
                 self.tokenizer
                     .decode(ids, true)
                     .map(|t| t.trim().to_string())
-                    .map_err(EvalError::Tokenizer)
+                    .map_err(|e| EvalError::Tokenizer(Box::new(e)))
             })
             .collect()
     }
@@ -317,7 +317,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
             files.dir.display()
         ))
     })?;
-    let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(EvalError::Tokenizer)?;
+    let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
     check_token_ids(&model, &tokenizer)?;
     if let Some(adapter) = &config.model.adapter {

@@ -185,11 +185,14 @@ pub fn score_all(input: &ScoreInput<'_>) -> (Results, Vec<Scored>) {
     (results, scored)
 }
 
+/// (task, dimension, level).
+type TaskKey = (String, String, Option<String>);
+
 /// Groups scores by task, dimension and level in the benchmark's layout order.
 fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
     // Task order: the layout's, then tasks it does not know in order of appearance.
     let layout = bench.layout();
-    let mut tasks: Vec<(String, String, Option<String>)> = Vec::new();
+    let mut tasks: Vec<TaskKey> = Vec::new();
     for col in &layout {
         if items.iter().any(|i| i.task == col.task) {
             tasks.push((
@@ -261,7 +264,7 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
             .position(|x| x == l)
             .unwrap_or(usize::MAX)
     });
-    let group = |name: &str, pick: &dyn Fn(&(String, String, Option<String>)) -> bool, tally: Option<&Tally>| {
+    let group = |name: &str, pick: &dyn Fn(&TaskKey) -> bool, tally: Option<&Tally>| {
         let mut e = tally.map(Tally::entry).unwrap_or_else(|| Tally::default().entry());
         e.macro_accuracy = macro_of(&mut tasks.iter().filter(|t| pick(t)).map(|t| t.0.as_str()));
         (name.to_string(), e)

@@ -27,7 +27,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Ask a checkpoint every question of a manifest, then score and write the reports.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Score a predictions file (JSON lines {"question_id", "prediction"}) made by any model.
     Score(ScoreArgs),
     /// Print per-task accuracy of two runs and their difference.
@@ -119,7 +119,7 @@ struct ScoreArgs {
     skip_bad: bool,
 }
 
-fn run_config(args: RunArgs) -> Result<RunConfig> {
+fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     let mut cfg = match &args.config {
         Some(path) => RunConfig::from_file(path)?,
         None => RunConfig::default(),
