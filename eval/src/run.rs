@@ -46,7 +46,11 @@ impl RunRecord {
         RunRecord {
             bench: bench.name().to_string(),
             manifest: std::fs::canonicalize(&config.manifest).unwrap_or_else(|_| config.manifest.clone()),
-            checkpoint: config.model.checkpoint.clone(),
+            // A local folder by its absolute path, so a resume from another directory matches.
+            checkpoint: match std::fs::canonicalize(&config.model.checkpoint) {
+                Ok(p) if p.is_dir() => p.display().to_string(),
+                _ => config.model.checkpoint.clone(),
+            },
             adapter: config
                 .model
                 .adapter
