@@ -16,8 +16,9 @@
 //! (modelled on lmms-eval's `mcq_extract.py`: explicit answers before implicit labels, and
 //! conflicting evidence abstains rather than picking one):
 //! 1. `declared`: the *last* explicit declaration — "the (correct/final/best) answer is",
-//!    "answer:", "option: [C]", "option C", "I choose", "it is", "答案是" — followed by a letter
-//!    (optionally wrapped in `()`, `[]`, quotes or `**`). A lower-case letter counts only when
+//!    "answer:", "option: [C]", "I choose", "答案是" — followed by a letter (optionally wrapped
+//!    in `()`, `[]`, quotes or `**`); only without any of those, the last weaker one ("option
+//!    C", "it is C", not negated as in "option C is wrong"). A lower-case letter counts only when
 //!    a label mark or the end follows it ("answer is b." yes, "answer is a left turn" no). A
 //!    declared letter that is not an option ("Answer: E." with four options) or that is
 //!    followed by an alternative ("A or B") makes the output unanswered.
@@ -424,43 +425,61 @@ fn asserts(rest: &str) -> bool {
     ASSERTION.is_match(rest)
 }
 
-/// The letters of explicit declarations, last one deciding (rule 1).
+/// The letters of explicit declarations (rule 1). Strong declarations ("the answer is",
+/// "answer:", "option: [C]", "I choose", "答案是") outrank weak ones (a bare "option C", "it is
+/// C"), so a verdict is not overturned by a later mention such as "option A is wrong"; within a
+/// tier the last one decides, and a weak one that is negated ("option C is not ...") is no
+/// declaration at all.
 fn declared_choice(text: &str, allowed: &[char]) -> Option<Extraction> {
-    static DECLARATION: LazyLock<Regex> = LazyLock::new(|| {
+    static STRONG: LazyLock<Regex> = LazyLock::new(|| {
         re(concat!(
             r"(?i)(?:\b(?:(?:the|my|your|our)\s+)?(?:(?:correct|best|final|right|most\s+(?:likely|appropriate|suitable))\s+)?",
             r"(?:answer|option|choice)s?\s*(?:is|would\s+be|should\s+be|will\s+be|must\s+be|=|:|：)",
             r"(?:\s+(?:likely|probably|clearly|definitely|most\s+likely))?",
             r"|\bi\s+(?:would\s+|will\s+|'d\s+)?(?:choose|select|pick|go\s+with)\b",
-            r"|\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be)(?:\s+(?:likely|probably|clearly|definitely))?",
-            r"|\b(?:answer|option|choice)\b",
             r"|答案是|答案为|答案[:：]|选项|选择)",
         ))
     });
-    let mut last: Option<Extraction> = None;
-    for m in DECLARATION.find_iter(text) {
-        let Some(read) = read_choice(&text[m.end()..], true) else {
-            continue;
-        };
-        if !read.upper && !read.clear() {
-            // "the answer is a left turn": an article, not a letter.
-            continue;
-        }
-        let decision = if !allowed.contains(&read.letter) {
-            // "Answer: E." names an impossible option; "Answer: I think ..." names nothing.
-            if read.clear() {
-                Extraction::unanswered(Rule::Invalid)
-            } else {
+    static WEAK: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be)(?:\s+(?:likely|probably|clearly|definitely))?|\b(?:answer|option|choice)\b",
+        )
+    });
+    static NEGATED: LazyLock<Regex> = LazyLock::new(|| {
+        re(
+            r"(?i)^\s*(?:is|was|seems|looks|would\s+be|are)\s+(?:not|wrong|incorrect|false|unlikely|impossible)\b|^\s*(?:isn't|isn’t)",
+        )
+    });
+    let last_of = |pattern: &Regex, weak: bool| {
+        let mut last: Option<Extraction> = None;
+        for m in pattern.find_iter(text) {
+            let Some(read) = read_choice(&text[m.end()..], true) else {
+                continue;
+            };
+            if !read.upper && !read.clear() {
+                // "the answer is a left turn": an article, not a letter.
                 continue;
             }
-        } else if has_alternative(&read, allowed) {
-            Extraction::unanswered(Rule::Ambiguous)
-        } else {
-            Extraction::found(Extracted::Choice(read.letter), Rule::Declared)
-        };
-        last = Some(decision);
-    }
-    last
+            if weak && NEGATED.is_match(read.rest) {
+                continue;
+            }
+            let decision = if !allowed.contains(&read.letter) {
+                // "Answer: E." names an impossible option; "Answer: I think ..." names nothing.
+                if read.clear() {
+                    Extraction::unanswered(Rule::Invalid)
+                } else {
+                    continue;
+                }
+            } else if has_alternative(&read, allowed) {
+                Extraction::unanswered(Rule::Ambiguous)
+            } else {
+                Extraction::found(Extracted::Choice(read.letter), Rule::Declared)
+            };
+            last = Some(decision);
+        }
+        last
+    };
+    last_of(&STRONG, false).or_else(|| last_of(&WEAK, true))
 }
 
 /// Extracts one option letter (the module docs list the rules).

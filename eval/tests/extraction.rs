@@ -60,6 +60,12 @@ fn option_letters_from_real_looking_outputs() {
         ("I would choose A.", Some('A'), Rule::Declared),
         ("答案是C", Some('C'), Rule::Declared),
         ("Answer: I think B", Some('B'), Rule::Trailing),
+        (
+            "Answer: B) move backward. Option A is wrong because the drone recedes.",
+            Some('B'),
+            Rule::Declared,
+        ),
+        ("Option C is not correct; option D is.", Some('D'), Rule::Declared),
         ("B. move backward", Some('B'), Rule::Leading),
         ("**C. ascend**", Some('C'), Rule::Leading),
         ("A: move forward", Some('A'), Rule::Leading),
