@@ -9,5 +9,6 @@ pub mod loader;
 pub mod manifest;
 pub mod preprocess;
 pub mod samples;
+pub mod synth;
 pub mod text;
 pub mod video;

@@ -1,0 +1,160 @@
+//! Files of the synthetic world: clips as MP4, ground truth as safetensors, questions as a
+//! SIS-Bench manifest and as training conversations, and JSON descriptions.
+//!
+//! Ground-truth files (`<clip>.safetensors`, beside `<clip>.mp4`), N frames of H×W:
+//!
+//! | tensor | dtype | shape | meaning |
+//! |---|---|---|---|
+//! | `flow` | f32 | [N−1, 2, H, W] | forward flow t→t+1 in pixels; channel 0 = x (u), 1 = y (v) |
+//! | `valid` | u8 | [N−1, H, W] | 1 where the flow is observable (in view, not occluded in t+1) |
+//! | `depth` | f32 | [N, H, W] | z-depth in metres; 0 where the ray meets sky |
+//! | `camera_to_world` | f32 | [N, 3, 4] | `[right | down | forward | position]` per frame |
+//! | `intrinsics` | f32 | [4] | fx, fy, cx, cy in pixels (pixel centres at integer indices) |
+//!
+//! The header holds one metadata entry, `clip`, a JSON object with the clip id, behaviour,
+//! fps and size (one entry only: safetensors writes metadata from a hash map, so more than
+//! one would make the bytes depend on hash order).
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs;
+use std::io::Write;
+use std::path::Path;
+
+use ndarray::ArrayView3;
+use safetensors::{Dtype, tensor::TensorView};
+use serde::Serialize;
+
+use super::SynthError;
+use super::camera::Intrinsics;
+use super::qa::{LETTERS, Mcq};
+use super::render::RenderedClip;
+use crate::text::VIDEO_TAG;
+use crate::video::{EncodeSettings, VideoWriter};
+
+/// Encodes RGB frames (`[H, W, 3]` each) as an H.264 MP4 at `fps`.
+pub fn write_video<'a>(
+    path: &Path,
+    frames: impl IntoIterator<Item = &'a [u8]>,
+    width: usize,
+    height: usize,
+    fps: u32,
+) -> Result<(), SynthError> {
+    let fps = i32::try_from(fps).map_err(|_| SynthError::Config(format!("fps {fps} is too large")))?;
+    let settings = EncodeSettings {
+        frame_rate: (fps, 1),
+        // About 2 bits per pixel per second: visually lossless at these sizes, so estimated
+        // flow on the decoded video is not limited by compression.
+        bit_rate: (width * height * fps as usize * 2).max(200_000),
+        gop_size: fps as u32,
+        options: vec![("preset".to_string(), "veryfast".to_string())],
+        ..EncodeSettings::default()
+    };
+    let mut writer = VideoWriter::create(path, width, height, &settings)?;
+    for rgb in frames {
+        let view = ArrayView3::from_shape((height, width, 3), rgb).map_err(|e| {
+            SynthError::Config(format!("{}: frame buffer does not match {width}x{height}: {e}", path.display()))
+        })?;
+        writer.push(view)?;
+    }
+    Ok(writer.finish()?)
+}
+
+fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
+    values.into_iter().flat_map(f32::to_le_bytes).collect()
+}
+
+/// Writes a clip's exact flow, mask, depth and cameras (see the module docs).
+pub fn write_ground_truth(
+    path: &Path,
+    clip: &RenderedClip,
+    k: &Intrinsics,
+    metadata: String,
+) -> Result<(), SynthError> {
+    let (w, h) = (k.width, k.height);
+    let n = clip.frames.len();
+    let err = |source| SynthError::GroundTruth { path: path.to_path_buf(), source };
+    let flow = f32_bytes(clip.flows.iter().flat_map(|f| f.uv.iter().copied()));
+    let valid: Vec<u8> = clip.flows.iter().flat_map(|f| f.valid.iter().copied()).collect();
+    let depth = f32_bytes(clip.frames.iter().flat_map(|f| f.depth.iter().copied()));
+    let cams = f32_bytes(clip.poses.iter().flat_map(|p| p.camera_to_world()));
+    let intr = f32_bytes(k.to_array());
+    let tensors = vec![
+        ("flow", TensorView::new(Dtype::F32, vec![n - 1, 2, h, w], &flow).map_err(err)?),
+        ("valid", TensorView::new(Dtype::U8, vec![n - 1, h, w], &valid).map_err(err)?),
+        ("depth", TensorView::new(Dtype::F32, vec![n, h, w], &depth).map_err(err)?),
+        ("camera_to_world", TensorView::new(Dtype::F32, vec![n, 3, 4], &cams).map_err(err)?),
+        ("intrinsics", TensorView::new(Dtype::F32, vec![4], &intr).map_err(err)?),
+    ];
+    let meta = HashMap::from([("clip".to_string(), metadata)]);
+    safetensors::serialize_to_file(tensors, Some(meta), path).map_err(err)
+}
+
+/// Writes `value` as pretty JSON with a final newline.
+pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SynthError> {
+    let mut text =
+        serde_json::to_string_pretty(value).map_err(|source| SynthError::Json { path: path.to_path_buf(), source })?;
+    text.push('\n');
+    let mut file = fs::File::create(path).map_err(SynthError::io(path))?;
+    file.write_all(text.as_bytes()).map_err(SynthError::io(path))
+}
+
+/// A SIS-Bench manifest row (the fields `manifest::read_sisbench` reads).
+#[derive(Debug, Clone, Serialize)]
+pub struct SisRow {
+    pub question_id: String,
+    pub video_name: String,
+    pub video_path: String,
+    pub concat_num: u32,
+    pub task_type: String,
+    pub question: String,
+    pub options: BTreeMap<String, String>,
+    pub answer: String,
+}
+
+impl SisRow {
+    pub fn new(q: &Mcq) -> Self {
+        let video_name = Path::new(&q.video).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+        SisRow {
+            question_id: q.id.clone(),
+            video_name,
+            video_path: q.video.clone(),
+            concat_num: q.concat_num,
+            task_type: q.task.name().to_string(),
+            question: q.question.clone(),
+            options: LETTERS.iter().zip(&q.options).map(|(l, o)| (l.to_string(), o.clone())).collect(),
+            answer: q.answer_letter().to_string(),
+        }
+    }
+}
+
+/// One turn of a LLaVA conversation.
+#[derive(Debug, Clone, Serialize)]
+pub struct Turn {
+    pub from: &'static str,
+    pub value: String,
+}
+
+/// A LLaVA-form training row (what `samples::read_training_samples` reads).
+#[derive(Debug, Clone, Serialize)]
+pub struct ConversationRow {
+    pub id: String,
+    pub video: String,
+    pub conversations: Vec<Turn>,
+    pub task: String,
+    pub format: &'static str,
+}
+
+impl ConversationRow {
+    pub fn new(q: &Mcq) -> Self {
+        ConversationRow {
+            id: q.id.clone(),
+            video: q.video.clone(),
+            conversations: vec![
+                Turn { from: "human", value: format!("{VIDEO_TAG}\n{}", q.prompt()) },
+                Turn { from: "gpt", value: q.answer_letter().to_string() },
+            ],
+            task: q.task.name().to_string(),
+            format: "mcq",
+        }
+    }
+}
