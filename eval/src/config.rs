@@ -44,6 +44,30 @@ pub struct RunConfig {
     pub generation: GenerationConfig,
     #[serde(default)]
     pub protocol: ProtocolConfig,
+    #[serde(default)]
+    pub motion: MotionConfig,
+}
+
+/// The SIS-Motion branch at evaluation time. A motion-aware checkpoint (a `train sft --motion`
+/// checkpoint folder, or a merged model, holding `motion.json` + `motion.safetensors`) is
+/// evaluated with the flow estimator it was trained with; naming another one, or `none`, is
+/// refused unless `force` is set, since the connector learnt that estimator's flow statistics.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MotionConfig {
+    /// Flow estimator by registry name (`--motion`); default: the checkpoint's own, or none
+    /// for a visual-only checkpoint.
+    #[serde(default)]
+    pub estimator: Option<String>,
+    /// Weights of a network estimator (RAFT) when it needs a file.
+    #[serde(default)]
+    pub weights: Option<PathBuf>,
+    /// Flow cache folder; default `<out>/flow-cache`.
+    #[serde(default)]
+    pub cache_dir: Option<PathBuf>,
+    /// Evaluate with a different estimator (or none) than the checkpoint was trained with.
+    #[serde(default)]
+    pub force: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -182,6 +206,7 @@ impl Default for RunConfig {
             model: ModelConfig::default(),
             generation: GenerationConfig::default(),
             protocol: ProtocolConfig::default(),
+            motion: MotionConfig::default(),
         }
     }
 }

@@ -61,6 +61,8 @@ pub enum EvalError {
     Model(#[from] motionvl_models::ModelError),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    #[error(transparent)]
+    Flow(Box<motionvl_flow::FlowError>),
     #[error("chart {path}: {message}")]
     Chart { path: PathBuf, message: String },
     /// The predictor (model or a caller's stand-in) failed on a batch.
@@ -71,6 +73,12 @@ pub enum EvalError {
 impl From<ReadError> for EvalError {
     fn from(e: ReadError) -> Self {
         EvalError::Manifest(Box::new(e))
+    }
+}
+
+impl From<motionvl_flow::FlowError> for EvalError {
+    fn from(e: motionvl_flow::FlowError) -> Self {
+        EvalError::Flow(Box::new(e))
     }
 }
 

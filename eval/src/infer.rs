@@ -12,7 +12,10 @@ use candle_core::{DType, Device, Tensor};
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
+use motionvl_flow::media::MotionMedia;
+use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::{CheckpointFiles, HubOptions};
@@ -34,6 +37,8 @@ pub struct PreparedQuestion {
     /// Images and videos in prompt order.
     pub images: Vec<DataPixels>,
     pub videos: Vec<DataPixels>,
+    /// Flow pseudo-image pixels of each video, on its grid (motion-aware models only).
+    pub motion: Vec<DataPixels>,
 }
 
 /// A batch of questions ready for a model, and those that could not be prepared.
@@ -61,6 +66,8 @@ pub struct QwenPreparer {
     pub tokenizer: QwenTokenizer,
     pub media: QwenMedia,
     pub template: TemplateOptions,
+    /// Flow → pseudo-images for every video, when the model is motion-aware.
+    pub motion: Option<MotionMedia>,
     /// Leave out (and report) questions whose media or prompt fail, instead of stopping.
     pub skip_bad: bool,
 }
@@ -73,11 +80,23 @@ impl QwenPreparer {
             id: item.id.clone(),
             message: format!("{}: {e}", path.display()),
         };
-        let videos = item
-            .videos
-            .iter()
-            .map(|p| self.media.load_video(p).map_err(|e| media_error(p, &e)))
-            .collect::<Result<Vec<_>>>()?;
+        let (videos, motion): (Vec<DataPixels>, Vec<DataPixels>) = match &self.motion {
+            Some(m) => item
+                .videos
+                .iter()
+                .map(|p| m.load_video_with_motion(p).map_err(|e| media_error(p, &e)))
+                .collect::<Result<Vec<_>>>()?
+                .into_iter()
+                .unzip(),
+            None => {
+                let videos = item
+                    .videos
+                    .iter()
+                    .map(|p| self.media.load_video(p).map_err(|e| media_error(p, &e)))
+                    .collect::<Result<Vec<_>>>()?;
+                (videos, Vec::new())
+            }
+        };
         let images = item
             .images
             .iter()
@@ -107,6 +126,7 @@ impl QwenPreparer {
             prompt: Some(prompt),
             images,
             videos,
+            motion,
         })
     }
 }
@@ -131,6 +151,8 @@ impl Prepare for QwenPreparer {
 /// Batched greedy decoding with Qwen2.5-VL (KV cache, left-padded rows decoded in lockstep).
 pub struct QwenGenerator {
     pub model: Qwen25Vl,
+    /// The SIS-Motion branch whose fused tokens replace the video tokens, when motion-aware.
+    pub motion: Option<MotionBranch>,
     pub tokenizer: QwenTokenizer,
     pub device: Device,
     pub max_new_tokens: usize,
@@ -216,14 +238,31 @@ impl Generate for QwenGenerator {
             stop_ids: self.stop_ids(),
             keep_logits: false,
         };
-        let generation = self.model.generate(&rows, &vision, None, &options)?;
+        let generation = match &self.motion {
+            Some(branch) => {
+                let motion: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.motion).collect();
+                if motion.len() != videos.len() {
+                    return Err(EvalError::Generate(format!(
+                        "the model is motion-aware but {} of the batch's {} videos carry motion pixels",
+                        motion.len(),
+                        videos.len()
+                    )));
+                }
+                let motion = stack_pixels(&motion, &self.device, dtype)?;
+                let features = vision_features(&self.model, Some(branch), &vision, motion.as_ref())?;
+                let embeds = self.model.embed(&rows, &features)?;
+                let positions = self.model.positions(&rows, &vision)?;
+                self.model
+                    .generate_from_embeds(&embeds, &rows.mask, &positions, &options)?
+            }
+            None => self.model.generate(&rows, &vision, None, &options)?,
+        };
         generation
             .tokens
             .iter()
             .map(|ids| {
                 self.tokenizer
                     .decode(ids, true)
-                    .map(|t| t.trim().to_string())
                     .map_err(|e| EvalError::Tokenizer(Box::new(e)))
             })
             .collect()
@@ -324,6 +363,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         let dir = adapter_dir(adapter)?;
         LoraWeights::load_peft(&dir, &device)?.attach(&mut model)?;
     }
+    let motion = load_motion(config, &files, &model, &device)?;
     // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
     let base = match checkpoint_file(checkpoint, &files, "preprocessor_config.json")? {
         Some(path) => PreprocessConfig::from_json_file(&path)
@@ -342,15 +382,35 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         merge_size: model.config().vision.spatial_merge_size,
         ..TemplateOptions::default()
     };
+    let (motion_media, branch) = match motion {
+        Some(m) => {
+            let cache_dir = config
+                .motion
+                .cache_dir
+                .clone()
+                .unwrap_or_else(|| config.out.join("flow-cache"));
+            let cache = FlowCache::new(cache_dir)?;
+            let media = MotionMedia {
+                qwen: media.clone(),
+                estimator: m.estimator,
+                cache: Some(cache),
+                pseudo: m.pseudo,
+            };
+            (Some(media), Some(m.branch))
+        }
+        None => (None, None),
+    };
     let preparer = QwenPreparer {
         bench,
         tokenizer: tokenizer.clone(),
         media,
         template,
+        motion: motion_media,
         skip_bad: config.skip_bad,
     };
     let generator = QwenGenerator {
         model,
+        motion: branch,
         tokenizer,
         device,
         max_new_tokens: config.generation.max_new_tokens,
@@ -376,4 +436,102 @@ fn check_token_ids(model: &Qwen25Vl, tokenizer: &QwenTokenizer) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A loaded motion branch and how to make its inputs.
+struct LoadedMotion {
+    branch: MotionBranch,
+    estimator: std::sync::Arc<dyn FlowEstimator>,
+    pseudo: PseudoImageConfig,
+}
+
+/// Where a motion-aware checkpoint keeps `motion.json`: the `--adapter` folder (a trainer
+/// checkpoint), the folder above a given `adapter/`, or the model folder (a merged model).
+fn motion_dir(config: &RunConfig, files: &CheckpointFiles) -> Option<PathBuf> {
+    let mut candidates = Vec::new();
+    if let Some(adapter) = &config.model.adapter {
+        candidates.push(adapter.clone());
+        if let Some(parent) = adapter.parent() {
+            candidates.push(parent.to_path_buf());
+        }
+    }
+    candidates.push(files.dir.clone());
+    candidates
+        .into_iter()
+        .find(|d| d.join(motionvl_models::motion::MOTION_META_FILE).is_file())
+}
+
+/// Resolves the motion branch of a run (see [`crate::config::MotionConfig`] for the rules).
+fn load_motion(
+    config: &RunConfig,
+    files: &CheckpointFiles,
+    model: &Qwen25Vl,
+    device: &Device,
+) -> Result<Option<LoadedMotion>> {
+    let requested = config
+        .motion
+        .estimator
+        .as_deref()
+        .map(str::trim)
+        .filter(|n| !n.is_empty());
+    let found = match motion_dir(config, files) {
+        Some(dir) => MotionMeta::read(&dir)?.map(|meta| (dir, meta)),
+        None => None,
+    };
+    let Some((dir, meta)) = found else {
+        return match requested {
+            None | Some("none") => Ok(None),
+            Some(name) => Err(EvalError::Config(format!(
+                "--motion {name}: the checkpoint has no motion branch (no motion.json beside the adapter or the \
+                 model); evaluate a `train sft --motion` checkpoint, or leave --motion out"
+            ))),
+        };
+    };
+    if requested == Some("none") {
+        if config.motion.force {
+            return Ok(None);
+        }
+        return Err(EvalError::Config(format!(
+            "{} is motion-aware (trained with `{}`); --motion none would drop its motion branch (add --force-motion \
+             to do so anyway)",
+            dir.display(),
+            meta.estimator
+        )));
+    }
+    let name = requested.unwrap_or(&meta.estimator);
+    let estimator: std::sync::Arc<dyn FlowEstimator> =
+        estimator_by_name(name, config.motion.weights.as_deref(), device)?.into();
+    if !config.motion.force {
+        if estimator.name() != meta.estimator {
+            return Err(EvalError::Config(format!(
+                "{} was trained with the `{}` flow estimator, not `{}`; pass --motion {} (or --force-motion)",
+                dir.display(),
+                meta.estimator,
+                estimator.name(),
+                meta.estimator
+            )));
+        }
+        if estimator.settings() != meta.estimator_settings {
+            return Err(EvalError::Config(format!(
+                "{}: the `{}` estimator's settings {} differ from those it was trained with, {} (add \
+                 --force-motion to go on)",
+                dir.display(),
+                meta.estimator,
+                estimator.settings(),
+                meta.estimator_settings
+            )));
+        }
+    }
+    let pseudo: PseudoImageConfig = serde_json::from_value(meta.pseudo_images.clone()).map_err(|e| {
+        EvalError::Config(format!(
+            "{}: pseudo_images: {e}",
+            dir.join(motionvl_models::motion::MOTION_META_FILE).display()
+        ))
+    })?;
+    let branch = MotionBranch::load(&dir, &meta, model.visual(), device)?;
+    Ok(Some(LoadedMotion {
+        branch,
+        estimator,
+        pseudo,
+    }))
 }

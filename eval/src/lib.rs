@@ -3,7 +3,8 @@
 //!
 //! The flow of `evaluate run` ([`run::run`]): a [`bench::Bench`] reads the manifest into
 //! [`item::Item`]s and writes each question's prompt; [`infer`] decodes the media with the
-//! SPEC §2 protocol ([`config::ProtocolConfig`]) and generates greedily in batches; every
+//! SPEC §2 protocol ([`config::ProtocolConfig`]), adds flow pseudo-images for motion-aware
+//! checkpoints ([`config::MotionConfig`]) and generates greedily in batches; every
 //! answer is appended to `predictions.jsonl` ([`predictions`]) so an interrupted run resumes;
 //! [`extract`] reads the answer out of the raw text and [`metrics`] scores it; [`results`]
 //! groups the scores by task, dimension and level; [`report`] writes `results.json`, CSVs, a

@@ -39,6 +39,9 @@ pub struct RunRecord {
     pub limit: Option<usize>,
     pub max_new_tokens: usize,
     pub protocol: ProtocolConfig,
+    /// `--motion` as given (`None`: the checkpoint's own estimator, if any).
+    #[serde(default)]
+    pub motion: Option<String>,
 }
 
 impl RunRecord {
@@ -59,13 +62,14 @@ impl RunRecord {
             limit: config.limit,
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
+            motion: config.motion.estimator.clone(),
         }
     }
 
     /// Names of the settings that differ.
     fn differences(&self, other: &RunRecord) -> Vec<&'static str> {
         let mut d = Vec::new();
-        let checks: [(&'static str, bool); 7] = [
+        let checks: [(&'static str, bool); 8] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -73,6 +77,7 @@ impl RunRecord {
             ("limit", self.limit == other.limit),
             ("max_new_tokens", self.max_new_tokens == other.max_new_tokens),
             ("protocol", self.protocol == other.protocol),
+            ("motion", self.motion == other.motion),
         ];
         for (name, same) in checks {
             if !same {
@@ -130,7 +135,12 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     let record = RunRecord::of(config, bench);
     check_record(out, &record)?;
     let predictions_path = out.join(PREDICTIONS_FILE);
-    let (mut writer, existing) = if predictions_path.exists() {
+    let answered = std::fs::metadata(&predictions_path).is_ok_and(|m| m.len() > 0);
+    if !answered && predictions_path.exists() {
+        // Left empty by a run that failed before its first answer.
+        std::fs::remove_file(&predictions_path).map_err(EvalError::io("remove", &predictions_path))?;
+    }
+    let (mut writer, existing) = if answered {
         if !config.resume {
             return Err(EvalError::Resume(format!(
                 "{} already holds predictions; pass --resume to continue that run, or choose another --out",
@@ -260,10 +270,13 @@ fn running_message(t: &Tally) -> String {
     )
 }
 
-/// Writes `run.json` for a new run, or checks that a resumed run's settings match it.
+/// Writes `run.json` for a new run, or checks that a resumed run's settings match it. Only a
+/// folder that already holds predictions is protected: a run that failed before answering
+/// anything (a wrong flag, say) leaves nothing to mix, and its `run.json` is replaced.
 fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
     let path = out.join(RUN_FILE);
-    if path.exists() {
+    let answered = std::fs::metadata(out.join(PREDICTIONS_FILE)).is_ok_and(|m| m.len() > 0);
+    if path.exists() && answered {
         let text = std::fs::read_to_string(&path).map_err(EvalError::io("read", &path))?;
         let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile {
             path: path.clone(),

@@ -27,6 +27,7 @@ impl Prepare for TextOnly {
                 prompt: None,
                 images: Vec::new(),
                 videos: Vec::new(),
+                motion: Vec::new(),
             })
             .collect();
         Ok(PreparedBatch {

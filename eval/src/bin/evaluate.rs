@@ -96,6 +96,19 @@ struct RunArgs {
     min_pixels: Option<usize>,
     #[arg(long)]
     max_pixels: Option<usize>,
+    /// Flow estimator of a motion-aware checkpoint (dis, raft-small, ...); default: the one it
+    /// was trained with. `none` evaluates it without its motion branch (needs --force-motion).
+    #[arg(long)]
+    motion: Option<String>,
+    /// Weights file of a network flow estimator.
+    #[arg(long)]
+    motion_weights: Option<PathBuf>,
+    /// Flow cache folder (default: <out>/flow-cache).
+    #[arg(long)]
+    flow_cache: Option<PathBuf>,
+    /// Allow a different estimator than the checkpoint was trained with.
+    #[arg(long)]
+    force_motion: bool,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -171,6 +184,16 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     if let Some(v) = args.max_pixels {
         cfg.protocol.max_pixels = v;
     }
+    if let Some(v) = args.motion {
+        cfg.motion.estimator = Some(v);
+    }
+    if let Some(v) = args.motion_weights {
+        cfg.motion.weights = Some(v);
+    }
+    if let Some(v) = args.flow_cache {
+        cfg.motion.cache_dir = Some(v);
+    }
+    cfg.motion.force |= args.force_motion;
     if cfg.bench.is_empty() && !cfg.manifest.as_os_str().is_empty() {
         let b = bench::detect(&cfg.manifest)?;
         eprintln!("benchmark: {} (detected from the manifest)", b.name());
