@@ -1,1 +1,20 @@
-//! Optical flow for motionvl.
+//! Optical flow for motionvl: the [`FlowEstimator`] trait and its implementations (Dense
+//! Inverse Search in pure Rust, RAFT small/large in Candle), flow → pseudo-images for the
+//! motion encoder, an on-disk flow cache, and the loader hook that turns a video into motion
+//! pixels ([`media`]).
+
+pub mod cache;
+pub mod dis;
+pub mod error;
+pub mod estimator;
+pub mod media;
+pub mod pseudo;
+pub mod raft;
+pub mod synthetic;
+
+pub use cache::{CacheKey, CacheStatus, FlowCache};
+pub use dis::{Dis, DisParams, DisPreset};
+pub use error::{FlowError, Result};
+pub use estimator::{estimator_by_name, estimator_from_spec, EstimatorSpec, FlowEstimator, Flows, Padding, KNOWN_ESTIMATORS};
+pub use pseudo::{Alignment, PseudoImageConfig, PseudoImages};
+pub use raft::{RaftArch, RaftConfig, RaftEstimator};

@@ -1,0 +1,243 @@
+//! On-disk flow cache: flows are computed once per (frames, frame plan, estimator, settings)
+//! and read back by every later training or evaluation run.
+//!
+//! An entry is `<root>/<key[0..2]>/<key>.safetensors` holding one f16 tensor `flows`
+//! `[N−1,2,H,W]` (f16 keeps 0.03 px at 100 px of motion, far below any estimator's error, at
+//! half the disk) and metadata: the key, the estimator, and a SHA-256 of the tensor bytes. The
+//! key is a SHA-256 over the frames' shape and bytes, the caller's plan description, the
+//! estimator's name and its settings JSON, so changing any of them misses. Entries are written
+//! to a temporary file and renamed into place, so readers never see half an entry; an entry
+//! that fails to parse, names another key, or whose checksum disagrees is reported as corrupt,
+//! and [`FlowCache::get_or_compute`] recomputes and replaces it.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::PathBuf;
+
+use half::f16;
+use ndarray::{Array4, ArrayView4};
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use sha2::{Digest, Sha256};
+
+use crate::error::{FlowError, Result};
+use crate::estimator::{FlowEstimator, Flows};
+
+/// Bumped when the entry layout or the key recipe changes, so old entries simply miss.
+const FORMAT: &str = "motionvl-flow-cache-v1";
+
+/// A cache key: 64 hex digits.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct CacheKey(String);
+
+impl CacheKey {
+    /// Key of `frames` `[N,H,W,3]` taken by `plan` (any stable description of how the frames
+    /// were chosen: video id, timestamps, resize) and flowed by `estimator`.
+    pub fn new(frames: ArrayView4<u8>, plan: &str, estimator: &dyn FlowEstimator) -> Self {
+        let mut h = Sha256::new();
+        h.update(FORMAT.as_bytes());
+        for d in frames.shape() {
+            h.update((*d as u64).to_le_bytes());
+        }
+        match frames.as_slice() {
+            Some(bytes) => h.update(bytes),
+            None => frames.iter().for_each(|b| h.update([*b])),
+        }
+        // Lengths before each string keep ("ab","c") and ("a","bc") apart.
+        for part in [plan.to_string(), estimator.name().to_string(), estimator.settings().to_string()] {
+            h.update((part.len() as u64).to_le_bytes());
+            h.update(part.as_bytes());
+        }
+        CacheKey(hex(&h.finalize()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// How [`FlowCache::get_or_compute`] obtained the flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheStatus {
+    Hit,
+    Miss,
+    /// The entry existed but was corrupt; it was recomputed and replaced.
+    Repaired,
+}
+
+/// A directory of cached flows.
+#[derive(Debug, Clone)]
+pub struct FlowCache {
+    root: PathBuf,
+}
+
+impl FlowCache {
+    pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
+        let root = root.into();
+        fs::create_dir_all(&root).map_err(|e| FlowError::io(&root, e))?;
+        Ok(FlowCache { root })
+    }
+
+    pub fn path_of(&self, key: &CacheKey) -> PathBuf {
+        self.root.join(&key.0[..2]).join(format!("{}.safetensors", key.0))
+    }
+
+    /// The cached flows, `None` on a miss, [`FlowError::CorruptCacheEntry`] for a bad entry.
+    pub fn get(&self, key: &CacheKey) -> Result<Option<Flows>> {
+        let path = self.path_of(key);
+        let bytes = match fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(FlowError::io(&path, e)),
+        };
+        decode_entry(&bytes, key).map(Some).map_err(|reason| FlowError::CorruptCacheEntry { path, reason })
+    }
+
+    /// Stores `flows` under `key`, atomically replacing any previous entry.
+    pub fn put(&self, key: &CacheKey, flows: &Flows, estimator: &str) -> Result<()> {
+        let path = self.path_of(key);
+        let dir = path.parent().unwrap_or(&self.root);
+        fs::create_dir_all(dir).map_err(|e| FlowError::io(dir, e))?;
+        let data: Vec<u8> = flows.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect();
+        let meta = HashMap::from([
+            ("format".to_string(), FORMAT.to_string()),
+            ("key".to_string(), key.0.clone()),
+            ("estimator".to_string(), estimator.to_string()),
+            ("sha256".to_string(), hex(&Sha256::digest(&data))),
+        ]);
+        let view = TensorView::new(Dtype::F16, flows.shape().to_vec(), &data)?;
+        let tmp = dir.join(format!(".{}.{}.tmp", key.0, std::process::id()));
+        safetensors::serialize_to_file([("flows", view)], Some(meta), &tmp)?;
+        fs::rename(&tmp, &path).map_err(|e| FlowError::io(&path, e))
+    }
+
+    /// The flows of `frames` from the cache, computing and storing them on a miss or when the
+    /// entry is corrupt.
+    pub fn get_or_compute(&self, frames: ArrayView4<u8>, plan: &str, estimator: &dyn FlowEstimator) -> Result<(Flows, CacheStatus)> {
+        let key = CacheKey::new(frames, plan, estimator);
+        let status = match self.get(&key) {
+            Ok(Some(flows)) => return Ok((flows, CacheStatus::Hit)),
+            Ok(None) => CacheStatus::Miss,
+            Err(FlowError::CorruptCacheEntry { .. }) => CacheStatus::Repaired,
+            Err(e) => return Err(e),
+        };
+        let flows = estimator.estimate(frames)?;
+        self.put(&key, &flows, estimator.name())?;
+        Ok((flows, status))
+    }
+}
+
+fn decode_entry(bytes: &[u8], key: &CacheKey) -> std::result::Result<Flows, String> {
+    let (_, header) = SafeTensors::read_metadata(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
+    let meta = header.metadata().clone().unwrap_or_default();
+    if meta.get("key") != Some(&key.0) {
+        return Err(format!("entry belongs to key {:?}", meta.get("key")));
+    }
+    let st = SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
+    let t = st.tensor("flows").map_err(|e| format!("no `flows` tensor: {e}"))?;
+    if t.dtype() != Dtype::F16 || t.shape().len() != 4 || t.shape()[1] != 2 {
+        return Err(format!("`flows` is {:?} {:?}, expected f16 [N-1,2,H,W]", t.dtype(), t.shape()));
+    }
+    if meta.get("sha256") != Some(&hex(&Sha256::digest(t.data()))) {
+        return Err("checksum mismatch".to_string());
+    }
+    let values: Vec<f32> = t.data().chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
+    let s = t.shape();
+    Array4::from_shape_vec((s[0], s[1], s[2], s[3]), values).map_err(|e| e.to_string())
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An estimator that counts its calls and returns a recognisable field.
+    struct Counting {
+        calls: AtomicUsize,
+        setting: u32,
+    }
+
+    impl FlowEstimator for Counting {
+        fn name(&self) -> &str {
+            "counting"
+        }
+        fn settings(&self) -> serde_json::Value {
+            serde_json::json!({ "setting": self.setting })
+        }
+        fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows> {
+            self.calls.fetch_add(1, Ordering::SeqCst);
+            let (n, h, w, _) = frames.dim();
+            Ok(Array4::from_shape_fn((n - 1, 2, h, w), |(t, c, y, x)| t as f32 + 0.5 * c as f32 - 0.25 * y as f32 + x as f32 / 8.0))
+        }
+    }
+
+    fn is_temporary(path: &std::path::Path) -> bool {
+        path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+    }
+
+    fn clip(seed: u8) -> Array4<u8> {
+        Array4::from_shape_fn((3, 5, 7, 3), |(t, y, x, c)| seed.wrapping_add((t * 31 + y * 7 + x * 3 + c) as u8))
+    }
+
+    #[test]
+    fn miss_then_hit_returns_the_same_flows() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = clip(0);
+        let (a, s1) = cache.get_or_compute(frames.view(), "video.mp4@2fps", &est).expect("flows");
+        let (b, s2) = cache.get_or_compute(frames.view(), "video.mp4@2fps", &est).expect("flows");
+        assert_eq!((s1, s2, est.calls.load(Ordering::SeqCst)), (CacheStatus::Miss, CacheStatus::Hit, 1));
+        assert_eq!(a, b); // these values are exact in f16
+        assert_eq!(b.dim(), (2, 2, 5, 7));
+    }
+
+    #[test]
+    fn any_change_of_frames_plan_or_settings_misses() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let other = Counting { calls: AtomicUsize::new(0), setting: 2 };
+        let base = CacheKey::new(clip(0).view(), "p", &est);
+        assert_ne!(base, CacheKey::new(clip(1).view(), "p", &est));
+        assert_ne!(base, CacheKey::new(clip(0).view(), "q", &est));
+        assert_ne!(base, CacheKey::new(clip(0).view(), "p", &other));
+        assert_eq!(base, CacheKey::new(clip(0).view(), "p", &est));
+        cache.get_or_compute(clip(0).view(), "p", &est).expect("flows");
+        let (_, status) = cache.get_or_compute(clip(0).view(), "p", &other).expect("flows");
+        assert_eq!(status, CacheStatus::Miss);
+    }
+
+    #[test]
+    fn corrupt_entries_are_detected_and_recomputed() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = clip(5);
+        let key = CacheKey::new(frames.view(), "p", &est);
+        let (good, _) = cache.get_or_compute(frames.view(), "p", &est).expect("flows");
+        let path = cache.path_of(&key);
+        let original = fs::read(&path).expect("entry");
+
+        // A flipped byte in the payload: parses, but the checksum disagrees.
+        let mut flipped = original.clone();
+        let last = flipped.len() - 3;
+        flipped[last] ^= 0x40;
+        // A truncated file: does not parse.
+        let truncated = original[..original.len() / 2].to_vec();
+        for (what, bytes) in [("flipped", flipped), ("truncated", truncated), ("garbage", b"not a cache entry".to_vec())] {
+            fs::write(&path, &bytes).expect("write");
+            assert!(matches!(cache.get(&key), Err(FlowError::CorruptCacheEntry { .. })), "{what} must be reported");
+            let (again, status) = cache.get_or_compute(frames.view(), "p", &est).expect("flows");
+            assert_eq!((status, &again), (CacheStatus::Repaired, &good), "{what}");
+            assert_eq!(cache.get(&key).expect("repaired").as_ref(), Some(&good), "{what}: the entry is replaced");
+        }
+        assert_eq!(est.calls.load(Ordering::SeqCst), 4);
+        let leftovers: Vec<_> = fs::read_dir(path.parent().expect("dir")).expect("dir").flatten().filter(|e| is_temporary(&e.path())).collect();
+        assert!(leftovers.is_empty());
+    }
+}

@@ -1,0 +1,199 @@
+//! The `FlowEstimator` trait, its input-size rule, and the registry behind `--motion NAME`.
+//!
+//! An estimator takes a whole clip, `[N, H, W, 3]` RGB u8 frames, and returns one flow field per
+//! consecutive pair, `[N-1, 2, H, W]` f32 (channel 0 = horizontal `u`, 1 = vertical `v`, in
+//! pixels, forward: frame t at `(x, y)` moves to `(x+u, y+v)` in frame t+1). Pairwise networks
+//! loop over the pairs themselves (and can reuse per-frame features); multi-frame networks see
+//! the whole clip at once, which is why the unit of work is a clip and not a pair.
+
+use std::path::Path;
+
+use candle_core::Device;
+use ndarray::{s, Array4, ArrayView4};
+
+use crate::dis::{Dis, DisPreset};
+use crate::error::{FlowError, Result};
+use crate::raft::{RaftArch, RaftEstimator};
+
+/// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
+pub type Flows = Array4<f32>;
+
+/// A dense optical-flow method.
+pub trait FlowEstimator: Send + Sync {
+    /// The registry name (`dis`, `raft-small`, ...), as given to `--motion`.
+    fn name(&self) -> &str;
+
+    /// Everything besides the name that changes the output (preset, iterations, weights
+    /// digest...). The flow cache keys entries on it, so two settings never share an entry.
+    fn settings(&self) -> serde_json::Value;
+
+    /// Frame sides must be a multiple of this; [`FlowEstimator::estimate`] pads to it and crops
+    /// the result back. RAFT needs 8 (three stride-2 stages); DIS takes any size (1).
+    fn size_multiple(&self) -> usize {
+        1
+    }
+
+    /// Flow of a clip whose sides are already multiples of [`FlowEstimator::size_multiple`].
+    fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows>;
+
+    /// Flow of a clip of any size: checks the clip, replicate-pads it (centred, as RAFT's
+    /// `InputPadder` does) to the size rule, and crops the flows back to `H×W`.
+    fn estimate(&self, frames: ArrayView4<u8>) -> Result<Flows> {
+        check_clip(frames)?;
+        let (_, h, w, _) = frames.dim();
+        let padding = Padding::to_multiple(h, w, self.size_multiple());
+        if padding.is_zero() {
+            return self.estimate_padded(frames);
+        }
+        let padded = padding.pad(frames);
+        let flows = self.estimate_padded(padded.view())?;
+        Ok(padding.crop(flows))
+    }
+}
+
+/// Rejects clips an estimator cannot take: fewer than two frames, not RGB, or empty frames.
+pub fn check_clip(frames: ArrayView4<u8>) -> Result<()> {
+    let (n, h, w, c) = frames.dim();
+    if n < 2 {
+        return Err(FlowError::InvalidInput(format!("a clip needs at least 2 frames for flow, got {n}")));
+    }
+    if c != 3 {
+        return Err(FlowError::InvalidInput(format!("frames must be RGB [N,H,W,3], got {c} channels")));
+    }
+    if h == 0 || w == 0 {
+        return Err(FlowError::InvalidInput(format!("empty frames ({h}x{w})")));
+    }
+    Ok(())
+}
+
+/// Replicate padding that centres the frame in a canvas whose sides are multiples of `m`
+/// (RAFT's `InputPadder` in "sintel" mode: the odd pixel goes to the bottom/right).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Padding {
+    pub top: usize,
+    pub bottom: usize,
+    pub left: usize,
+    pub right: usize,
+}
+
+impl Padding {
+    pub fn to_multiple(h: usize, w: usize, m: usize) -> Self {
+        let m = m.max(1);
+        let ph = (m - h % m) % m;
+        let pw = (m - w % m) % m;
+        Padding { top: ph / 2, bottom: ph - ph / 2, left: pw / 2, right: pw - pw / 2 }
+    }
+
+    pub fn is_zero(&self) -> bool {
+        self.top + self.bottom + self.left + self.right == 0
+    }
+
+    /// `[N,H,W,C]` → `[N,H+top+bottom,W+left+right,C]`, edges repeated.
+    pub fn pad(&self, frames: ArrayView4<u8>) -> Array4<u8> {
+        let (n, h, w, c) = frames.dim();
+        let (hp, wp) = (h + self.top + self.bottom, w + self.left + self.right);
+        Array4::from_shape_fn((n, hp, wp, c), |(t, y, x, k)| {
+            let sy = y.saturating_sub(self.top).min(h - 1);
+            let sx = x.saturating_sub(self.left).min(w - 1);
+            frames[[t, sy, sx, k]]
+        })
+    }
+
+    /// `[T,2,Hp,Wp]` flows → `[T,2,H,W]`: padding adds no motion, so cropping restores the flow.
+    pub fn crop(&self, flows: Flows) -> Flows {
+        let (_, _, hp, wp) = flows.dim();
+        flows.slice(s![.., .., self.top..hp - self.bottom, self.left..wp - self.right]).to_owned()
+    }
+}
+
+/// Registry names accepted by [`estimator_by_name`].
+pub const KNOWN_ESTIMATORS: &[&str] =
+    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large"];
+
+/// What to build: the `--motion` name plus the knobs the CLI exposes.
+#[derive(Debug, Clone, Default)]
+pub struct EstimatorSpec<'a> {
+    pub name: &'a str,
+    /// Checkpoint for network estimators (`.safetensors` or PyTorch `.pth`).
+    pub weights: Option<&'a Path>,
+    /// Refinement iterations for RAFT (default 12, torchvision's default).
+    pub iters: Option<usize>,
+}
+
+/// The estimator behind `--motion NAME`. `dis` (alias `classic`) needs no weights; `raft-small`
+/// and `raft-large` need a torchvision or princeton-vl checkpoint.
+pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) -> Result<Box<dyn FlowEstimator>> {
+    estimator_from_spec(&EstimatorSpec { name, weights, iters: None }, device)
+}
+
+/// [`estimator_by_name`] with the extra knobs of [`EstimatorSpec`].
+pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<dyn FlowEstimator>> {
+    let preset = match spec.name {
+        "dis" | "classic" | "dis-medium" => Some(DisPreset::Medium),
+        "dis-fast" => Some(DisPreset::Fast),
+        "dis-ultrafast" => Some(DisPreset::UltraFast),
+        _ => None,
+    };
+    if let Some(preset) = preset {
+        if let Some(path) = spec.weights {
+            return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
+        }
+        return Ok(Box::new(Dis::new(preset.params())?.with_name(spec.name)));
+    }
+    let arch = match spec.name {
+        "raft-small" => RaftArch::Small,
+        "raft-large" => RaftArch::Large,
+        other => {
+            return Err(FlowError::UnknownEstimator { name: other.to_string(), known: KNOWN_ESTIMATORS.join(", ") });
+        }
+    };
+    let Some(weights) = spec.weights else {
+        return Err(FlowError::MissingWeights { name: spec.name.to_string(), expected: arch.expected_weights().to_string() });
+    };
+    let iters = spec.iters.unwrap_or(12);
+    Ok(Box::new(RaftEstimator::from_checkpoint(weights, arch.config(), iters, device)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_centres_and_crop_restores() {
+        let p = Padding::to_multiple(61, 96, 8);
+        assert_eq!(p, Padding { top: 1, bottom: 2, left: 0, right: 0 });
+        let frames = Array4::from_shape_fn((2, 61, 96, 3), |(t, y, x, c)| (t * 7 + y * 3 + x + c) as u8);
+        let padded = p.pad(frames.view());
+        assert_eq!(padded.dim(), (2, 64, 96, 3));
+        assert_eq!(padded[[0, 0, 5, 1]], frames[[0, 0, 5, 1]]);
+        assert_eq!(padded[[1, 1, 5, 1]], frames[[1, 0, 5, 1]]);
+        assert_eq!(padded[[1, 63, 7, 2]], frames[[1, 60, 7, 2]]);
+        let flows = Array4::from_shape_fn((1, 2, 64, 96), |(_, c, y, x)| (c * 10000 + y * 100 + x) as f32);
+        let cropped = p.crop(flows);
+        assert_eq!(cropped.dim(), (1, 2, 61, 96));
+        assert_eq!(cropped[[0, 1, 0, 3]], 10000.0 + 100.0 + 3.0);
+    }
+
+    #[test]
+    fn registry_names_and_errors() {
+        let dev = Device::Cpu;
+        assert_eq!(estimator_by_name("dis", None, &dev).map(|e| e.name().to_string()).ok().as_deref(), Some("dis"));
+        assert_eq!(estimator_by_name("classic", None, &dev).map(|e| e.name().to_string()).ok().as_deref(), Some("classic"));
+        let unknown = estimator_by_name("farneback", None, &dev).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(unknown.contains("raft-large") && unknown.contains("dis"), "{unknown}");
+        let missing = estimator_by_name("raft-small", None, &dev).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(missing.contains("--weights") && missing.contains("`dis`") && missing.contains("raft_small"), "{missing}");
+        let extra = estimator_by_name("dis", Some(Path::new("x.pth")), &dev).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(extra.contains("takes no weights"), "{extra}");
+    }
+
+    #[test]
+    fn clips_are_checked() {
+        let one = Array4::<u8>::zeros((1, 8, 8, 3));
+        assert!(check_clip(one.view()).is_err());
+        let grey = Array4::<u8>::zeros((2, 8, 8, 1));
+        assert!(check_clip(grey.view()).is_err());
+        let ok = Array4::<u8>::zeros((2, 8, 8, 3));
+        assert!(check_clip(ok.view()).is_ok());
+    }
+}
