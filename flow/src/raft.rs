@@ -109,3 +109,22 @@ impl FlowEstimator for RaftEstimator {
         Ok(out)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The published sizes wire up (channel arithmetic of both presets); the numbers are
+    /// checked against torchvision by the parity test.
+    #[test]
+    fn published_presets_build_and_run() -> Result<()> {
+        let dev = Device::Cpu;
+        for arch in [RaftArch::Small, RaftArch::Large] {
+            let model = Raft::new(VarBuilder::zeros(DType::F32, &dev), &arch.config())?;
+            let images = Tensor::zeros((1, 3, 128, 128), DType::F32, &dev)?;
+            let flow = model.forward(&images, &images, 1)?;
+            assert_eq!(flow.dims(), &[1, 2, 128, 128], "{arch:?}");
+        }
+        Ok(())
+    }
+}
