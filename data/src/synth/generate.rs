@@ -34,7 +34,7 @@ use super::geometry::Vec3;
 use super::qa::{self, ClipFacts, Draft, TASKS};
 use super::render::RenderedClip;
 use super::rng::{SynthRng, derive_seed};
-use super::scene::{World, WorldSpec};
+use super::scene::{Colour, LandmarkKind, World, WorldSpec};
 use super::write::{ConversationRow, SisRow, write_ground_truth, write_json, write_video};
 
 /// Which clips get ground-truth files.
@@ -397,22 +397,17 @@ fn build_split(
     fs::create_dir_all(&videos).map_err(SynthError::io(&videos))?;
     let mut rng = SynthRng::new(derive_seed(config.seed, split.label() ^ 0xba1a));
 
-    // Behaviours dealt from shuffled full decks, so each is the answer equally often.
+    // Each clip's behaviour comes with its Action Recognition options (see `qa`).
     let total = seeds.len() * config.clips_per_world;
-    let mut deck = Vec::with_capacity(total + Behaviour::ALL.len());
-    while deck.len() < total {
-        let mut round = Behaviour::ALL.to_vec();
-        rng.shuffle(&mut round);
-        deck.extend(round);
-    }
+    let plans: Vec<(Behaviour, [Behaviour; 3])> = (0..total).map(|_| qa::recognition_set(&mut rng)).collect();
 
     let k = Intrinsics::drone(config.width, config.height);
     let mut worlds = Vec::with_capacity(seeds.len());
     let mut drafts = Vec::new();
     for (index, &seed) in seeds.iter().enumerate() {
-        let behaviours = &deck[index * config.clips_per_world..(index + 1) * config.clips_per_world];
+        let clips = &plans[index * config.clips_per_world..(index + 1) * config.clips_per_world];
         let job = WorldJob { config, split, index, seed, k, dir: &dir };
-        let (record, world_drafts) = job.build(behaviours, on_clip)?;
+        let (record, world_drafts) = job.build(clips, on_clip)?;
         worlds.push(record);
         drafts.extend(world_drafts);
     }
@@ -461,12 +456,13 @@ struct ClipOutput {
 impl WorldJob<'_> {
     fn build(
         &self,
-        behaviours: &[Behaviour],
+        plans: &[(Behaviour, [Behaviour; 3])],
         on_clip: &(dyn Fn() + Sync),
     ) -> Result<(WorldRecord, Vec<Draft>), SynthError> {
         let spec = WorldSpec { landmarks: self.config.landmarks_per_world, ..WorldSpec::default() };
         let world = World::generate(self.seed, &spec)?;
-        let flights = self.plan_flights(&world, behaviours)?;
+        let behaviours: Vec<Behaviour> = plans.iter().map(|p| p.0).collect();
+        let flights = self.plan_flights(&world, &behaviours)?;
         let outputs: Vec<ClipOutput> = flights
             .into_par_iter()
             .enumerate()
@@ -479,11 +475,19 @@ impl WorldJob<'_> {
 
         let mut drafts = Vec::new();
         let mut qrng = SynthRng::new(derive_seed(self.seed, 0x9a));
-        for o in &outputs {
-            drafts.extend(qa::action_recognition(&o.record.video, o.facts.behaviour, &mut qrng));
+        for (o, (behaviour, distractors)) in outputs.iter().zip(plans) {
+            drafts.extend(qa::action_recognition(&o.record.video, *behaviour, *distractors));
         }
-        for o in &outputs {
-            drafts.extend(qa::object_existence(&o.record.video, &world, &o.facts, &mut qrng));
+        for (c, o) in outputs.iter().enumerate() {
+            let elsewhere: Vec<(LandmarkKind, Colour)> = outputs
+                .iter()
+                .enumerate()
+                .filter(|(other, _)| *other != c)
+                .flat_map(|(_, other)| {
+                    other.facts.present.iter().map(|&l| (world.landmarks[l].kind, world.landmarks[l].colour))
+                })
+                .collect();
+            drafts.extend(qa::object_existence(&o.record.video, &world, &o.facts, &elsewhere, &mut qrng));
         }
         let mut concatenations = Vec::new();
         for c in 0..self.config.concats_per_world {

@@ -1,11 +1,25 @@
 //! Four-option questions about the rendered clips, in the SIS-Bench task taxonomy.
 //!
-//! | task | video | asks | distractors |
+//! | task | video | asks | options |
 //! |---|---|---|---|
-//! | Action Recognition | one clip | the drone's movement | the opposite movement, then others not nested with the answer |
-//! | Object Existence | one clip | which landmark appears | landmarks never seen in the clip (the world's own first) |
-//! | Action Sequence | 2–4 clips | the movements in order | permutations, one step reversed, one step replaced |
-//! | Landmark Order | 2–4 clips | landmarks in order of appearance | permutations, one landmark replaced by an unseen one |
+//! | Action Recognition | one clip | the drone's movement | a random set of four movements, no two nested (forward / forward-while-ascending) |
+//! | Object Existence | one clip | which landmark appears | a 2×2 grid of two kinds × two colours, the other three unseen in the clip |
+//! | Action Sequence | 2–4 clips | the movements in order | other orders of the same movements; for two clips, both orders of another pair |
+//! | Landmark Order | 2–4 clips | landmarks in order of appearance | other orders; for two clips, both orders of two unseen landmarks |
+//!
+//! The option sets are built so that the text alone does not give the answer away: a model
+//! that never looks at the video should score chance (25%). Hence no "always include the
+//! opposite" (the answer would be one of the opposite pair), no distractor that differs from
+//! the answer in one step (the answer would be the option most like the others), and:
+//! - Action Recognition draws the option set first, uniformly among sets of four pairwise
+//!   non-nested movements, and then the answer uniformly within it; the clip then flies that
+//!   answer. So every option of a set is equally likely to be the answer, at the price of
+//!   movements that fit fewer sets (plain forward flight) being flown less often.
+//! - Object Existence's grid makes each option share its kind with one option and its colour
+//!   with another; the second kind and colour come from landmarks other clips of the world
+//!   show, so they follow the same distribution as answers (big landmarks are seen more).
+//! - The two-clip Landmark Order is the one residual: its unseen landmarks are not drawn from
+//!   the distribution of seen ones.
 //!
 //! Questions are drafted with the answer apart from the distractors; [`balance`] then places
 //! answers so that every letter is the answer equally often within each task, which keeps a
@@ -17,7 +31,7 @@ use serde::{Deserialize, Serialize};
 
 use super::behaviours::Behaviour;
 use super::rng::SynthRng;
-use super::scene::{World, all_landmark_names, landmark_name};
+use super::scene::{Colour, LandmarkKind, World, all_landmark_names, landmark_name};
 use crate::manifest::SisTask;
 
 /// Option letters, in order.
@@ -99,47 +113,72 @@ fn take_three(answer: &str, candidates: impl IntoIterator<Item = String>) -> Opt
     out.try_into().ok()
 }
 
-/// "Which movement does the drone make?" for a single clip.
-pub fn action_recognition(video: &str, behaviour: Behaviour, rng: &mut SynthRng) -> Option<Draft> {
-    let mut others: Vec<Behaviour> = Behaviour::ALL
-        .iter()
-        .copied()
-        .filter(|&b| b != behaviour && Some(b) != behaviour.opposite() && !b.nested_with(behaviour))
-        .collect();
-    rng.shuffle(&mut others);
-    let candidates = behaviour.opposite().into_iter().chain(others).map(|b| b.phrase().to_string());
+/// An Action Recognition option set and its answer: four movements, no two nested, drawn
+/// uniformly among such sets, and the answer uniformly among the four (see the module docs).
+pub fn recognition_set(rng: &mut SynthRng) -> (Behaviour, [Behaviour; 3]) {
+    loop {
+        let mut all = Behaviour::ALL.to_vec();
+        rng.shuffle(&mut all);
+        let set = [all[0], all[1], all[2], all[3]];
+        if (0..4).all(|i| (i + 1..4).all(|j| !set[i].nested_with(set[j]))) {
+            let answer = rng.index(4);
+            let others: Vec<Behaviour> = (0..4).filter(|&i| i != answer).map(|i| set[i]).collect();
+            return (set[answer], [others[0], others[1], others[2]]);
+        }
+    }
+}
+
+/// "Which movement does the drone make?" for a single clip, with the option set drawn by
+/// [`recognition_set`].
+pub fn action_recognition(video: &str, behaviour: Behaviour, distractors: [Behaviour; 3]) -> Option<Draft> {
     Some(Draft {
         task: SisTask::ActionRecognition,
         video: video.to_string(),
         concat_num: 1,
         question: "Which movement does the drone make in this video?".to_string(),
         answer: behaviour.phrase().to_string(),
-        distractors: take_three(behaviour.phrase(), candidates)?,
+        distractors: take_three(behaviour.phrase(), distractors.iter().map(|b| b.phrase().to_string()))?,
     })
 }
 
 /// "Which of these landmarks appears?" for a single clip; `None` when the clip shows no
-/// landmark clearly.
-pub fn object_existence(video: &str, world: &World, facts: &ClipFacts, rng: &mut SynthRng) -> Option<Draft> {
-    let answer = &world.landmarks[*rng.pick(&facts.present)?].name;
-    let mut absent_here: Vec<String> = facts.absent.iter().map(|&i| world.landmarks[i].name.clone()).collect();
-    rng.shuffle(&mut absent_here);
-    let mut elsewhere: Vec<String> = all_landmark_names()
-        .into_iter()
-        .map(|(k, c)| landmark_name(k, c))
-        .filter(|n| world.landmark_by_name(n).is_none())
-        .collect();
-    rng.shuffle(&mut elsewhere);
-    // Up to two of the world's own unseen landmarks: they could have been in view, so only
-    // looking tells them apart.
-    let candidates = absent_here.into_iter().take(2).chain(elsewhere);
+/// landmark clearly or no grid of unseen names fits. `elsewhere` lists the kinds and colours
+/// that the world's other clips show clearly (with repeats), the source of the grid's second
+/// kind and colour.
+pub fn object_existence(
+    video: &str,
+    world: &World,
+    facts: &ClipFacts,
+    elsewhere: &[(LandmarkKind, Colour)],
+    rng: &mut SynthRng,
+) -> Option<Draft> {
+    let answer = &world.landmarks[*rng.pick(&facts.present)?];
+    let (kind, colour) = (answer.kind, answer.colour);
+    // A name is usable as a distractor when nothing by that name is in view.
+    let unseen = |k: LandmarkKind, c: Colour| {
+        world.landmarks.iter().all(|l| (l.kind, l.colour) != (k, c) || facts.absent.contains(&l.index))
+    };
+    let mut kinds: Vec<LandmarkKind> = elsewhere.iter().map(|e| e.0).filter(|&k| k != kind).collect();
+    rng.shuffle(&mut kinds);
+    let mut any_kind: Vec<LandmarkKind> = LandmarkKind::ALL.iter().copied().filter(|&k| k != kind).collect();
+    rng.shuffle(&mut any_kind);
+    kinds.extend(any_kind);
+    let mut colours: Vec<Colour> = elsewhere.iter().map(|e| e.1).filter(|&c| c != colour).collect();
+    rng.shuffle(&mut colours);
+    let mut any_colour: Vec<Colour> = Colour::ALL.iter().copied().filter(|&c| c != colour).collect();
+    rng.shuffle(&mut any_colour);
+    colours.extend(any_colour);
+    let (other_kind, other_colour) = kinds.iter().find_map(|&k2| {
+        colours.iter().find(|&&c2| unseen(kind, c2) && unseen(k2, colour) && unseen(k2, c2)).map(|&c2| (k2, c2))
+    })?;
+    let names = [(kind, other_colour), (other_kind, colour), (other_kind, other_colour)];
     Some(Draft {
         task: SisTask::ObjectExistence,
         video: video.to_string(),
         concat_num: 1,
         question: "Which of these landmarks appears in the video?".to_string(),
-        answer: answer.clone(),
-        distractors: take_three(answer, candidates)?,
+        answer: answer.name.clone(),
+        distractors: names.map(|(k, c)| landmark_name(k, c)),
     })
 }
 
@@ -169,50 +208,54 @@ fn sequence_text(items: &[String]) -> String {
     items.join(", then ")
 }
 
+/// Three distractor sequences: other orders of `items` when there are at least three (five or
+/// more to choose from), else the reverse of `items` plus both orders of `spare`.
+fn order_distractors(items: &[String], spare: Option<[String; 2]>, rng: &mut SynthRng) -> Option<[String; 3]> {
+    let answer = sequence_text(items);
+    let candidates: Vec<String> = if items.len() >= 3 {
+        permutations(items, rng).iter().map(|p| sequence_text(p)).collect()
+    } else {
+        let [a, b] = spare?;
+        let swapped: Vec<String> = items.iter().rev().cloned().collect();
+        vec![sequence_text(&swapped), format!("{a}, then {b}"), format!("{b}, then {a}")]
+    };
+    take_three(&answer, candidates)
+}
+
 /// "Which sequence of movements?" over concatenated clips; `None` when the behaviours
-/// repeat (a permutation would then read like the answer).
+/// repeat (an option would then read like the answer). Two-clip questions add both orders of
+/// another pair of movements, drawn as clips' movements are (see [`recognition_set`]) and
+/// not nested with the clips' own.
 pub fn action_sequence(video: &str, behaviours: &[Behaviour], rng: &mut SynthRng) -> Option<Draft> {
     let n = behaviours.len();
     if n < 2 || (0..n).any(|i| behaviours[i + 1..].contains(&behaviours[i])) {
         return None;
     }
-    let phrases = |bs: &[Behaviour]| sequence_text(&bs.iter().map(|b| b.phrase().to_string()).collect::<Vec<_>>());
-    let answer = phrases(behaviours);
-    let perms: Vec<String> = permutations(behaviours, rng).iter().map(|p| phrases(p)).collect();
-    let mut reversed_step = Vec::new();
-    let mut replaced_step = Vec::new();
-    for i in 0..n {
-        if let Some(o) = behaviours[i].opposite().filter(|o| !behaviours.contains(o)) {
-            let mut s = behaviours.to_vec();
-            s[i] = o;
-            reversed_step.push(phrases(&s));
+    let phrases: Vec<String> = behaviours.iter().map(|b| b.phrase().to_string()).collect();
+    let spare = (n == 2).then(|| {
+        let mut pair: Vec<Behaviour> = Vec::with_capacity(2);
+        while pair.len() < 2 {
+            let (b, _) = recognition_set(rng);
+            if behaviours.iter().chain(&pair).all(|o| !o.nested_with(b)) {
+                pair.push(b);
+            }
         }
-        let others: Vec<Behaviour> = Behaviour::ALL
-            .iter()
-            .copied()
-            .filter(|b| !behaviours.contains(b) && !b.nested_with(behaviours[i]))
-            .collect();
-        if let Some(&b) = rng.pick(&others) {
-            let mut s = behaviours.to_vec();
-            s[i] = b;
-            replaced_step.push(phrases(&s));
-        }
-    }
-    rng.shuffle(&mut reversed_step);
-    rng.shuffle(&mut replaced_step);
-    let candidates = mixed(vec![perms, reversed_step, replaced_step], rng);
+        [pair[0].phrase().to_string(), pair[1].phrase().to_string()]
+    });
     Some(Draft {
         task: SisTask::ActionSequence,
         video: video.to_string(),
         concat_num: n as u32,
         question: format!("This video joins {n} flight segments. Which sequence of movements does the drone make?"),
-        answer: answer.clone(),
-        distractors: take_three(&answer, candidates)?,
+        answer: sequence_text(&phrases),
+        distractors: order_distractors(&phrases, spare, rng)?,
     })
 }
 
 /// "In which order do these landmarks come into view?" over concatenated clips, given one
-/// landmark per clip that only that clip shows; `unseen` are landmarks no clip shows.
+/// landmark per clip that only that clip shows; `unseen` are the world's landmarks no clip of
+/// the video shows, preferred for the two-clip question's spare pair over names from outside
+/// the world.
 pub fn landmark_order(
     video: &str,
     world: &World,
@@ -225,33 +268,26 @@ pub fn landmark_order(
         return None;
     }
     let names: Vec<String> = keys.iter().map(|&i| format!("the {}", world.landmarks[i].name)).collect();
-    let answer = sequence_text(&names);
-    let perms: Vec<String> = permutations(&names, rng).iter().map(|p| sequence_text(p)).collect();
-    let mut replaced = Vec::new();
-    let mut pool: Vec<usize> = unseen.to_vec();
-    rng.shuffle(&mut pool);
-    for (slot, &other) in pool.iter().enumerate() {
-        let mut s = names.clone();
-        s[slot % n] = format!("the {}", world.landmarks[other].name);
-        replaced.push(sequence_text(&s));
-    }
-    let candidates = mixed(vec![perms, replaced], rng);
+    let spare = (n == 2).then(|| {
+        let mut pool: Vec<String> = unseen.iter().map(|&i| world.landmarks[i].name.clone()).collect();
+        rng.shuffle(&mut pool);
+        let mut outside: Vec<String> = all_landmark_names()
+            .into_iter()
+            .map(|(k, c)| landmark_name(k, c))
+            .filter(|n| world.landmark_by_name(n).is_none())
+            .collect();
+        rng.shuffle(&mut outside);
+        pool.extend(outside);
+        [format!("the {}", pool[0]), format!("the {}", pool[1])]
+    });
     Some(Draft {
         task: SisTask::LandmarkOrder,
         video: video.to_string(),
         concat_num: n as u32,
         question: format!("This video joins {n} flight segments. In which order do these landmarks come into view?"),
-        answer: answer.clone(),
-        distractors: take_three(&answer, candidates)?,
+        answer: sequence_text(&names),
+        distractors: order_distractors(&names, spare, rng)?,
     })
-}
-
-/// Interleaves candidate groups in a random group order, one from each in turn, so that
-/// every kind of distractor tends to appear.
-fn mixed(mut groups: Vec<Vec<String>>, rng: &mut SynthRng) -> Vec<String> {
-    rng.shuffle(&mut groups);
-    let longest = groups.iter().map(Vec::len).max().unwrap_or(0);
-    (0..longest).flat_map(|i| groups.iter().filter_map(move |g| g.get(i).cloned()).collect::<Vec<_>>()).collect()
 }
 
 /// Places the answers: within each task, questions beyond a multiple of four are dropped
@@ -295,12 +331,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn recognition_offers_the_opposite_and_no_nested_motion() {
+    fn recognition_sets_hold_four_unnested_movements_and_any_can_be_the_answer() {
         let mut rng = SynthRng::new(1);
-        let d = action_recognition("v.mp4", Behaviour::Forward, &mut rng).expect("draft");
-        assert_eq!(d.answer, "fly forward");
-        assert!(d.distractors.contains(&"fly backward".to_string()));
-        assert!(!d.distractors.iter().any(|x| x.starts_with("fly forward")));
+        let mut answered = std::collections::BTreeSet::new();
+        for _ in 0..400 {
+            let (answer, others) = recognition_set(&mut rng);
+            let set = [answer, others[0], others[1], others[2]];
+            for i in 0..4 {
+                for j in i + 1..4 {
+                    assert!(!set[i].nested_with(set[j]), "{set:?}");
+                }
+            }
+            answered.insert(answer);
+        }
+        assert_eq!(answered.len(), Behaviour::ALL.len());
     }
 
     #[test]
@@ -309,11 +353,19 @@ mod tests {
         assert!(action_sequence("v.mp4", &[Behaviour::Ascend, Behaviour::Ascend], &mut rng).is_none());
         let d = action_sequence("v.mp4", &[Behaviour::Ascend, Behaviour::YawLeft], &mut rng).expect("draft");
         assert_eq!(d.answer, "ascend, then turn left in place");
+        assert!(d.distractors.contains(&"turn left in place, then ascend".to_string()));
         let mut all = d.distractors.to_vec();
         all.push(d.answer.clone());
         all.sort();
         all.dedup();
         assert_eq!(all.len(), 4);
+        let three = [Behaviour::Ascend, Behaviour::YawLeft, Behaviour::Hover];
+        let d = action_sequence("v.mp4", &three, &mut rng).expect("draft");
+        for option in &d.distractors {
+            let mut steps: Vec<&str> = option.split(", then ").collect();
+            steps.sort();
+            assert_eq!(steps, ["ascend", "hover in place", "turn left in place"], "only reorderings");
+        }
     }
 
     #[test]

@@ -14,7 +14,8 @@ use super::geometry::{Ray, Vec3};
 use super::rng::{SynthRng, derive_seed};
 use super::terrain::{Rgb, Terrain};
 
-/// What a landmark is; decides its shape, size range and allowed colours.
+/// What a landmark is; decides its shape and size range. Every kind comes in every colour,
+/// so that a colour never hints at the kind (pools are painted, not just blue).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum LandmarkKind {
@@ -51,14 +52,6 @@ impl LandmarkKind {
             LandmarkKind::Cone => "cone",
             LandmarkKind::Dome => "dome",
             LandmarkKind::Pool => "pool",
-        }
-    }
-
-    /// Colours a landmark of this kind may have. Pools hold water, so only watery colours.
-    pub fn colours(self) -> &'static [Colour] {
-        match self {
-            LandmarkKind::Pool => &[Colour::Blue, Colour::Cyan, Colour::Green],
-            _ => &Colour::ALL,
         }
     }
 }
@@ -133,7 +126,7 @@ pub fn landmark_name(kind: LandmarkKind, colour: Colour) -> String {
 /// Every name a landmark can have, in a fixed order: the vocabulary that absent-object
 /// distractors are drawn from.
 pub fn all_landmark_names() -> Vec<(LandmarkKind, Colour)> {
-    LandmarkKind::ALL.iter().flat_map(|&k| k.colours().iter().map(move |&c| (k, c))).collect()
+    LandmarkKind::ALL.iter().flat_map(|&k| Colour::ALL.iter().map(move |&c| (k, c))).collect()
 }
 
 /// The solid a landmark is, in metres, standing on the ground at its centre.
@@ -478,8 +471,7 @@ impl World {
         }
         let mut landmarks: Vec<Landmark> = Vec::with_capacity(spec.landmarks);
         for (index, &kind) in kinds.iter().take(spec.landmarks).enumerate() {
-            let free: Vec<Colour> = kind
-                .colours()
+            let free: Vec<Colour> = Colour::ALL
                 .iter()
                 .copied()
                 .filter(|&c| !landmarks.iter().any(|l| l.kind == kind && l.colour == c))
