@@ -11,6 +11,7 @@ pub mod media;
 pub mod pseudo;
 pub mod raft;
 pub mod synthetic;
+pub mod viz;
 
 pub use cache::{CacheKey, CacheStatus, FlowCache};
 pub use dis::{Dis, DisParams, DisPreset};
