@@ -16,7 +16,7 @@ use motionvl_data::synth::geometry::Vec3;
 use motionvl_data::synth::render::{FlowField, Frame, RenderedClip, exact_flow, render_frame};
 use motionvl_data::synth::scene::{World, WorldSpec};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthError, SynthSummary, generate};
-use motionvl_data::video::probe_video;
+use motionvl_data::video::{decode_all, probe_video};
 use safetensors::SafeTensors;
 
 // ---------------------------------------------------------------------------------------------
@@ -345,6 +345,16 @@ fn ground_truth_files_hold_the_clips_exact_flow_and_depth() {
     let stored_depth = floats(depth.data());
     let rendered_depth: Vec<f32> = again.frames.iter().flat_map(|f| f.depth.iter().copied()).collect();
     assert_eq!(stored_depth, rendered_depth);
+
+    // The MP4 decodes to the rendered frames, up to compression.
+    let decoded = decode_all(&summary.out_dir.join("test").join(&clip.video)).expect("decode");
+    assert_eq!(decoded.frames.dim(), (6, 48, 64, 3));
+    for (t, frame) in again.frames.iter().enumerate() {
+        let pixels = decoded.frames.index_axis(ndarray::Axis(0), t);
+        let diff: f64 = pixels.iter().zip(&frame.rgb).map(|(a, b)| f64::from(a.abs_diff(*b))).sum::<f64>();
+        let mean = diff / frame.rgb.len() as f64;
+        assert!(mean < 6.0, "frame {t}: decoded video is {mean:.2} levels off the render");
+    }
 }
 
 /// Every file under `root` with its bytes, except videos (encoders need not be bit-exact).

@@ -30,26 +30,34 @@ struct SynthArgs {
     /// Output folder (created if missing).
     #[arg(long)]
     out: PathBuf,
+    /// Worlds (terrain and landmark layouts) of the training split.
     #[arg(long, default_value_t = SynthConfig::default().train_worlds)]
     train_worlds: usize,
+    /// Worlds of the held-out split; never the same as a training world.
     #[arg(long, default_value_t = SynthConfig::default().test_worlds)]
     test_worlds: usize,
+    /// Single clips per world, one flown behaviour each.
     #[arg(long, default_value_t = SynthConfig::default().clips_per_world)]
     clips_per_world: usize,
     /// Concatenated videos (of 2, 3 and 4 clips in turn) per world.
     #[arg(long, default_value_t = SynthConfig::default().concats_per_world)]
     concats_per_world: usize,
+    /// Named landmarks per world (distinct colour and kind each).
     #[arg(long, default_value_t = SynthConfig::default().landmarks_per_world)]
     landmarks_per_world: usize,
+    /// Frame width in pixels (even).
     #[arg(long, default_value_t = SynthConfig::default().width)]
     width: usize,
+    /// Frame height in pixels (even).
     #[arg(long, default_value_t = SynthConfig::default().height)]
     height: usize,
+    /// Frames per second of the rendered clips.
     #[arg(long, default_value_t = SynthConfig::default().fps)]
     fps: u32,
     /// Length of each clip in seconds.
     #[arg(long, default_value_t = SynthConfig::default().seconds)]
     seconds: f32,
+    /// Seed of everything; the same seed gives the same manifests and ground truth.
     #[arg(long, default_value_t = SynthConfig::default().seed)]
     seed: u64,
     /// Which clips get exact flow/depth files: all, test or none.

@@ -83,28 +83,19 @@ fn shade(world: &World, k: &Intrinsics, ray: &Ray) -> (Rgb, f32, u16) {
     let hit = world.trace(ray);
     let dir_len = ray.dir.length();
     let unit = ray.dir * (1.0 / dir_len);
-    if let Surface::Sky = hit.surface {
-        let up = smoothstep(0.0, 0.5, unit.z);
-        return (mix(SKY_HORIZON, SKY_ZENITH, up), 0.0, 0);
-    }
     let range = hit.t * dir_len;
     let point = ray.at(hit.t);
+    // Metres of surface one pixel spans, for band-limiting textures.
+    let footprint = |cos_incidence: f32| range / k.fx / cos_incidence.max(0.15);
+    let up = Vec3::new(0.0, 0.0, 1.0);
     let (normal, albedo) = match hit.surface {
-        Surface::Solid(i, s) => {
-            let grazing = (-unit.dot(s.normal)).max(0.15);
-            let footprint = range / k.fx / grazing;
-            (s.normal, solid_albedo(world, i, s.u, s.v, s.normal, footprint))
-        }
+        Surface::Sky => return (mix(SKY_HORIZON, SKY_ZENITH, smoothstep(0.0, 0.5, unit.z)), 0.0, 0),
+        Surface::Solid(i, s) => (s.normal, solid_albedo(world, i, s.u, s.v, s.normal, footprint(-unit.dot(s.normal)))),
         Surface::Pool { x, y, half_x, half_y, index } => {
-            let footprint = range / k.fx / (-unit.z).max(0.15);
             let colour = world.landmarks[index].colour.rgb();
-            (Vec3::new(0.0, 0.0, 1.0), pool_albedo(colour, x, y, half_x, half_y, footprint))
+            (up, pool_albedo(colour, x, y, half_x, half_y, footprint(-unit.z)))
         }
-        Surface::Ground => {
-            let footprint = range / k.fx / (-unit.z).max(0.15);
-            (Vec3::new(0.0, 0.0, 1.0), world.terrain.albedo(point.x, point.y, footprint))
-        }
-        Surface::Sky => unreachable!("sky returned above"),
+        Surface::Ground => (up, world.terrain.albedo(point.x, point.y, footprint(-unit.z))),
     };
     let lit = normal.dot(world.sun).max(0.0);
     let shadowed = lit > 0.0 && world.in_shadow(point + normal * 0.02);

@@ -29,7 +29,7 @@ use super::camera::Intrinsics;
 use super::qa::{LETTERS, Mcq};
 use super::render::RenderedClip;
 use crate::text::VIDEO_TAG;
-use crate::video::{EncodeSettings, VideoWriter};
+use crate::video::{EncodeSettings, VideoError, VideoWriter};
 
 /// Encodes RGB frames (`[H, W, 3]` each) as an H.264 MP4 at `fps`.
 pub fn write_video<'a>(
@@ -51,8 +51,9 @@ pub fn write_video<'a>(
     };
     let mut writer = VideoWriter::create(path, width, height, &settings)?;
     for rgb in frames {
-        let view = ArrayView3::from_shape((height, width, 3), rgb).map_err(|e| {
-            SynthError::Config(format!("{}: frame buffer does not match {width}x{height}: {e}", path.display()))
+        let view = ArrayView3::from_shape((height, width, 3), rgb).map_err(|e| VideoError::Encode {
+            path: path.to_path_buf(),
+            detail: format!("frame of {} bytes is not {width}x{height} RGB: {e}", rgb.len()),
         })?;
         writer.push(view)?;
     }
