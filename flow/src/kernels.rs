@@ -1,0 +1,6 @@
+//! Forward-only CPU kernels for the operations Candle runs slowly or lacks, shared by the
+//! flow networks (RAFT's correlation lookup lives with RAFT in [`crate::raft::corr`]).
+
+pub mod depthwise;
+
+pub use depthwise::depthwise_conv2d;
