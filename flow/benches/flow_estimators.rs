@@ -3,21 +3,46 @@
 //! `cargo bench -p motionvl-flow --bench flow_estimators` writes the synthetic pairs of
 //! `motionvl_flow::synthetic::standard_motions` (exact ground truth), times our DIS presets
 //! on them, then runs `tools/bench/dis_opencv.py` (OpenCV's `DISOpticalFlow` FAST/MEDIUM on the
-//! same grey images) and prints EPE and ms/pair side by side with the time ratio. Set
-//! `RAYON_NUM_THREADS` to fix our thread count; the script gets the same via `--threads`.
+//! same grey images) and prints EPE and ms/pair side by side with the time ratio; then times
+//! our RAFT small/large (random weights, 12 iterations, one pair) against torchvision's in the
+//! same script. Set `RAYON_NUM_THREADS` to fix our thread count; the script gets the same via
+//! `--threads`.
 
 use std::collections::BTreeMap;
 use std::process::Command;
 use std::time::Instant;
 
+use candle_core::{DType, Device, Shape, Tensor};
+use candle_nn::var_builder::SimpleBackend;
+use candle_nn::VarBuilder;
 use motionvl_flow::synthetic::{average_epe, standard_motions, synthetic_pair, SyntheticPair};
-use motionvl_flow::{Dis, DisPreset};
+use motionvl_flow::{Dis, DisPreset, FlowEstimator, Raft, RaftArch, RaftEstimator};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const SIZE: usize = 448;
 const RUNS: usize = 20;
+const RAFT_RUNS: usize = 3;
+const RAFT_ITERS: usize = 12;
+
+/// Random N(0, 0.05) weights (running variances 1): timing does not depend on the values.
+struct RandomWeights;
+
+impl SimpleBackend for RandomWeights {
+    fn get(&self, shape: Shape, name: &str, _: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        if name.ends_with("running_var") {
+            return Tensor::ones(shape, dtype, dev);
+        }
+        Tensor::randn(0f32, 0.05, shape, dev)?.to_dtype(dtype)
+    }
+    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> candle_core::Result<Tensor> {
+        candle_core::bail!("random weights need a shape for {name}")
+    }
+    fn contains_tensor(&self, _: &str) -> bool {
+        true
+    }
+}
 
 fn median_ms(mut f: impl FnMut(), runs: usize) -> f64 {
     f();
@@ -67,11 +92,21 @@ fn main() -> anyhow::Result<()> {
         }
     }
 
-    // OpenCV side, same pairs.
+    // Our RAFT on the first pair: features, correlation and 12 updates, as one estimate call.
+    let mut raft_ms = BTreeMap::new();
+    for arch in [RaftArch::Small, RaftArch::Large] {
+        let vb = VarBuilder::from_backend(Box::new(RandomWeights), DType::F32, Device::Cpu);
+        let model = Raft::new(vb, &arch.config())?;
+        let est = RaftEstimator::from_model(model, RAFT_ITERS, &Device::Cpu, "random".into());
+        let frames = pairs[0].1.frames.view();
+        raft_ms.insert(est.name().to_string(), median_ms(|| drop(est.estimate(frames)), RAFT_RUNS));
+    }
+
+    // OpenCV and torchvision side, same pairs.
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/dis_opencv.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let reference: Option<serde_json::Value> =
-        match Command::new(python).arg(script).arg(&path).args(["--threads", &threads.to_string(), "--runs", &RUNS.to_string()]).output() {
+        match Command::new(python).arg(script).arg(&path).args(["--threads", &threads.to_string(), "--runs", &RUNS.to_string(), "--raft", "--raft-runs", &RAFT_RUNS.to_string()]).output() {
             Ok(out) if out.status.success() => serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("{}")).ok(),
             Ok(out) => {
                 eprintln!("OpenCV reference failed:\n{}", String::from_utf8_lossy(&out.stderr));
@@ -102,6 +137,12 @@ fn main() -> anyhow::Result<()> {
             n += 1.0;
         }
         println!("{preset:<10} {:<12} {:>10.3} {:>10.2} {:>12.3} {:>12.2} {:>7.2}x", "MEAN", se / n, sm / n, re / n, rm / n, rm / sm);
+    }
+    println!("\nRAFT at {SIZE}x{SIZE}, {RAFT_ITERS} iterations, random weights, median of {RAFT_RUNS} (ms per pair)");
+    println!("{:<12} {:>10} {:>14} {:>8}", "model", "ms ours", "ms torchvision", "speedup");
+    for (name, ms) in &raft_ms {
+        let tv = reference.as_ref().and_then(|r| r[format!("torchvision-{}", name.replace('-', "_"))]["ms"].as_f64()).unwrap_or(f64::NAN);
+        println!("{name:<12} {ms:>10.0} {tv:>14.0} {:>7.2}x", tv / ms);
     }
     Ok(())
 }

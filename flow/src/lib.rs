@@ -19,4 +19,4 @@ pub use dis::{Dis, DisParams, DisPreset};
 pub use error::{FlowError, Result};
 pub use estimator::{estimator_by_name, estimator_from_spec, EstimatorSpec, FlowEstimator, Flows, Padding, KNOWN_ESTIMATORS};
 pub use pseudo::{Alignment, PseudoImageConfig, PseudoImages};
-pub use raft::{RaftArch, RaftConfig, RaftEstimator};
+pub use raft::{Raft, RaftArch, RaftConfig, RaftEstimator};

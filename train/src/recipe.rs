@@ -240,7 +240,14 @@ impl Recipe {
     /// are taken from the current directory (recipes are run from the repository root).
     pub fn load(path: &Path, overrides: &[(String, String)]) -> Result<Self, RecipeError> {
         let text = std::fs::read_to_string(path).map_err(|source| RecipeError::Io { path: path.to_path_buf(), source })?;
-        let mut value: toml::Table = toml::from_str(&text).map_err(|e| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
+        let value: toml::Table = toml::from_str(&text).map_err(|e| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
+        Self::from_table(value, path, overrides)
+    }
+
+    /// A recipe from an already parsed table (e.g. a section of a larger file); `origin` names
+    /// it in errors.
+    pub fn from_table(mut value: toml::Table, origin: &Path, overrides: &[(String, String)]) -> Result<Self, RecipeError> {
+        let path = origin;
         for (key, raw) in overrides {
             set_dotted(&mut value, key, raw)?;
         }
