@@ -14,6 +14,7 @@ use ndarray::{s, Array4, ArrayView4};
 use crate::dis::{Dis, DisPreset};
 use crate::error::{FlowError, Result};
 use crate::raft::{RaftArch, RaftEstimator};
+use crate::sea_raft::{SeaRaftEstimator, SeaRaftPreset};
 
 /// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
 pub type Flows = Array4<f32>;
@@ -108,7 +109,7 @@ impl Padding {
 
 /// Registry names accepted by [`estimator_by_name`].
 pub const KNOWN_ESTIMATORS: &[&str] =
-    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large"];
+    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l"];
 
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
@@ -139,6 +140,9 @@ pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<
             return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
         }
         return Ok(Box::new(Dis::new(preset.params())?.with_name(spec.name)));
+    }
+    if let Some(preset) = SeaRaftPreset::from_name(spec.name) {
+        return Ok(Box::new(SeaRaftEstimator::from_spec(preset, spec, device)?));
     }
     let arch = match spec.name {
         "raft-small" => RaftArch::Small,

@@ -11,6 +11,7 @@ pub mod kernels;
 pub mod media;
 pub mod pseudo;
 pub mod raft;
+pub mod sea_raft;
 pub mod synthetic;
 pub mod viz;
 
