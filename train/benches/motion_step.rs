@@ -28,16 +28,8 @@ use ndarray::{Array2, Array3};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const CONFIG: &str = r#"{
-  "vision_config": {"depth": 8, "hidden_size": 256, "num_heads": 4, "intermediate_size": 1024, "patch_size": 14,
-    "temporal_patch_size": 2, "spatial_merge_size": 2, "window_size": 112, "fullatt_block_indexes": [3, 7],
-    "out_hidden_size": 512, "tokens_per_second": 2},
-  "text_config": {"hidden_size": 512, "num_hidden_layers": 8, "num_attention_heads": 8, "num_key_value_heads": 2,
-    "intermediate_size": 1408, "vocab_size": 151936,
-    "rope_parameters": {"rope_type": "default", "rope_theta": 1e6, "mrope_section": [8, 12, 12]}},
-  "tie_word_embeddings": false,
-  "image_token_id": 151655, "video_token_id": 151656, "vision_start_token_id": 151652, "vision_end_token_id": 151653
-}"#;
+/// The mid-size config shared by the benchmarks (and the PyTorch scripts beside them).
+const CONFIG: &str = include_str!("../../configs/models/midsize.json");
 
 fn pixels(values: Array2<f32>, grid: [usize; 3]) -> anyhow::Result<PixelInput> {
     let (rows, cols) = values.dim();
