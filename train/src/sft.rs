@@ -23,7 +23,7 @@ use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
 use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
 use motionvl_models::text::RecomputedGrads;
-use motionvl_models::{CheckpointFiles, CheckpointWeights, HubOptions, Qwen25VlConfig};
+use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::batch::collate;
@@ -274,7 +274,7 @@ impl Trainer {
 
     /// Optimiser steps this run will take in all.
     pub fn target_steps(&self) -> usize {
-        self.recipe.optim.max_steps.map_or(self.total_steps, |m| m.min(self.total_steps.max(m)))
+        self.recipe.optim.max_steps.unwrap_or(self.total_steps)
     }
 
     fn restore(&mut self, arg: &str) -> Result<()> {
@@ -540,9 +540,4 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
-}
-
-/// Loads the frozen base weights of a run for comparison (e.g. to prove training left them alone).
-pub fn load_base_weights(files: &CheckpointFiles) -> Result<CheckpointWeights> {
-    Ok(CheckpointWeights::open(&files.weights)?)
 }
