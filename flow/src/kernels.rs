@@ -2,5 +2,7 @@
 //! flow networks (RAFT's correlation lookup lives with RAFT in [`crate::raft::corr`]).
 
 pub mod depthwise;
+pub mod warp;
 
 pub use depthwise::depthwise_conv2d;
+pub use warp::bilinear_sample;

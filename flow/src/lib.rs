@@ -9,6 +9,7 @@ pub mod error;
 pub mod estimator;
 pub mod kernels;
 pub mod media;
+pub mod mofnet;
 pub mod pseudo;
 pub mod raft;
 pub mod sea_raft;
