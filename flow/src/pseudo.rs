@@ -59,7 +59,7 @@ impl PseudoImages {
         if t == 0 || c != 2 {
             return Err(FlowError::InvalidInput(format!("pseudo-images need [N-1,2,H,W] flows with N ≥ 2, got {:?}", flows.shape())));
         }
-        if !(cfg.diagonal_fraction > 0.0) {
+        if !cfg.diagonal_fraction.is_finite() || cfg.diagonal_fraction <= 0.0 {
             return Err(FlowError::InvalidParameter(format!("diagonal_fraction must be positive, got {}", cfg.diagonal_fraction)));
         }
         let scale = cfg.diagonal_fraction * ((h * h + w * w) as f32).sqrt();
