@@ -204,6 +204,7 @@ fn tiny_config(seed: u64) -> SynthConfig {
         seconds: 1.0,
         seed,
         ground_truth: GroundTruth::All,
+        recognition_movements: Vec::new(),
     }
 }
 

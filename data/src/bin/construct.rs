@@ -63,14 +63,23 @@ struct SynthArgs {
     /// Which clips get exact flow/depth files: all, test or none.
     #[arg(long, default_value = "test")]
     ground_truth: GroundTruth,
+    /// Ask Action Recognition over exactly these four movements in this order (comma-separated,
+    /// e.g. forward,backward,yaw_left,yaw_right); by default each clip gets a drawn option set.
+    #[arg(long, value_delimiter = ',')]
+    recognition_movements: Vec<String>,
     /// Replace a world already in --out.
     #[arg(long)]
     force: bool,
 }
 
 impl SynthArgs {
-    fn config(&self) -> SynthConfig {
-        SynthConfig {
+    fn config(&self) -> Result<SynthConfig> {
+        let recognition_movements = self
+            .recognition_movements
+            .iter()
+            .map(|name| serde_json::from_value(serde_json::Value::String(name.clone())).with_context(|| format!("unknown movement `{name}`")))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(SynthConfig {
             train_worlds: self.train_worlds,
             test_worlds: self.test_worlds,
             clips_per_world: self.clips_per_world,
@@ -82,7 +91,8 @@ impl SynthArgs {
             seconds: self.seconds,
             seed: self.seed,
             ground_truth: self.ground_truth,
-        }
+            recognition_movements,
+        })
     }
 }
 
@@ -93,7 +103,7 @@ fn main() -> Result<()> {
 }
 
 fn synth(args: &SynthArgs) -> Result<()> {
-    let config = args.config();
+    let config = args.config()?;
     config.validate()?;
     let bar = indicatif::ProgressBar::new(config.total_clips() as u64);
     bar.set_style(

@@ -108,6 +108,10 @@ pub struct SynthConfig {
     pub seconds: f32,
     pub seed: u64,
     pub ground_truth: GroundTruth,
+    /// Ask Action Recognition over exactly these four movements, listed in this order (see
+    /// [`qa::fixed_recognition_plans`]); empty draws a fresh option set per clip.
+    #[serde(default)]
+    pub recognition_movements: Vec<Behaviour>,
 }
 
 impl Default for SynthConfig {
@@ -124,6 +128,7 @@ impl Default for SynthConfig {
             seconds: 3.0,
             seed: 0,
             ground_truth: GroundTruth::Test,
+            recognition_movements: Vec::new(),
         }
     }
 }
@@ -153,10 +158,26 @@ impl SynthConfig {
         if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 60.0) {
             return bad(format!("--seconds {} must be in (0, 60]", self.seconds));
         }
+        if let Some(fixed) = self.fixed_recognition()? {
+            if (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j]))) {
+                return bad(format!("recognition movements {fixed:?} must be four distinct movements, none part of another"));
+            }
+        }
         if self.frames_per_clip() < 2 {
             return bad(format!("{} s at {} fps is under two frames; no flow without a pair", self.seconds, self.fps));
         }
         Ok(())
+    }
+
+    /// The fixed Action Recognition movements, when set.
+    pub fn fixed_recognition(&self) -> Result<Option<[Behaviour; 4]>, SynthError> {
+        if self.recognition_movements.is_empty() {
+            return Ok(None);
+        }
+        let list: [Behaviour; 4] = self.recognition_movements.clone().try_into().map_err(|v: Vec<Behaviour>| {
+            SynthError::Config(format!("recognition movements: give exactly 4, not {}", v.len()))
+        })?;
+        Ok(Some(list))
     }
 
     pub fn frames_per_clip(&self) -> usize {
@@ -399,7 +420,11 @@ fn build_split(
 
     // Each clip's behaviour comes with its Action Recognition options (see `qa`).
     let total = seeds.len() * config.clips_per_world;
-    let plans: Vec<(Behaviour, [Behaviour; 3])> = (0..total).map(|_| qa::recognition_set(&mut rng)).collect();
+    let fixed = config.fixed_recognition()?;
+    let plans: Vec<(Behaviour, [Behaviour; 3])> = match &fixed {
+        Some(movements) => qa::fixed_recognition_plans(movements, total, &mut rng),
+        None => (0..total).map(|_| qa::recognition_set(&mut rng)).collect(),
+    };
 
     let k = Intrinsics::drone(config.width, config.height);
     let mut worlds = Vec::with_capacity(seeds.len());
@@ -476,7 +501,7 @@ impl WorldJob<'_> {
         let mut drafts = Vec::new();
         let mut qrng = SynthRng::new(derive_seed(self.seed, 0x9a));
         for (o, (behaviour, distractors)) in outputs.iter().zip(plans) {
-            drafts.extend(qa::action_recognition(&o.record.video, *behaviour, *distractors));
+            drafts.extend(qa::action_recognition(&o.record.video, *behaviour, *distractors, self.config.fixed_recognition()?.as_ref()));
         }
         for (c, o) in outputs.iter().enumerate() {
             let elsewhere: Vec<(LandmarkKind, Colour)> = outputs

@@ -72,6 +72,8 @@ pub struct Draft {
     pub question: String,
     pub answer: String,
     pub distractors: [String; 3],
+    /// Options in a fixed order (the answer among them); `None` lets [`balance`] place them.
+    pub fixed_options: Option<[String; 4]>,
 }
 
 /// A finished four-option question.
@@ -128,9 +130,26 @@ pub fn recognition_set(rng: &mut SynthRng) -> (Behaviour, [Behaviour; 3]) {
     }
 }
 
+/// Action Recognition over a fixed list of four movements, always offered in that order: clip
+/// `i` of a split flies movement `i mod 4` (then the plans are shuffled), so every letter is
+/// the answer equally often. It turns the task into four-way classification, which a tiny
+/// model trained from scratch can learn in minutes (the demo's world); drawn option sets
+/// ([`recognition_set`]) need a model that reads the options.
+pub fn fixed_recognition_plans(movements: &[Behaviour; 4], clips: usize, rng: &mut SynthRng) -> Vec<(Behaviour, [Behaviour; 3])> {
+    let mut plans: Vec<(Behaviour, [Behaviour; 3])> = (0..clips)
+        .map(|i| {
+            let answer = movements[i % 4];
+            let others: Vec<Behaviour> = movements.iter().copied().filter(|&b| b != answer).collect();
+            (answer, [others[0], others[1], others[2]])
+        })
+        .collect();
+    rng.shuffle(&mut plans);
+    plans
+}
+
 /// "Which movement does the drone make?" for a single clip, with the option set drawn by
-/// [`recognition_set`].
-pub fn action_recognition(video: &str, behaviour: Behaviour, distractors: [Behaviour; 3]) -> Option<Draft> {
+/// [`recognition_set`], or listed in `fixed` order.
+pub fn action_recognition(video: &str, behaviour: Behaviour, distractors: [Behaviour; 3], fixed: Option<&[Behaviour; 4]>) -> Option<Draft> {
     Some(Draft {
         task: SisTask::ActionRecognition,
         video: video.to_string(),
@@ -138,6 +157,7 @@ pub fn action_recognition(video: &str, behaviour: Behaviour, distractors: [Behav
         question: "Which movement does the drone make in this video?".to_string(),
         answer: behaviour.phrase().to_string(),
         distractors: take_three(behaviour.phrase(), distractors.iter().map(|b| b.phrase().to_string()))?,
+        fixed_options: fixed.map(|m| m.map(|b| b.phrase().to_string())),
     })
 }
 
@@ -179,6 +199,7 @@ pub fn object_existence(
         question: "Which of these landmarks appears in the video?".to_string(),
         answer: answer.name.clone(),
         distractors: names.map(|(k, c)| landmark_name(k, c)),
+        fixed_options: None,
     })
 }
 
@@ -249,6 +270,7 @@ pub fn action_sequence(video: &str, behaviours: &[Behaviour], rng: &mut SynthRng
         question: format!("This video joins {n} flight segments. Which sequence of movements does the drone make?"),
         answer: sequence_text(&phrases),
         distractors: order_distractors(&phrases, spare, rng)?,
+        fixed_options: None,
     })
 }
 
@@ -287,6 +309,7 @@ pub fn landmark_order(
         question: format!("This video joins {n} flight segments. In which order do these landmarks come into view?"),
         answer: sequence_text(&names),
         distractors: order_distractors(&names, spare, rng)?,
+        fixed_options: None,
     })
 }
 
@@ -304,14 +327,20 @@ pub fn balance(drafts: Vec<Draft>, prefix: &str, rng: &mut SynthRng) -> Vec<Mcq>
         list.truncate(list.len() / 4 * 4);
         let mut deck: Vec<usize> = (0..list.len()).map(|i| i % 4).collect();
         rng.shuffle(&mut deck);
-        for (i, (d, answer)) in list.into_iter().zip(deck).enumerate() {
-            let mut distractors = d.distractors.to_vec();
-            rng.shuffle(&mut distractors);
-            let mut rest = distractors.into_iter();
-            let options: [String; 4] =
-                std::array::from_fn(
-                    |slot| if slot == answer { d.answer.clone() } else { rest.next().unwrap_or_default() },
-                );
+        for (i, (d, slot_of_answer)) in list.into_iter().zip(deck).enumerate() {
+            let fixed_answer = d.fixed_options.as_ref().and_then(|o| o.iter().position(|x| *x == d.answer));
+            let (options, answer) = match (d.fixed_options.clone(), fixed_answer) {
+                (Some(options), Some(answer)) => (options, answer),
+                _ => {
+                    let mut distractors = d.distractors.to_vec();
+                    rng.shuffle(&mut distractors);
+                    let mut rest = distractors.into_iter();
+                    let options: [String; 4] = std::array::from_fn(|slot| {
+                        if slot == slot_of_answer { d.answer.clone() } else { rest.next().unwrap_or_default() }
+                    });
+                    (options, slot_of_answer)
+                }
+            };
             out.push(Mcq {
                 id: format!("{prefix}-{}-{i:05}", task_tag(d.task)),
                 task: d.task,
@@ -379,6 +408,7 @@ mod tests {
                 question: "q".into(),
                 answer: "yes".into(),
                 distractors: ["a".into(), "b".into(), "c".into()],
+                fixed_options: None,
             })
             .collect();
         let mcqs = balance(drafts, "t", &mut rng);
@@ -387,5 +417,28 @@ mod tests {
             assert_eq!(mcqs.iter().filter(|m| m.answer == letter).count(), 2);
         }
         assert!(mcqs.iter().all(|m| m.options[m.answer] == "yes"));
+    }
+
+    #[test]
+    fn fixed_recognition_lists_the_movements_in_order_with_balanced_answers() {
+        let mut rng = SynthRng::new(4);
+        let movements = [Behaviour::Forward, Behaviour::Backward, Behaviour::YawLeft, Behaviour::YawRight];
+        let plans = fixed_recognition_plans(&movements, 12, &mut rng);
+        let drafts: Vec<Draft> = plans
+            .iter()
+            .enumerate()
+            .filter_map(|(i, (b, d))| action_recognition(&format!("{i}.mp4"), *b, *d, Some(&movements)))
+            .collect();
+        let mcqs = balance(drafts, "t", &mut rng);
+        assert_eq!(mcqs.len(), 12);
+        let listed = movements.map(|b| b.phrase().to_string());
+        for m in &mcqs {
+            assert_eq!(m.options, listed, "options keep the fixed order");
+        }
+        for (letter, movement) in movements.iter().enumerate() {
+            let flown = plans.iter().filter(|(b, _)| b == movement).count();
+            assert_eq!(flown, 3);
+            assert_eq!(mcqs.iter().filter(|m| m.answer == letter).count(), 3);
+        }
     }
 }
