@@ -18,6 +18,9 @@ use crate::error::{ModelError, Result};
 
 const SINGLE_FILE: &str = "model.safetensors";
 const INDEX_FILE: &str = "model.safetensors.index.json";
+/// Files a model directory should hold besides config and weights.
+const SIDE_FILES: [&str; 5] =
+    ["tokenizer.json", "tokenizer_config.json", "preprocessor_config.json", "generation_config.json", "chat_template.json"];
 
 /// The files of one checkpoint on local disk.
 #[derive(Debug, Clone)]
@@ -69,6 +72,11 @@ impl CheckpointFiles {
                 .collect::<Result<Vec<_>>>()?,
             Err(_) => vec![fetch(SINGLE_FILE)?],
         };
+        // Tokenizer and processor files sit beside the config in the snapshot; not every
+        // repository has all of them, so a missing one is not an error here.
+        for file in SIDE_FILES {
+            let _ = fetch(file);
+        }
         let dir = config.parent().map(Path::to_path_buf).unwrap_or_default();
         Ok(Self { config, weights, dir })
     }

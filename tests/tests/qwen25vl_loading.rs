@@ -67,11 +67,12 @@ fn hub_id_resolves_from_the_cache_and_offline_misses_are_explained() {
     std::fs::create_dir_all(&snapshot).unwrap();
     std::fs::create_dir_all(repo.join("refs")).unwrap();
     std::fs::write(repo.join("refs").join("main"), "0123abcd").unwrap();
-    for file in ["config.json", "model.safetensors"] {
+    for file in ["config.json", "model.safetensors", "generation_config.json"] {
         std::fs::copy(fixture.join(file), snapshot.join(file)).unwrap();
     }
     let hub = HubOptions { cache_dir: cache.path().to_path_buf(), offline: true };
     let files = CheckpointFiles::resolve("motionvl/tiny", &hub).unwrap();
+    assert!(files.dir.join("generation_config.json").is_file(), "side files resolve into the snapshot folder");
     let model = Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap();
     assert_close("hub-cached checkpoint", &text_logits(&model), &text_logits(&reference_model(fixture)), 0.0);
 
