@@ -40,3 +40,29 @@ fn extract_and_viz_on_a_frame_folder() {
     assert!(!status.status.success());
     assert!(String::from_utf8_lossy(&status.stderr).contains("--weights"));
 }
+
+#[test]
+fn extract_reads_every_video_of_a_manifest_and_fills_the_cache() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tiny-sft/train.jsonl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (out, cache) = (dir.path().join("out"), dir.path().join("cache"));
+    let status = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["extract", "--manifest"])
+        .arg(&data)
+        .args(["--motion", "dis", "--out"])
+        .arg(&out)
+        .arg("--cache")
+        .arg(&cache)
+        .status()
+        .expect("runs");
+    assert!(status.success());
+    assert_eq!(std::fs::read_dir(&out).expect("out").count(), 8, "one flow file per video of the manifest");
+    let cached = walk(&cache);
+    assert_eq!(cached, 8, "one cache entry per video");
+}
+
+fn walk(dir: &std::path::Path) -> usize {
+    std::fs::read_dir(dir)
+        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
+        .unwrap_or(0)
+}

@@ -18,6 +18,8 @@ use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
+use motionvl_data::manifest::{read_manifest, Benchmark};
+use motionvl_data::samples::{read_training_samples, ReadOptions};
 use motionvl_data::video::{DecodeOptions, VideoSource};
 use motionvl_flow::estimator::{estimator_from_spec, EstimatorSpec};
 use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows};
@@ -75,6 +77,10 @@ struct Input {
     /// A text file listing videos or frame folders, one per line.
     #[arg(long)]
     list: Option<PathBuf>,
+    /// A training data file (LLaVA / LLaMA-Factory conversations) or a benchmark manifest
+    /// (SIS-Bench, UrbanVideo-Bench, UAV-DualCog, LinkS²Bench): every video it names.
+    #[arg(long)]
+    manifest: Option<PathBuf>,
     /// Frame rate of frame folders.
     #[arg(long, default_value_t = 15.0)]
     fps: f64,
@@ -147,10 +153,34 @@ fn sources(input: &Input) -> Result<Vec<VideoSource>> {
             out.push(if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) });
         }
     }
+    if let Some(manifest) = &input.manifest {
+        for path in manifest_videos(manifest)? {
+            out.push(if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) });
+        }
+    }
     if out.is_empty() {
-        bail!("no input: pass --video FILE, --frames DIR or --list FILE");
+        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
     }
     Ok(out)
+}
+
+/// The distinct videos a data file names, in order: read as training conversations, else as
+/// each benchmark's manifest in turn.
+fn manifest_videos(path: &Path) -> Result<Vec<PathBuf>> {
+    let opts = ReadOptions::default();
+    let mut videos: Vec<PathBuf> = match read_training_samples(path, &opts) {
+        Ok(read) if !read.items.is_empty() => read.items.into_iter().flat_map(|s| s.videos).collect(),
+        _ => {
+            let read = Benchmark::ALL
+                .iter()
+                .find_map(|&b| read_manifest(b, path, &opts).ok().filter(|r| !r.items.is_empty()))
+                .with_context(|| format!("{} is neither training conversations nor a benchmark manifest motionvl reads", path.display()))?;
+            read.items.into_iter().flat_map(|q| q.videos).collect()
+        }
+    };
+    let mut seen = std::collections::HashSet::new();
+    videos.retain(|v| seen.insert(v.clone()));
+    Ok(videos)
 }
 
 fn policy(plan: &str) -> Result<Option<FramePolicy>> {
