@@ -43,6 +43,9 @@ enum Command {
         /// classic), raft-small, raft-large, …
         #[arg(long)]
         motion: Option<String>,
+        /// Weights of a network flow estimator (RAFT, SEA-RAFT, MemFlow, MOFNet checkpoints).
+        #[arg(long)]
+        flow_weights: Option<PathBuf>,
         /// `--section.key value` recipe overrides.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         overrides: Vec<String>,
@@ -83,13 +86,16 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Sft { config, output_dir, max_steps, resume, motion, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, motion, flow_weights, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
             }
             if let Some(name) = motion {
                 overrides.push(("motion.estimator".into(), format!("{name:?}")));
+            }
+            if let Some(weights) = flow_weights {
+                overrides.push(("motion.weights".into(), format!("{:?}", weights.display().to_string())));
             }
             if let Some(steps) = max_steps {
                 overrides.push(("optim.max_steps".into(), steps.to_string()));
