@@ -13,6 +13,7 @@ use ndarray::{s, Array4, ArrayView4};
 
 use crate::dis::{Dis, DisPreset};
 use crate::error::{FlowError, Result};
+use crate::memflow::MemFlowEstimator;
 use crate::mofnet::MofNetEstimator;
 use crate::raft::{RaftArch, RaftEstimator};
 use crate::sea_raft::{SeaRaftEstimator, SeaRaftPreset};
@@ -110,7 +111,7 @@ impl Padding {
 
 /// Registry names accepted by [`estimator_by_name`].
 pub const KNOWN_ESTIMATORS: &[&str] =
-    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l", "mofnet"];
+    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l", "mofnet", "memflow"];
 
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
@@ -144,6 +145,9 @@ pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<
     }
     if spec.name == "mofnet" {
         return Ok(Box::new(MofNetEstimator::from_spec(spec, device)?));
+    }
+    if spec.name == "memflow" {
+        return Ok(Box::new(MemFlowEstimator::from_spec(spec, device)?));
     }
     if let Some(preset) = SeaRaftPreset::from_name(spec.name) {
         return Ok(Box::new(SeaRaftEstimator::from_spec(preset, spec, device)?));

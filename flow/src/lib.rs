@@ -9,6 +9,7 @@ pub mod error;
 pub mod estimator;
 pub mod kernels;
 pub mod media;
+pub mod memflow;
 pub mod mofnet;
 pub mod pseudo;
 pub mod raft;
