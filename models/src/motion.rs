@@ -205,13 +205,15 @@ impl MotionBranch {
             let vb = VarBuilder::from_tensors(tensors, visual.dtype(), device);
             MotionEncoder::new(visual.config(), vb.pp("motion_encoder"))?
         } else {
-            MotionEncoder { tower: visual.clone() }
+            MotionEncoder { tower: visual.without_adapters() }
         };
         Ok(Self { encoder, connector: Connector::from_vars(&vars)? })
     }
 
-    /// The default branch of a visual-only model: encoder copied from `visual`, fresh connector.
+    /// The default branch of a visual-only model: encoder copied from `visual` (base weights
+    /// only: a LoRA on the vision tower adapts the visual path, the motion encoder stays frozen),
+    /// and the given connector.
     pub fn from_visual(visual: &VisionTower, connector_vars: &[(String, Var)]) -> Result<Self> {
-        Ok(Self { encoder: MotionEncoder { tower: visual.clone() }, connector: Connector::from_vars(connector_vars)? })
+        Ok(Self { encoder: MotionEncoder { tower: visual.without_adapters() }, connector: Connector::from_vars(connector_vars)? })
     }
 }

@@ -289,6 +289,17 @@ impl VisionTower {
         &self.cfg
     }
 
+    /// The tower with its base weights only (any LoRA adapters removed).
+    pub fn without_adapters(&self) -> Self {
+        let mut tower = self.clone();
+        let mut linears = Vec::new();
+        tower.linears_mut("visual", &mut linears);
+        for (_, linear) in linears {
+            linear.set_adapter(None);
+        }
+        tower
+    }
+
     pub fn dtype(&self) -> DType {
         self.patch_embed.weight.dtype()
     }

@@ -118,3 +118,30 @@ fn motion_runs_resume_exactly_and_refuse_another_estimator() {
     let err = Trainer::new(&tiny_motion(split.path(), &[("motion.estimator", "\"none\"")]), Some("auto")).err().expect("motion mismatch");
     assert!(err.to_string().contains("motion"), "{err}");
 }
+
+#[test]
+fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() {
+    use motionvl_models::lora::{LoraConfig, LoraWeights};
+    let fixture = repo_root().join("tests/fixtures/qwen2_5_vl/tiny-a");
+    let mut model = Qwen25Vl::load(&CheckpointFiles::from_dir(&fixture).unwrap(), DType::F32, &Device::Cpu).unwrap();
+    let inputs = candle_core::safetensors::load(fixture.join("inputs.safetensors"), &Device::Cpu).unwrap();
+    let grid: Vec<usize> = inputs["video_grid_thw"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&g| g as usize).collect();
+    let grids = [[grid[0], grid[1], grid[2]]];
+    let pixels = &inputs["pixel_values_videos"];
+    let base = model.visual().forward(pixels, &grids).unwrap();
+
+    let targets = ["gate_proj", "up_proj", "down_proj", "qkv", "proj"].map(String::from).to_vec();
+    let lora = LoraWeights::init(&model, &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() }, 1, &Device::Cpu).unwrap();
+    for pair in lora.modules.values() {
+        pair.b.set(&Tensor::randn(0f32, 0.5, pair.b.shape(), &Device::Cpu).unwrap()).unwrap();
+    }
+    lora.attach(&mut model).unwrap();
+    let adapted = model.visual().forward(pixels, &grids).unwrap();
+    let moved = (&adapted - &base).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
+    assert!(moved > 1e-3, "the vision LoRA must change the visual path");
+
+    let vars = Connector::init_vars(96, 0, &Device::Cpu).unwrap();
+    let branch = MotionBranch::from_visual(model.visual(), &vars).unwrap();
+    let motion = branch.encoder.forward(pixels, &grids).unwrap();
+    assert_eq!(motion.flatten_all().unwrap().to_vec1::<f32>().unwrap(), base.flatten_all().unwrap().to_vec1::<f32>().unwrap());
+}
