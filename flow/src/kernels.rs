@@ -2,7 +2,9 @@
 //! flow networks (RAFT's correlation lookup lives with RAFT in [`crate::raft::corr`]).
 
 pub mod depthwise;
+pub mod gelu;
 pub mod warp;
 
 pub use depthwise::depthwise_conv2d;
+pub use gelu::{add_gelu, gelu_erf};
 pub use warp::bilinear_sample;

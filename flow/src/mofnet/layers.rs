@@ -6,7 +6,7 @@ use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
-use crate::kernels::depthwise_conv2d;
+use crate::kernels::{add_gelu, depthwise_conv2d, gelu_erf};
 
 /// A 1×1 convolution, computed as one `[O,C]·[C,H·W]` matmul per image (Candle's conv2d would
 /// go through im2col for nothing).
@@ -88,12 +88,12 @@ impl PcBlock {
 
     /// `[B,C_in,H,W]` → `[B,C_out,H,W]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let ffn1 = self.ffn1.1.forward(&self.ffn1.0.forward(x)?.gelu_erf()?)?;
-        let mut x = (x + ffn1)?.gelu_erf()?;
+        let ffn1 = self.ffn1.1.forward(&gelu_erf(&self.ffn1.0.forward(x)?)?)?;
+        let mut x = add_gelu(x, &ffn1)?;
         for conv in &self.conv_list {
-            x = (&x + conv.forward(&x)?)?.gelu_erf()?;
+            x = add_gelu(&x, &conv.forward(&x)?)?;
         }
-        let x = (&x + self.pw.forward(&x)?)?.gelu_erf()?;
-        self.ffn2.1.forward(&self.ffn2.0.forward(&x)?.gelu_erf()?)
+        let x = add_gelu(&x, &self.pw.forward(&x)?)?;
+        self.ffn2.1.forward(&gelu_erf(&self.ffn2.0.forward(&x)?)?)
     }
 }

@@ -12,7 +12,7 @@ use candle_nn::{LayerNorm, Linear, VarBuilder};
 
 use super::config::TwinsConfig;
 use crate::error::Result;
-use crate::kernels::depthwise_conv2d;
+use crate::kernels::{depthwise_conv2d, gelu_erf};
 
 /// LayerNorm eps inside the blocks (timm builds Twins with `partial(LayerNorm, eps=1e-6)`).
 const BLOCK_EPS: f64 = 1e-6;
@@ -146,7 +146,7 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.fc2.forward(&self.fc1.forward(x)?.gelu_erf()?)?)
+        Ok(self.fc2.forward(&gelu_erf(&self.fc1.forward(x)?)?)?)
     }
 }
 

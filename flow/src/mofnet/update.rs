@@ -15,7 +15,7 @@ use super::config::{MofConfig, MOTION_FEATURES, MOTION_HIDDEN};
 use super::gma::Aggregate;
 use super::layers::{conv_same, PcBlock, Pointwise};
 use crate::error::Result;
-use crate::kernels::bilinear_sample;
+use crate::kernels::{bilinear_sample, gelu_erf};
 
 /// Depthwise kernel sizes of the motion encoder's and flow head's PCBlocks.
 const K_CONV: [usize; 2] = [1, 15];
@@ -72,7 +72,7 @@ impl MotionEncoder {
         let next = bilinear_sample(&next, &(fwd_flow + coords0)?)?;
         let prev = bilinear_sample(&prev, &(bwd_flow + coords0)?)?;
 
-        let cor = Tensor::cat(&[&self.convc1.forward(fwd_corr)?, &self.convc1.forward(bwd_corr)?], 1)?.gelu_erf()?;
+        let cor = gelu_erf(&Tensor::cat(&[&self.convc1.forward(fwd_corr)?, &self.convc1.forward(bwd_corr)?], 1)?)?;
         let cor = self.convc2.forward(&cor)?;
         let flow = Tensor::cat(&[fwd_flow, bwd_flow], 1)?; // [M,4,h,w]
         let flo = self.convf2.forward(&self.convf1.forward(&flow)?)?;

@@ -1,0 +1,89 @@
+//! MOFNet speed against the official PyTorch code, on this machine, in one run:
+//!
+//!     cargo run --release -p motionvl-flow --example bench_mofnet -- --videoflow /tmp/videoflow
+//!
+//! Writes a 5-frame 448×448 window, runs `tools/bench/mofnet_torch.py` (VideoFlow's MOFNet,
+//! sintel config, seeded random weights, which it saves for us), then times our MOFNet on the
+//! same weights and frames, and prints ms per window for both, the ratio and the largest flow
+//! difference. Needs `timm==0.4.12 einops yacs` beside torch, and a checkout of
+//! XiaoyuShi97/VideoFlow (`core/`, `configs/`). `PYTHON` picks the interpreter.
+
+use std::path::PathBuf;
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
+use ndarray::Array4;
+
+const SIZE: usize = 448;
+
+fn arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn main() -> Result<()> {
+    let videoflow = arg("--videoflow").context("pass --videoflow PATH (a checkout of XiaoyuShi97/VideoFlow)")?;
+    let iters: usize = arg("--iters").map(|s| s.parse()).transpose()?.unwrap_or(12);
+    let runs: usize = arg("--runs").map(|s| s.parse()).transpose()?.unwrap_or(2);
+    let threads = rayon::current_num_threads();
+    let dir = tempfile::tempdir()?;
+    let path = |name: &str| -> PathBuf { dir.path().join(name) };
+
+    // Smooth frames moving a few pixels per frame, as in the fixtures.
+    let frames = Array4::from_shape_fn((5, SIZE, SIZE, 3), |(t, y, x, c)| {
+        let (xf, yf) = (x as f32 + 3.0 * t as f32, y as f32 - 2.0 * t as f32);
+        (127.5 + 60.0 * (xf / 13.0 + c as f32).sin() + 60.0 * (yf / 17.0 - c as f32).cos()).clamp(0.0, 255.0) as u8
+    });
+    let tensor = Tensor::from_vec(frames.iter().copied().collect::<Vec<u8>>(), (5, SIZE, SIZE, 3), &Device::Cpu)?;
+    candle_core::safetensors::save(&[("frames".to_string(), tensor)].into_iter().collect(), path("frames.safetensors"))?;
+
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/mofnet_torch.py");
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    eprintln!("PyTorch: {runs} runs + warm-up of a {SIZE}x{SIZE} window, {iters} iterations, {threads} threads…");
+    let out = Command::new(&python)
+        .arg(script)
+        .args(["--videoflow", &videoflow, "--iters", &iters.to_string(), "--runs", &runs.to_string(), "--threads", &threads.to_string()])
+        .arg("--frames")
+        .arg(path("frames.safetensors"))
+        .arg("--weights-out")
+        .arg(path("weights.safetensors"))
+        .arg("--flows-out")
+        .arg(path("torch_flows.safetensors"))
+        .output()
+        .with_context(|| format!("running {python} {script}"))?;
+    if !out.status.success() {
+        bail!("the PyTorch reference failed:\n{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let reference: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))?;
+    let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
+
+    eprintln!("Candle: {runs} runs + warm-up…");
+    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, &Device::Cpu)?;
+    let mut ours_ms = Vec::with_capacity(runs);
+    let mut flows = est.window_flows(frames.view())?;
+    for _ in 0..runs {
+        let t0 = Instant::now();
+        flows = est.window_flows(frames.view())?;
+        ours_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+    }
+    let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?;
+    let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("window").context("torch flows")?.to_dtype(DType::F32)?;
+    let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
+    let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
+
+    let (t, o) = (median(torch_ms.clone()), median(ours_ms.clone()));
+    println!("MOFNet, one 5-frame window at {SIZE}x{SIZE}, {iters} iterations, {threads} threads (torch {}):", reference["torch"].as_str().unwrap_or("?"));
+    println!("  PyTorch (official code) ms: {torch_ms:.0?}  median {t:.0}");
+    println!("  Candle (ours)           ms: {ours_ms:.0?}  median {o:.0}");
+    println!("  speed-up {:.2}x; max |Δflow| {diff:.2e} px (flows up to {scale:.1} px)", t / o);
+    Ok(())
+}
