@@ -84,6 +84,6 @@ fn main() -> Result<()> {
     println!("MOFNet, one 5-frame window at {SIZE}x{SIZE}, {iters} iterations, {threads} threads (torch {}):", reference["torch"].as_str().unwrap_or("?"));
     println!("  PyTorch (official code) ms: {torch_ms:.0?}  median {t:.0}");
     println!("  Candle (ours)           ms: {ours_ms:.0?}  median {o:.0}");
-    println!("  speed-up {:.2}x; max |Δflow| {diff:.2e} px (flows up to {scale:.1} px)", t / o);
+    println!("  speed-up {:.2}x; max |Δflow| {diff:.2e} px (flows up to {scale:.1} px, relative {:.1e})", t / o, diff / scale.max(1e-6));
     Ok(())
 }

@@ -37,7 +37,7 @@ pub fn depthwise_conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, pad: usiz
         x.conv2d(w, pad, 1, 1, c)?
     };
     Ok(match bias {
-        Some(b) => y.broadcast_add(&b.reshape((1, c, 1, 1))?)?,
+        Some(b) => super::bias::add_bias(&y, b, 1)?,
         None => y,
     })
 }

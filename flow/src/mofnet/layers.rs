@@ -6,7 +6,7 @@ use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
-use crate::kernels::{add_gelu, depthwise_conv2d, gelu_erf};
+use crate::kernels::{add_bias, add_gelu, depthwise_conv2d, gelu_erf};
 
 /// A 1×1 convolution, computed as one `[O,C]·[C,H·W]` matmul per image (Candle's conv2d would
 /// go through im2col for nothing).
@@ -18,8 +18,7 @@ pub struct Pointwise {
 impl Pointwise {
     pub fn new(vb: VarBuilder, c_in: usize, c_out: usize) -> Result<Self> {
         let weight = vb.get((c_out, c_in, 1, 1), "weight")?.reshape((c_out, c_in))?;
-        let bias = vb.get(c_out, "bias")?.reshape((1, c_out, 1))?;
-        Ok(Pointwise { weight, bias: Some(bias) })
+        Ok(Pointwise { weight, bias: Some(vb.get(c_out, "bias")?) })
     }
 
     /// Without bias (GMA's `to_qk`, `to_v`).
@@ -34,7 +33,7 @@ impl Pointwise {
         let per_image = (0..b).map(|i| self.weight.matmul(&flat.get(i)?)).collect::<candle_core::Result<Vec<_>>>()?;
         let y = Tensor::stack(&per_image, 0)?; // [B,O,HW]
         let y = match &self.bias {
-            Some(bias) => y.broadcast_add(bias)?,
+            Some(bias) => add_bias(&y, bias, 1)?,
             None => y,
         };
         Ok(y.reshape((b, (), h, w))?)

@@ -8,11 +8,11 @@
 //! (PEG) after the first block. Names follow timm under the wrapper's `svt.` prefix.
 
 use candle_core::{Module, Tensor, D};
-use candle_nn::{LayerNorm, Linear, VarBuilder};
+use candle_nn::{LayerNorm, VarBuilder};
 
 use super::config::TwinsConfig;
 use crate::error::Result;
-use crate::kernels::{depthwise_conv2d, gelu_erf};
+use crate::kernels::{add_bias, depthwise_conv2d, gelu_erf};
 
 /// LayerNorm eps inside the blocks (timm builds Twins with `partial(LayerNorm, eps=1e-6)`).
 const BLOCK_EPS: f64 = 1e-6;
@@ -43,9 +43,29 @@ impl PatchEmbed {
     }
 }
 
-/// Multi-head attention `softmax(q·kᵀ/√d)·v` over `[G, heads, n, d]` inputs.
+/// `nn.Linear` over the last axis of `[B, N, in]` tokens: one matmul, then the bias added by
+/// the parallel kernel (Candle's `Linear` broadcasts it on one thread).
+pub struct Linear {
+    weight: Tensor,
+    bias: Tensor,
+}
+
+impl Linear {
+    pub fn new(c_in: usize, c_out: usize, vb: VarBuilder) -> Result<Self> {
+        Ok(Linear { weight: vb.get((c_out, c_in), "weight")?.t()?, bias: vb.get(c_out, "bias")? })
+    }
+
+    pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
+        let (b, n, c) = x.dims3()?;
+        let y = x.contiguous()?.reshape((b * n, c))?.matmul(&self.weight)?;
+        Ok(add_bias(&y, &self.bias, 1)?.reshape((b, n, ()))?)
+    }
+}
+
+/// Multi-head attention `softmax(q·kᵀ/√d)·v` over `[G, heads, n, d]` inputs. The scale is
+/// applied to q, which is `n_k/d` times smaller than the score matrix.
 fn attend(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64) -> Result<Tensor> {
-    let attn = (q.matmul(&k.t()?)? * scale)?;
+    let attn = (q * scale)?.matmul(&k.t()?)?;
     Ok(candle_nn::ops::softmax_last_dim(&attn)?.matmul(v)?)
 }
 
@@ -61,7 +81,7 @@ pub struct LocalAttention {
 
 impl LocalAttention {
     pub fn new(vb: VarBuilder, dim: usize, heads: usize, ws: usize) -> Result<Self> {
-        Ok(LocalAttention { qkv: candle_nn::linear(dim, 3 * dim, vb.pp("qkv"))?, proj: candle_nn::linear(dim, dim, vb.pp("proj"))?, heads, ws })
+        Ok(LocalAttention { qkv: Linear::new(dim, 3 * dim, vb.pp("qkv"))?, proj: Linear::new(dim, dim, vb.pp("proj"))?, heads, ws })
     }
 
     pub fn forward(&self, x: &Tensor, (h, w): (usize, usize)) -> Result<Tensor> {
@@ -101,9 +121,9 @@ impl GlobalAttention {
             None
         };
         Ok(GlobalAttention {
-            q: candle_nn::linear(dim, dim, vb.pp("q"))?,
-            kv: candle_nn::linear(dim, 2 * dim, vb.pp("kv"))?,
-            proj: candle_nn::linear(dim, dim, vb.pp("proj"))?,
+            q: Linear::new(dim, dim, vb.pp("q"))?,
+            kv: Linear::new(dim, 2 * dim, vb.pp("kv"))?,
+            proj: Linear::new(dim, dim, vb.pp("proj"))?,
             sr,
             heads,
         })
@@ -142,7 +162,7 @@ pub struct Mlp {
 
 impl Mlp {
     pub fn new(vb: VarBuilder, dim: usize, hidden: usize) -> Result<Self> {
-        Ok(Mlp { fc1: candle_nn::linear(dim, hidden, vb.pp("fc1"))?, fc2: candle_nn::linear(hidden, dim, vb.pp("fc2"))? })
+        Ok(Mlp { fc1: Linear::new(dim, hidden, vb.pp("fc1"))?, fc2: Linear::new(hidden, dim, vb.pp("fc2"))? })
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {

@@ -89,7 +89,7 @@ pub struct UpdateBlock {
     aggregator: Aggregate,
     gru: PcBlock,
     flow_head: PcBlock,
-    mask: (candle_nn::Conv2d, candle_nn::Conv2d),
+    mask: (candle_nn::Conv2d, Pointwise),
 }
 
 /// What one iteration produces.
@@ -113,7 +113,7 @@ impl UpdateBlock {
             // Input: hidden state, context, motion features, their global aggregate.
             gru: PcBlock::new(vb.pp("gru"), 2 * hdim + 2 * MOTION_FEATURES, hdim, &K_UPDATER)?,
             flow_head: PcBlock::new(vb.pp("flow_head"), hdim, 4, &K_CONV)?,
-            mask: (conv_same(vb.pp("mask.0"), hdim, 2 * hdim, 3)?, conv_same(vb.pp("mask.2"), 2 * hdim, 2 * 8 * 8 * 9, 1)?),
+            mask: (conv_same(vb.pp("mask.0"), hdim, 2 * hdim, 3)?, Pointwise::new(vb.pp("mask.2"), 2 * hdim, 2 * 8 * 8 * 9)?),
         })
     }
 
