@@ -79,6 +79,7 @@ impl MemFlowNet {
 
     /// One pair: `fmap1`, `fmap2` `[B,256,h,w]`, the first frame's context, the memory of
     /// earlier frames (read, not changed), `iters ≥ 1` refinements from zero flow.
+    /// The last refinement's values come back for the memory.
     pub fn step(&self, ctx: &FrameContext, fmap1: &Tensor, fmap2: &Tensor, memory: &WorkingMemory, iters: usize) -> Result<StepOutput> {
         let (b, _, h, w) = fmap1.dims4()?;
         let levels = NET.corr_levels;
@@ -90,14 +91,11 @@ impl MemFlowNet {
                 8 * h
             )));
         }
-        if iters == 0 {
-            return Err(FlowError::InvalidParameter("MemFlow needs at least one refinement (val_decoder_depth ≥ 1)".into()));
-        }
         let corr = CorrPyramid::new(fmap1, fmap2, levels, NET.corr_radius)?;
         let coords0 = coords_grid(b, h, w, fmap1.device())?;
         let mut coords1 = coords0.clone();
         let mut net = ctx.net.clone();
-        let mut value = None;
+        let mut value = None; // the last refinement's, which the memory keeps
         for _ in 0..iters {
             let features = corr.lookup(&coords1)?;
             let flow = (&coords1 - &coords0)?;
@@ -109,7 +107,7 @@ impl MemFlowNet {
             value = Some(current);
         }
         let flow = upsample_convex(&(&coords1 - &coords0)?, &self.update_block.mask(&net)?)?;
-        let value = value.ok_or_else(|| FlowError::InvalidParameter("no refinement ran".into()))?;
+        let value = value.ok_or_else(|| FlowError::InvalidParameter("MemFlow needs at least one refinement (val_decoder_depth ≥ 1)".into()))?;
         Ok(StepOutput { flow, value })
     }
 }

@@ -8,7 +8,7 @@ use candle_nn::VarBuilder;
 use super::config::NET;
 use super::pcblock::{Conv1x1, PcBlock};
 use crate::error::Result;
-use crate::raft::layers::Conv;
+use crate::sea_raft::conv::Conv;
 
 /// Depthwise kernels of the motion encoder and flow head, and of the update PCBlock.
 const K_CONV: [usize; 2] = [1, 15];

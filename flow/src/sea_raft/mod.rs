@@ -11,6 +11,7 @@
 //! [`crate::FlowEstimator`].
 
 pub mod config;
+pub mod conv;
 pub mod estimator;
 pub mod extractor;
 pub mod model;

@@ -12,7 +12,7 @@ use super::extractor::ResNetFpn;
 use super::update::{FlowHead, UpdateBlock, UpsampleWeight};
 use crate::error::{FlowError, Result};
 use crate::raft::corr::CorrPyramid;
-use crate::raft::layers::Conv;
+use super::conv::Conv;
 use crate::raft::update::upsample_convex;
 
 pub struct SeaRaft {

@@ -8,7 +8,7 @@ use candle_nn::VarBuilder;
 use super::config::SeaRaftConfig;
 use crate::error::Result;
 use crate::kernels::depthwise_conv2d;
-use crate::raft::layers::Conv;
+use super::conv::Conv;
 
 /// (correlation features, flow) → `dim` motion channels, the last two being the raw flow.
 pub struct MotionEncoder {
