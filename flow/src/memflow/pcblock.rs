@@ -8,7 +8,7 @@ use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
-use crate::kernels::depthwise_conv2d;
+use crate::kernels::{add_bias, add_gelu, depthwise_conv2d, gelu_erf};
 
 /// A 1×1 convolution as one matmul over `[B, C, H·W]` (no im2col copy).
 pub struct Conv1x1 {
@@ -19,7 +19,7 @@ pub struct Conv1x1 {
 impl Conv1x1 {
     pub fn new(vb: VarBuilder, c_in: usize, c_out: usize, bias: bool) -> Result<Self> {
         let weight = vb.get((c_out, c_in, 1, 1), "weight")?.reshape((c_out, c_in))?;
-        let bias = if bias { Some(vb.get(c_out, "bias")?.reshape((1, c_out, 1))?) } else { None };
+        let bias = if bias { Some(vb.get(c_out, "bias")?) } else { None };
         Ok(Conv1x1 { weight, bias })
     }
 
@@ -28,7 +28,7 @@ impl Conv1x1 {
         let (b, c, h, w) = x.dims4()?;
         let y = self.weight.broadcast_matmul(&x.reshape((b, c, h * w))?)?;
         let y = match &self.bias {
-            Some(bias) => y.broadcast_add(bias)?,
+            Some(bias) => add_bias(&y, bias, 1)?,
             None => y,
         };
         Ok(y.reshape((b, (), h, w))?)
@@ -48,7 +48,7 @@ impl Ffn {
     }
 
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        self.conv2.forward(&self.conv0.forward(x)?.gelu_erf()?)
+        self.conv2.forward(&gelu_erf(&self.conv0.forward(x)?)?)
     }
 }
 
@@ -82,11 +82,11 @@ impl PcBlock {
 
     /// `[B,c_in,h,w]` → `[B,c_out,h,w]`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        let mut x = (x + self.ffn1.forward(x)?)?.gelu_erf()?;
+        let mut x = add_gelu(x, &self.ffn1.forward(x)?)?;
         for dw in &self.conv_list {
-            x = (&x + depthwise_conv2d(&x, &dw.weight, Some(&dw.bias), dw.pad)?)?.gelu_erf()?;
+            x = add_gelu(&x, &depthwise_conv2d(&x, &dw.weight, Some(&dw.bias), dw.pad)?)?;
         }
-        x = (&x + self.pw.forward(&x)?)?.gelu_erf()?;
+        x = add_gelu(&x, &self.pw.forward(&x)?)?;
         self.ffn2.forward(&x)
     }
 }

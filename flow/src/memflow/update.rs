@@ -8,6 +8,7 @@ use candle_nn::VarBuilder;
 use super::config::NET;
 use super::pcblock::{Conv1x1, PcBlock};
 use crate::error::Result;
+use crate::kernels::gelu_erf;
 use crate::sea_raft::conv::Conv;
 
 /// Depthwise kernels of the motion encoder and flow head, and of the update PCBlock.
@@ -37,7 +38,7 @@ impl MotionEncoder {
 
     /// `flow` `[B,2,h,w]`, `corr` `[B,324,h,w]` → `[B,128,h,w]`.
     pub fn forward(&self, flow: &Tensor, corr: &Tensor) -> Result<Tensor> {
-        let cor = self.convc2.forward(&self.convc1.forward(corr)?.gelu_erf()?)?; // 192
+        let cor = self.convc2.forward(&gelu_erf(&self.convc1.forward(corr)?)?)?; // 192
         let flo = self.convf2.forward(&self.convf1.forward(flow)?)?; // 64
         let out = self.conv.forward(&Tensor::cat(&[&cor, &flo], 1)?)?; // 126
         Ok(Tensor::cat(&[&out, flow], 1)?)

@@ -14,6 +14,7 @@ use candle_core::{Tensor, D};
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
+use crate::kernels::add_bias;
 
 /// `nn.Conv2d` with bias, square kernel, padding `(k−1)/2` at stride 1 (any padding otherwise).
 pub struct Conv {
@@ -30,7 +31,7 @@ pub struct Conv {
 impl Conv {
     pub fn new(vb: VarBuilder, c_in: usize, c_out: usize, k: usize, stride: usize, padding: usize) -> Result<Self> {
         let weight = vb.get((c_out, c_in, k, k), "weight")?;
-        let bias = vb.get(c_out, "bias")?.reshape((1, c_out, 1, 1))?;
+        let bias = vb.get(c_out, "bias")?;
         let shifted = stride == 1 && k > 1 && padding == (k - 1) / 2 && k % 2 == 1;
         let taps = if shifted {
             let mut taps = Vec::with_capacity(k * k);
@@ -54,7 +55,7 @@ impl Conv {
     /// `[B,Ci,H,W]` → `[B,Co,H',W']`.
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
         let y = if self.taps.is_empty() { x.conv2d(&self.weight, self.padding, self.stride, 1, 1)? } else { self.shifted(x)? };
-        Ok(y.broadcast_add(&self.bias)?)
+        add_bias(&y, &self.bias, 1)
     }
 
     fn shifted(&self, x: &Tensor) -> Result<Tensor> {

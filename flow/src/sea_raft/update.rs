@@ -7,7 +7,7 @@ use candle_nn::VarBuilder;
 
 use super::config::SeaRaftConfig;
 use crate::error::Result;
-use crate::kernels::depthwise_conv2d;
+use crate::kernels::{add_bias, depthwise_conv2d, gelu_erf};
 use super::conv::Conv;
 
 /// (correlation features, flow) → `dim` motion channels, the last two being the raw flow.
@@ -53,7 +53,7 @@ impl Linear {
 
     /// `[N,c_in]` → `[N,c_out]`.
     fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(x.matmul(&self.weight_t)?.broadcast_add(&self.bias)?)
+        add_bias(&x.matmul(&self.weight_t)?, &self.bias, 1)
     }
 }
 
@@ -100,9 +100,9 @@ impl ConvNextBlock {
         let y = depthwise_conv2d(x, &self.dw_weight, Some(&self.dw_bias), 3)?;
         let y = y.permute((0, 2, 3, 1))?.reshape((n, c))?; // channels last: [BHW, dim]
         let y = candle_nn::ops::layer_norm(&y, &self.norm_weight, &self.norm_bias, LAYER_NORM_EPS)?;
-        let y = self.pwconv2.forward(&self.pwconv1.forward(&y)?.gelu_erf()?)?.broadcast_mul(&self.gamma)?;
+        let y = self.pwconv2.forward(&gelu_erf(&self.pwconv1.forward(&y)?)?)?.broadcast_mul(&self.gamma)?;
         let residual = x.permute((0, 2, 3, 1))?.reshape((n, c))?;
-        let out = (residual + y)?.matmul(&self.final_t)?.broadcast_add(&self.final_bias)?; // [BHW, out]
+        let out = add_bias(&(residual + y)?.matmul(&self.final_t)?, &self.final_bias, 1)?; // [BHW, out]
         let out_c = out.dim(D::Minus1)?;
         Ok(out.reshape((b, h, w, out_c))?.permute((0, 3, 1, 2))?.contiguous()?)
     }
