@@ -37,24 +37,24 @@ impl WorkingMemory {
         self.len() == 0
     }
 
-    /// Memory read-out `[B,Cv,h,w]` for `query` `[B,Ck,h,w]`, with the current frame's `key`
-    /// `[B,Ck,h,w]` and `value` `[B,Cv,h,w]` appended to the remembered ones. `scale` is the
-    /// attention's `dim_head^(−½)`.
-    pub fn read(&self, query: &Tensor, key: &Tensor, value: &Tensor, scale: f64) -> Result<Tensor> {
+    /// The attention of one step: the current frame's `query` `[B,Ck,h,w]` over the remembered
+    /// keys plus the frame's own `key` `[B,Ck,h,w]`. `scale` is the attention's `dim_head^(−½)`.
+    /// It depends on the context only, not on the refinement, so a step computes it once and
+    /// reads all its refinements' values with it (the reference recomputes the same numbers
+    /// at every refinement).
+    pub fn attend(&self, query: &Tensor, key: &Tensor, scale: f64) -> Result<Readout> {
         let (b, ck, h, w) = query.dims4()?;
-        let cv = value.dim(1)?;
         let q = query.reshape((b, ck, h * w))?;
-        let (k, v) = (key.reshape((b, ck, h * w))?, value.reshape((b, cv, h * w))?);
-        let (keys, values) = match (&self.keys, &self.values) {
-            (Some(mk), Some(mv)) => (Tensor::cat(&[mk, &k], 2)?, Tensor::cat(&[mv, &v], 2)?),
-            _ => (k, v),
+        let k = key.reshape((b, ck, h * w))?;
+        let keys = match &self.keys {
+            Some(mk) => Tensor::cat(&[mk, &k], 2)?,
+            None => k,
         };
         let n = keys.dim(2)?;
         let scale = scale * (n as f64).ln() / self.train_avg_length.ln();
         let logits = (q.transpose(1, 2)?.contiguous()?.matmul(&keys)? * scale)?; // [B, hw, N]
         let affinity = candle_nn::ops::softmax_last_dim(&logits)?; // over the keys
-        let out = affinity.matmul(&values.transpose(1, 2)?.contiguous()?)?; // [B, hw, Cv]
-        Ok(out.transpose(1, 2)?.reshape((b, cv, h, w))?)
+        Ok(Readout { affinity, remembered: self.values.clone(), h, w })
     }
 
     /// Remembers a frame's `key` `[B,Ck,h,w]` and `value` `[B,Cv,h,w]`, then cuts the memory back
@@ -81,6 +81,33 @@ impl WorkingMemory {
     }
 }
 
+/// One step's attention weights and the remembered values they mix with the current ones.
+pub struct Readout {
+    /// `[B, h·w, N]`, rows summing to 1; the last `h·w` columns are the current frame's.
+    affinity: Tensor,
+    /// `[B, Cv, N − h·w]`.
+    remembered: Option<Tensor>,
+    h: usize,
+    w: usize,
+}
+
+impl Readout {
+    /// Memory read-out `[B,Cv,h,w]` given the current refinement's `value` `[B,Cv,h,w]`.
+    pub fn read(&self, value: &Tensor) -> Result<Tensor> {
+        let (b, cv, h, w) = value.dims4()?;
+        if (h, w) != (self.h, self.w) {
+            return Err(crate::error::FlowError::InvalidInput(format!("memory read-out: values of {h}x{w} for an attention over {}x{}", self.h, self.w)));
+        }
+        let v = value.reshape((b, cv, h * w))?;
+        let values = match &self.remembered {
+            Some(mv) => Tensor::cat(&[mv, &v], 2)?,
+            None => v,
+        };
+        let out = self.affinity.matmul(&values.transpose(1, 2)?.contiguous()?)?; // [B, hw, Cv]
+        Ok(out.transpose(1, 2)?.reshape((b, cv, h, w))?)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -101,7 +128,7 @@ mod tests {
         assert!(values.iter().all(|&v| v == 12.0), "the newest frame is kept: {values:?}");
         // Equal keys → uniform attention → the mean of remembered (12) and current (20) values.
         let zeros = Tensor::zeros((1, 3, 2, 2), DType::F32, &dev)?;
-        let out = mem.read(&zeros, &zeros, &frame(20.0)?, 0.1)?;
+        let out = mem.attend(&zeros, &zeros, 0.1)?.read(&frame(20.0)?)?;
         let got = out.flatten_all()?.to_vec1::<f32>()?;
         assert!(got.iter().all(|&v| (v - 16.0).abs() < 1e-5), "{got:?}");
         Ok(())

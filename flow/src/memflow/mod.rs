@@ -20,5 +20,5 @@ pub mod update;
 
 pub use config::MemFlowConfig;
 pub use estimator::MemFlowEstimator;
-pub use memory::WorkingMemory;
+pub use memory::{Readout, WorkingMemory};
 pub use model::MemFlowNet;

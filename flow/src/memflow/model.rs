@@ -95,19 +95,19 @@ impl MemFlowNet {
         let coords0 = coords_grid(b, h, w, fmap1.device())?;
         let mut coords1 = coords0.clone();
         let mut net = ctx.net.clone();
+        let readout = memory.attend(&ctx.query, &ctx.key, self.scale)?;
         let mut value = None; // the last refinement's, which the memory keeps
         for _ in 0..iters {
             let features = corr.lookup(&coords1)?;
             let flow = (&coords1 - &coords0)?;
             let (motion, current) = self.update_block.motion_and_value(&flow, &features)?;
-            let readout = memory.read(&ctx.query, &ctx.key, &current, self.scale)?;
-            let (new_net, delta) = self.update_block.forward(&net, &ctx.inp, &motion, &readout)?;
+            let (new_net, delta) = self.update_block.forward(&net, &ctx.inp, &motion, &readout.read(&current)?)?;
             net = new_net;
             coords1 = (coords1 + delta)?;
             value = Some(current);
         }
-        let flow = upsample_convex(&(&coords1 - &coords0)?, &self.update_block.mask(&net)?)?;
         let value = value.ok_or_else(|| FlowError::InvalidParameter("MemFlow needs at least one refinement (val_decoder_depth ≥ 1)".into()))?;
+        let flow = upsample_convex(&(&coords1 - &coords0)?, &self.update_block.mask(&net)?)?;
         Ok(StepOutput { flow, value })
     }
 }
