@@ -113,7 +113,10 @@ fn main() -> Result<()> {
         let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("flows").context("torch flows")?.to_dtype(DType::F32)?;
         let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
         let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
-        let (t, o) = (median(torch_ms.clone()), median(ours_ms.clone()));
+        // SEA-RAFT: median (upper, for an even count) of the timed runs; MemFlow: mean per step on
+        // both sides (ours times the whole clip, since it computes each frame's features once).
+        let t = if unit == "step" { torch_ms.iter().sum::<f64>() / torch_ms.len() as f64 } else { median(torch_ms.clone()) };
+        let o = median(ours_ms.clone());
         eprintln!("{model}: torch {torch_ms:.0?} ms, ours {ours_ms:.0?} ms per {unit}, max |Δflow| {diff:.1e} px");
         rows.push((model.to_string(), unit, t, o, diff, scale));
     }
