@@ -29,6 +29,16 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
+/// CPU time of this process (user + system) in ms, from `/proc/self/stat`: under contention
+/// from other processes it is steadier than wall time. `None` off Linux.
+fn cpu_ms() -> Option<f64> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the parenthesised command name; utime and stime are the 12th and 13th.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks * 10.0) // USER_HZ = 100 on Linux
+}
+
 fn main() -> Result<()> {
     let videoflow = arg("--videoflow").context("pass --videoflow PATH (a checkout of XiaoyuShi97/VideoFlow)")?;
     let iters: usize = arg("--iters").map(|s| s.parse()).transpose()?.unwrap_or(12);
@@ -68,12 +78,15 @@ fn main() -> Result<()> {
 
     eprintln!("Candle: {runs} runs + warm-up…");
     let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, &Device::Cpu)?;
-    let mut ours_ms = Vec::with_capacity(runs);
+    let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {
-        let t0 = Instant::now();
+        let (t0, c0) = (Instant::now(), cpu_ms());
         flows = est.window_flows(frames.view())?;
         ours_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
+        if let (Some(c0), Some(c1)) = (c0, cpu_ms()) {
+            ours_cpu.push(c1 - c0);
+        }
     }
     let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?;
     let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("window").context("torch flows")?.to_dtype(DType::F32)?;
@@ -84,6 +97,11 @@ fn main() -> Result<()> {
     println!("MOFNet, one 5-frame window at {SIZE}x{SIZE}, {iters} iterations, {threads} threads (torch {}):", reference["torch"].as_str().unwrap_or("?"));
     println!("  PyTorch (official code) ms: {torch_ms:.0?}  median {t:.0}");
     println!("  Candle (ours)           ms: {ours_ms:.0?}  median {o:.0}");
+    let torch_cpu: Vec<f64> = reference["cpu_ms"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();
+    if !torch_cpu.is_empty() && !ours_cpu.is_empty() {
+        let (tc, oc) = (median(torch_cpu.clone()), median(ours_cpu.clone()));
+        println!("  CPU time ms: PyTorch {torch_cpu:.0?} / Candle {ours_cpu:.0?}  (medians {tc:.0} / {oc:.0}, ratio {:.2}x)", tc / oc);
+    }
     println!("  speed-up {:.2}x; max |Δflow| {diff:.2e} px (flows up to {scale:.1} px, relative {:.1e})", t / o, diff / scale.max(1e-6));
     Ok(())
 }

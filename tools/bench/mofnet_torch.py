@@ -3,7 +3,8 @@
 Builds VideoFlow's MOFNet with the sintel config (full size, 13.4 M parameters) on seeded
 random weights, saves them as safetensors for the Candle side, times one 5-frame window
 (`--iters` updates) on the frames the Rust side wrote, saves the flows for the comparison and
-prints one JSON line: {"ms": [...], "threads": N, "torch": version}.
+prints one JSON line: {"ms": [...], "cpu_ms": [...], "threads": N, "torch": version} (wall
+and process CPU time per run).
 
     python tools/bench/mofnet_torch.py --videoflow /tmp/videoflow --frames F.safetensors \
         --weights-out W.safetensors --flows-out O.safetensors --iters 12 --runs 2 --threads 2
@@ -42,15 +43,16 @@ def main():
 
     frames = load_file(args.frames)["frames"]
     images = frames.permute(0, 3, 1, 2).float()[None]
-    times = []
+    times, cpu = [], []
     with torch.inference_mode():
         out, _ = model(images, {})  # warm-up (allocator, oneDNN kernels)
         for _ in range(args.runs):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             out, _ = model(images, {})
             times.append((time.perf_counter() - t0) * 1000.0)
+            cpu.append((time.process_time() - c0) * 1000.0)
     save_file({"window": out[0].float().contiguous()}, args.flows_out)
-    print(json.dumps({"ms": times, "threads": torch.get_num_threads(), "torch": torch.__version__}))
+    print(json.dumps({"ms": times, "cpu_ms": cpu, "threads": torch.get_num_threads(), "torch": torch.__version__}))
 
 
 if __name__ == "__main__":
