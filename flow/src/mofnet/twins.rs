@@ -98,7 +98,7 @@ impl LocalAttention {
         // [G,heads,ws²,d] → [B,gh,gw,ws,ws,C] → [B,gh·ws,gw·ws,C], padding cropped
         let out = out.transpose(1, 2)?.reshape((b, gh, gw, ws, ws, c))?.transpose(2, 3)?.reshape((b, gh * ws, gw * ws, c))?;
         let out = out.narrow(1, 0, h)?.narrow(2, 0, w)?.contiguous()?.reshape((b, n, c))?;
-        Ok(self.proj.forward(&out)?)
+        self.proj.forward(&out)
     }
 }
 
@@ -145,7 +145,7 @@ impl GlobalAttention {
         let kv = self.kv.forward(&summary)?.reshape((b, m, 2, heads, d))?.permute((2, 0, 3, 1, 4))?.contiguous()?;
         let out = attend(&q, &kv.get(0)?, &kv.get(1)?, (d as f64).powf(-0.5))?; // [B,heads,N,d]
         let out = out.transpose(1, 2)?.reshape((b, n, c))?;
-        Ok(self.proj.forward(&out)?)
+        self.proj.forward(&out)
     }
 }
 
@@ -166,7 +166,7 @@ impl Mlp {
     }
 
     pub fn forward(&self, x: &Tensor) -> Result<Tensor> {
-        Ok(self.fc2.forward(&gelu_erf(&self.fc1.forward(x)?)?)?)
+        self.fc2.forward(&gelu_erf(&self.fc1.forward(x)?)?)
     }
 }
 
