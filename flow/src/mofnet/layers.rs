@@ -57,11 +57,6 @@ impl Depthwise {
     }
 }
 
-/// A square convolution with bias, stride 1, size-preserving padding.
-pub fn conv_same(vb: VarBuilder, c_in: usize, c_out: usize, k: usize) -> Result<candle_nn::Conv2d> {
-    Ok(candle_nn::conv2d(c_in, c_out, k, candle_nn::Conv2dConfig { padding: k / 2, ..Default::default() }, vb)?)
-}
-
 /// The PCBlock: `x ← gelu(x + ffn1(x))`, then `x ← gelu(x + dwconv_k(x))` for each kernel size
 /// k, `x ← gelu(x + pw(x))`, and `ffn2(x)` maps to the output width. The feed-forward layers
 /// widen by 1.5×.

@@ -8,14 +8,16 @@
 //! hidden state is simply replaced), a PCBlock head predicts the 4 flow deltas, and a conv head
 //! the convex-upsampling masks of both directions (×100, as trained).
 
-use candle_core::{Module, Tensor};
+use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use super::config::{MofConfig, MOTION_FEATURES, MOTION_HIDDEN};
 use super::gma::Aggregate;
-use super::layers::{conv_same, PcBlock, Pointwise};
+use super::layers::{PcBlock, Pointwise};
 use crate::error::Result;
 use crate::kernels::{bilinear_sample, gelu_erf};
+// SEA-RAFT's 3×3 convolution as shifted matmuls (Candle's im2col conv is several times slower).
+use crate::sea_raft::conv::Conv;
 
 /// Depthwise kernel sizes of the motion encoder's and flow head's PCBlocks.
 const K_CONV: [usize; 2] = [1, 15];
@@ -89,7 +91,7 @@ pub struct UpdateBlock {
     aggregator: Aggregate,
     gru: PcBlock,
     flow_head: PcBlock,
-    mask: (candle_nn::Conv2d, Pointwise),
+    mask: (Conv, Pointwise),
 }
 
 /// What one iteration produces.
@@ -113,7 +115,7 @@ impl UpdateBlock {
             // Input: hidden state, context, motion features, their global aggregate.
             gru: PcBlock::new(vb.pp("gru"), 2 * hdim + 2 * MOTION_FEATURES, hdim, &K_UPDATER)?,
             flow_head: PcBlock::new(vb.pp("flow_head"), hdim, 4, &K_CONV)?,
-            mask: (conv_same(vb.pp("mask.0"), hdim, 2 * hdim, 3)?, Pointwise::new(vb.pp("mask.2"), 2 * hdim, 2 * 8 * 8 * 9)?),
+            mask: (Conv::square(vb.pp("mask.0"), hdim, 2 * hdim, 3, 1)?, Pointwise::new(vb.pp("mask.2"), 2 * hdim, 2 * 8 * 8 * 9)?),
         })
     }
 
