@@ -227,9 +227,9 @@ impl Qwen25VlConfig {
             hidden_act: act(nested.hidden_act.clone().or(top.hidden_act.clone()))?,
         };
         if text_cfg.num_attention_heads == 0
-            || text_cfg.hidden_size % text_cfg.num_attention_heads != 0
+            || !text_cfg.hidden_size.is_multiple_of(text_cfg.num_attention_heads)
             || text_cfg.num_key_value_heads == 0
-            || text_cfg.num_attention_heads % text_cfg.num_key_value_heads != 0
+            || !text_cfg.num_attention_heads.is_multiple_of(text_cfg.num_key_value_heads)
         {
             return Err("text heads must divide hidden_size and be a multiple of num_key_value_heads".into());
         }
@@ -264,10 +264,10 @@ impl Qwen25VlConfig {
             hidden_act: act(v.hidden_act.clone())?,
             rope_theta: v.rope_parameters.as_ref().and_then(|r| r.rope_theta).unwrap_or(10000.0),
         };
-        if vision.num_heads == 0 || vision.hidden_size % vision.num_heads != 0 || vision.head_dim() % 4 != 0 {
+        if vision.num_heads == 0 || !vision.hidden_size.is_multiple_of(vision.num_heads) || !vision.head_dim().is_multiple_of(4) {
             return Err("vision num_heads must divide hidden_size into a head_dim divisible by 4".into());
         }
-        if vision.window_size % (vision.patch_size * vision.spatial_merge_size) != 0 {
+        if !vision.window_size.is_multiple_of(vision.patch_size * vision.spatial_merge_size) {
             return Err("vision window_size must be a multiple of patch_size × spatial_merge_size".into());
         }
         let eos_token_ids = match top.eos_token_id.clone().or(nested.eos_token_id.clone()) {

@@ -107,7 +107,7 @@ fn fresh_adapters_leave_logits_unchanged_and_round_trip() {
     assert_close("zero-initialised LoRA", &after, &before, 0.0);
 
     // Non-zero B, saved and loaded back, gives the same logits.
-    for (_, pair) in &lora.modules {
+    for pair in lora.modules.values() {
         pair.b.set(&Tensor::randn(0f32, 0.1, pair.b.shape(), &Device::Cpu).unwrap()).unwrap();
     }
     lora.runtime().set_training(false);

@@ -58,7 +58,7 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
             current = 0;
         }
         current += bytes;
-        shards.last_mut().map(|s| s.push(name));
+        if let Some(s) = shards.last_mut() { s.push(name) }
     }
     let count = shards.len();
     let mut weight_map = BTreeMap::new();

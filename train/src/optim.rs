@@ -47,6 +47,9 @@ pub struct AdamWConfig {
     pub weight_decay: f64,
 }
 
+/// Trained tensors by name.
+pub type NamedVars = Vec<(String, Var)>;
+
 pub struct AdamW {
     pub groups: Vec<ParamGroup>,
     config: AdamWConfig,
@@ -61,7 +64,7 @@ pub fn decays(name: &str) -> bool {
 }
 
 impl AdamW {
-    pub fn new(groups: Vec<(String, f64, Vec<(String, Var)>)>, config: AdamWConfig) -> Result<Self, OptimError> {
+    pub fn new(groups: Vec<(String, f64, NamedVars)>, config: AdamWConfig) -> Result<Self, OptimError> {
         let groups = groups
             .into_iter()
             .map(|(name, lr, vars)| {

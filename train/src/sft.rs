@@ -392,7 +392,7 @@ impl Trainer {
             samples_per_s: samples as f64 / seconds,
         };
         self.write_logs(&log)?;
-        if self.step % self.recipe.checkpoint.every.max(1) == 0 {
+        if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
         Ok(log)
@@ -466,7 +466,7 @@ impl Trainer {
             bar.set_message(format!("loss {:.4}", log.loss));
             logs.push(log);
         }
-        if self.step % self.recipe.checkpoint.every.max(1) != 0 {
+        if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
         bar.finish_and_clear();

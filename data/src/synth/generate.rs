@@ -158,11 +158,10 @@ impl SynthConfig {
         if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 60.0) {
             return bad(format!("--seconds {} must be in (0, 60]", self.seconds));
         }
-        if let Some(fixed) = self.fixed_recognition()? {
-            if (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j]))) {
+        if let Some(fixed) = self.fixed_recognition()?
+            && (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j]))) {
                 return bad(format!("recognition movements {fixed:?} must be four distinct movements, none part of another"));
             }
-        }
         if self.frames_per_clip() < 2 {
             return bad(format!("{} s at {} fps is under two frames; no flow without a pair", self.seconds, self.fps));
         }
