@@ -3,10 +3,14 @@
 //! whole-clip forward flows and the first window's forward and backward flows within 1e-3 px.
 //! A new dump needs no code here.
 
+use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Device, Tensor};
-use motionvl_flow::mofnet::{window_plan, MofConfig, MofNetEstimator};
+use candle_core::Shape;
+use candle_nn::VarBuilder;
+use motionvl_flow::mofnet::{weights, window_plan, MofConfig, MofNet, MofNetEstimator};
 use motionvl_flow::{estimator_by_name, EstimatorSpec, FlowEstimator};
 use ndarray::{Array4, ArrayView4, Axis};
 
@@ -103,4 +107,54 @@ fn registry_builds_mofnet_and_handles_short_odd_clips() {
     let flows = est.estimate(frames.view()).expect("flows");
     assert_eq!(flows.dim(), (1, 2, 61, 90));
     assert!(flows.iter().all(|v| v.is_finite()));
+}
+
+/// A checkpoint of known names and shapes (zeros) that records what the model reads.
+struct RecordingCheckpoint {
+    shapes: HashMap<String, Vec<usize>>,
+    read: Arc<Mutex<BTreeSet<String>>>,
+}
+
+impl candle_nn::var_builder::SimpleBackend for RecordingCheckpoint {
+    fn get(&self, s: Shape, name: &str, _: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let Some(shape) = self.shapes.get(name) else { candle_core::bail!("the official checkpoint has no `{name}`") };
+        if shape.as_slice() != s.dims() {
+            candle_core::bail!("`{name}`: checkpoint {shape:?}, model {:?}", s.dims());
+        }
+        self.read.lock().map_err(|_| candle_core::Error::Msg("poisoned record".into()))?.insert(name.to_string());
+        Tensor::zeros(s, dtype, dev)
+    }
+
+    fn get_unchecked(&self, name: &str, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
+        let Some(shape) = self.shapes.get(name) else { candle_core::bail!("the official checkpoint has no `{name}`") };
+        Tensor::zeros(shape.as_slice(), dtype, dev)
+    }
+
+    fn contains_tensor(&self, name: &str) -> bool {
+        self.shapes.contains_key(name)
+    }
+}
+
+/// The sintel-config model reads exactly the official checkpoint's tensors (names and shapes
+/// of `MOF_sintel.pth`'s state dict, dumped from VideoFlow's own model by the generator's
+/// `--keys-out`): every one except those the loader skips knowingly (`*.svt.norm.*`,
+/// `att.pos_emb.*`, the never-called `velocity_update_block`).
+#[test]
+fn sintel_model_reads_every_used_tensor_of_the_official_checkpoint() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/mofnet/sintel_keys.json");
+    let shapes: HashMap<String, Vec<usize>> = serde_json::from_str(&std::fs::read_to_string(&path).expect("sintel_keys.json")).expect("name → shape");
+    let shapes: HashMap<String, Vec<usize>> = shapes.into_iter().map(|(k, v)| (k.strip_prefix("module.").map(str::to_string).unwrap_or(k), v)).collect();
+    let used: BTreeSet<String> = shapes.keys().filter(|k| !weights::is_unused(k)).cloned().collect();
+    let skipped: BTreeSet<String> = shapes.keys().filter(|k| weights::is_unused(k)).cloned().collect();
+    assert!(skipped.iter().all(|k| k.contains(".svt.norm.") || k.starts_with("att.pos_emb.") || k.contains("velocity_update_block")), "{skipped:?}");
+    assert_eq!(skipped.len(), 4 + 3 + 6, "svt.norm ×2 encoders, pos_emb (2 tables + index), velocity block (3 convs)");
+
+    let read = Arc::new(Mutex::new(BTreeSet::new()));
+    let backend = RecordingCheckpoint { shapes, read: Arc::clone(&read) };
+    let vb = VarBuilder::from_backend(Box::new(backend), DType::F32, Device::Cpu);
+    MofNet::new(vb, &MofConfig::default()).unwrap_or_else(|e| panic!("sintel config against the official names: {e}"));
+    let read = read.lock().expect("record").clone();
+    let never_read: Vec<&String> = used.difference(&read).collect();
+    assert!(never_read.is_empty(), "official tensors the model ignores: {never_read:?}");
+    assert_eq!(read, used);
 }

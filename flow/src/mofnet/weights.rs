@@ -13,6 +13,12 @@ use crate::error::{FlowError, Result};
 /// attention only) and the motion encoder's `velocity_update_block`, built but never called.
 const UNUSED: &[&str] = &[".svt.norm.", "att.pos_emb.", "encoder.velocity_update_block.", ".svt.head."];
 
+/// Whether a checkpoint tensor (name without `module.`) is one MOFNet never reads.
+pub fn is_unused(name: &str) -> bool {
+    let dotted = format!(".{name}");
+    UNUSED.iter().any(|u| dotted.contains(u))
+}
+
 /// All tensors MOFNet reads, as f32 on `device`, names without `module.`.
 pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
     let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
@@ -26,7 +32,7 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, T
     let mut out = HashMap::with_capacity(raw.len());
     for (name, tensor) in raw {
         let name = name.strip_prefix("module.").map(str::to_string).unwrap_or(name);
-        if UNUSED.iter().any(|u| format!(".{name}").contains(u)) {
+        if is_unused(&name) {
             continue;
         }
         out.insert(name, tensor.to_dtype(DType::F32)?.to_device(device)?);
