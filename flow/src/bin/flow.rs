@@ -94,10 +94,11 @@ struct Input {
 
 #[derive(Args)]
 struct Motion {
-    /// Estimator: dis (alias classic), dis-fast, dis-ultrafast, raft-small, raft-large.
+    /// Estimator: dis (alias classic), dis-fast, dis-ultrafast, raft-small, raft-large,
+    /// sea-raft-s, sea-raft-m, sea-raft-l, memflow, mofnet.
     #[arg(long, default_value = "dis")]
     motion: String,
-    /// Checkpoint of a network estimator (.safetensors or .pth, torchvision or princeton-vl).
+    /// Checkpoint of a network estimator (.safetensors or .pth, as its official code saves it).
     #[arg(long)]
     weights: Option<PathBuf>,
     /// RAFT refinement iterations.
