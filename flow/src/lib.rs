@@ -13,6 +13,7 @@ pub mod memflow;
 pub mod mofnet;
 pub mod pseudo;
 pub mod raft;
+pub mod state_dict;
 pub mod sea_raft;
 pub mod synthetic;
 pub mod viz;

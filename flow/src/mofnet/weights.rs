@@ -27,7 +27,7 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, T
     }
     let raw: Vec<(String, Tensor)> = match path.extension().and_then(|e| e.to_str()) {
         Some("safetensors") => candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| fail(e.to_string()))?.into_iter().collect(),
-        _ => read_pth(path).map_err(|e| fail(e.to_string()))?,
+        _ => crate::state_dict::read_pth(path).map_err(|e| fail(e.to_string()))?,
     };
     let mut out = HashMap::with_capacity(raw.len());
     for (name, tensor) in raw {
@@ -43,20 +43,6 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, T
     Ok(out)
 }
 
-/// A `.pth` state dict, bare or wrapped in `{"state_dict": ...}` / `{"model": ...}`.
-fn read_pth(path: &Path) -> candle_core::Result<Vec<(String, Tensor)>> {
-    let bare = candle_core::pickle::read_all(path)?;
-    if !bare.is_empty() {
-        return Ok(bare);
-    }
-    for key in ["state_dict", "model"] {
-        let wrapped = candle_core::pickle::read_all_with_key(path, Some(key))?;
-        if !wrapped.is_empty() {
-            return Ok(wrapped);
-        }
-    }
-    Ok(Vec::new())
-}
 
 #[cfg(test)]
 mod tests {

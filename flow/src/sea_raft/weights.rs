@@ -20,7 +20,7 @@ pub fn load_state_dict(path: &Path, device: &Device, network: &str, required: &s
     }
     let raw: Vec<(String, Tensor)> = match path.extension().and_then(|e| e.to_str()) {
         Some("safetensors") => candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| fail(e.to_string()))?.into_iter().collect(),
-        _ => read_pth(path).map_err(|e| fail(format!("not a readable PyTorch checkpoint ({e})")))?,
+        _ => crate::state_dict::read_pth(path).map_err(|e| fail(format!("not a readable PyTorch checkpoint ({e})")))?,
     };
     if raw.is_empty() {
         return Err(fail("no tensors found (expected a state dict, bare or under `model` / `state_dict`)".into()));
@@ -39,20 +39,6 @@ pub fn load_state_dict(path: &Path, device: &Device, network: &str, required: &s
     Ok(out)
 }
 
-/// A `.pth` state dict, bare or wrapped.
-fn read_pth(path: &Path) -> candle_core::Result<Vec<(String, Tensor)>> {
-    let bare = candle_core::pickle::read_all(path)?;
-    if !bare.is_empty() {
-        return Ok(bare);
-    }
-    for key in ["model", "state_dict"] {
-        let wrapped = candle_core::pickle::read_all_with_key(path, Some(key))?;
-        if !wrapped.is_empty() {
-            return Ok(wrapped);
-        }
-    }
-    Ok(Vec::new())
-}
 
 #[cfg(test)]
 mod tests {

@@ -1,0 +1,23 @@
+//! Reading PyTorch state dicts with Candle's pickle reader, as the official flow repositories
+//! save them: bare, or wrapped in `{"state_dict": …}` / `{"model": …}`.
+
+use std::path::Path;
+
+use candle_core::Tensor;
+
+/// The tensors of a `.pth` checkpoint; empty when the file holds no state dict we recognise.
+pub fn read_pth(path: &Path) -> candle_core::Result<Vec<(String, Tensor)>> {
+    let bare = candle_core::pickle::read_all(path)?;
+    if !bare.is_empty() {
+        return Ok(bare);
+    }
+    // The reader fails on a key the file lacks, so each wrapper is simply tried in turn.
+    for key in ["model", "state_dict"] {
+        if let Ok(wrapped) = candle_core::pickle::read_all_with_key(path, Some(key))
+            && !wrapped.is_empty()
+        {
+            return Ok(wrapped);
+        }
+    }
+    Ok(Vec::new())
+}
