@@ -55,15 +55,7 @@ impl Bench for DualCog {
     }
 
     fn layout(&self) -> Vec<Column> {
-        COLUMNS
-            .iter()
-            .map(|&(task, short, dimension)| Column {
-                task,
-                short,
-                dimension,
-                level: None,
-            })
-            .collect()
+        Column::without_levels(&COLUMNS)
     }
 
     /// The row's own user prompt, its options when the prompt does not list them, and the JSON

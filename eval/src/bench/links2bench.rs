@@ -46,15 +46,7 @@ impl Bench for LinkS2Bench {
     }
 
     fn layout(&self) -> Vec<Column> {
-        COLUMNS
-            .iter()
-            .map(|&(task, short, dimension)| Column {
-                task,
-                short,
-                dimension,
-                level: None,
-            })
-            .collect()
+        Column::without_levels(&COLUMNS)
     }
 }
 

@@ -42,6 +42,13 @@ pub struct Column {
     pub level: Option<&'static str>,
 }
 
+impl Column {
+    /// Columns of a benchmark without levels, from `(task, short heading, dimension)` rows.
+    pub fn without_levels(rows: &[(&'static str, &'static str, &'static str)]) -> Vec<Column> {
+        rows.iter().map(|&(task, short, dimension)| Column { task, short, dimension, level: None }).collect()
+    }
+}
+
 /// A benchmark: its manifest reader, prompt and scorer.
 pub trait Bench: Send + Sync {
     /// Name on the command line (`--bench`) and in `results.json`.

@@ -49,15 +49,7 @@ impl Bench for UrbanVideo {
     }
 
     fn layout(&self) -> Vec<Column> {
-        COLUMNS
-            .iter()
-            .map(|&(task, short, dimension)| Column {
-                task,
-                short,
-                dimension,
-                level: None,
-            })
-            .collect()
+        Column::without_levels(&COLUMNS)
     }
 }
 
