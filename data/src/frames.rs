@@ -151,6 +151,37 @@ impl FramePolicy {
             FramePolicy::Uniform { frames } => uniform_plan(clip, *frames),
         }
     }
+
+    /// The most frames a plan keeps.
+    pub fn max_frames(&self) -> Option<usize> {
+        match self {
+            FramePolicy::Training(p) => Some(p.max_frames),
+            FramePolicy::SisbenchEval(p) => Some(p.max_frames),
+            FramePolicy::Uniform { frames } => Some(*frames),
+        }
+    }
+
+    /// The fewest frames a plan may be lowered to when a sample must shrink: the training
+    /// plan's floor; evaluation and fixed counts never drop frames.
+    pub fn min_frames(&self) -> Option<usize> {
+        match self {
+            FramePolicy::Training(p) => Some(p.min_frames),
+            FramePolicy::SisbenchEval(_) | FramePolicy::Uniform { .. } => None,
+        }
+    }
+
+    /// The same policy keeping at most `max_frames` frames.
+    pub fn with_max_frames(&self, max_frames: usize) -> FramePolicy {
+        match *self {
+            FramePolicy::Training(p) => FramePolicy::Training(TrainingPlan {
+                max_frames: p.max_frames.min(max_frames),
+                min_frames: p.min_frames.min(max_frames),
+                ..p
+            }),
+            FramePolicy::SisbenchEval(p) => FramePolicy::SisbenchEval(EvalProtocol { max_frames: p.max_frames.min(max_frames), ..p }),
+            FramePolicy::Uniform { frames } => FramePolicy::Uniform { frames: frames.min(max_frames) },
+        }
+    }
 }
 
 /// How many frames fit at `fps` starting at t = 0 strictly before the clip ends:

@@ -4,9 +4,12 @@
 //! This crate knows nothing of Candle: it yields `ndarray` arrays and token ids, so
 //! loader threads never touch a device.
 
+pub mod budget;
+pub mod digest;
 pub mod frames;
 pub mod loader;
 pub mod manifest;
+pub mod media_config;
 pub mod preprocess;
 pub mod samples;
 pub mod synth;

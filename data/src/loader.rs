@@ -30,6 +30,7 @@ use std::thread::JoinHandle;
 use ndarray::{Array2, Array4};
 use serde::{Deserialize, Serialize};
 
+use crate::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits, fit_videos, vision_tokens};
 use crate::frames::{FramePlan, FramePolicy, TrainingPlan};
 use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, resize_frames, smart_resize};
 use crate::samples::TrainingSample;
@@ -80,6 +81,18 @@ pub trait MediaProcessor: Send + Sync {
     fn grids(&self, _sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
         None
     }
+
+    /// What the processor knows of the sample's videos from their headers, so that a sample
+    /// too long for `max_seq_len` is fitted ([`crate::budget`]) instead of dropped. `None`
+    /// (the default): this processor cannot shrink videos.
+    fn video_budget(&self, _sample: &TrainingSample) -> Option<Result<VideoBudget, BoxError>> {
+        None
+    }
+
+    /// The sample's media with its videos held to `limits`.
+    fn process_limited(&self, _sample: &TrainingSample, _limits: VideoLimits) -> Result<ProcessedMedia, BoxError> {
+        Err("this media processor cannot limit videos".into())
+    }
 }
 
 impl<F> MediaProcessor for F
@@ -119,6 +132,14 @@ impl Default for QwenMedia {
 }
 
 impl QwenMedia {
+    /// The same media with videos held to `limits` (images unchanged).
+    pub fn limited(&self, limits: VideoLimits) -> QwenMedia {
+        let mut out = self.clone();
+        out.video_policy = self.video_policy.with_max_frames(limits.max_frames);
+        out.video_config.max_pixels = limits.max_pixels.clamp(self.video_config.min_pixels, self.video_config.max_pixels);
+        out
+    }
+
     /// A file is decoded with ffmpeg; a folder is a numbered-frame sequence.
     pub fn source(&self, path: &Path) -> VideoSource {
         if path.is_dir() {
@@ -161,6 +182,22 @@ impl MediaProcessor for QwenMedia {
         let images = sample.images.iter().map(|p| self.load_image(p)).collect::<Result<_, _>>()?;
         let videos = sample.videos.iter().map(|p| self.load_video(p)).collect::<Result<_, _>>()?;
         Ok(ProcessedMedia { images, videos, motion: Vec::new() })
+    }
+
+    fn video_budget(&self, sample: &TrainingSample) -> Option<Result<VideoBudget, BoxError>> {
+        let budget = || -> Result<VideoBudget, BoxError> {
+            let videos = sample
+                .videos
+                .iter()
+                .map(|p| self.source(p).probe().map(|info| (info.height, info.width, info.timing())))
+                .collect::<Result<_, _>>()?;
+            Ok(VideoBudget { videos, policy: self.video_policy, config: self.video_config.clone() })
+        };
+        Some(budget())
+    }
+
+    fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> Result<ProcessedMedia, BoxError> {
+        self.limited(limits).process(sample)
     }
 
     fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
@@ -300,6 +337,45 @@ impl<P> Clone for Context<P> {
 }
 
 impl<P: MediaProcessor> Context<P> {
+    fn media_error(&self, sample: &TrainingSample, source: BoxError) -> LoadError {
+        LoadError::Media { sample_id: sample.id.clone(), location: sample.location(), source }
+    }
+
+    /// How `sample`, whose media have `grids`, meets `max_seq_len` (headers only, no decoding).
+    fn fit(&self, sample: &TrainingSample, grids: &MediaGrids, max_seq_len: usize) -> Result<SampleFit, LoadError> {
+        let encode = |videos: &[[usize; 3]], template: &TemplateOptions| {
+            self.tokenizer.encode_chat(&sample.id, &sample.messages, &grids.images, videos, template)
+        };
+        let text_error = |source| LoadError::Text { location: sample.location(), source };
+        match encode(&grids.videos, &self.template) {
+            Ok(encoded) => return Ok(SampleFit::Fits { tokens: encoded.input_ids.len() }),
+            Err(e) if e.is_skip() => {}
+            Err(source) => return Err(text_error(source)),
+        }
+        let whole = TemplateOptions { max_seq_len: None, ..self.template.clone() };
+        let full = encode(&grids.videos, &whole).map_err(text_error)?.input_ids.len();
+        let merge = self.template.merge_size;
+        let video_tokens = |videos: &[[usize; 3]]| videos.iter().map(|g| vision_tokens(*g, merge)).sum::<usize>();
+        let others = full - video_tokens(&grids.videos);
+        let Some(budget) = self.media.video_budget(sample) else {
+            return Ok(SampleFit::TooLong { tokens: full });
+        };
+        let budget = budget.map_err(|source| self.media_error(sample, source))?;
+        let fitted = fit_videos(&budget, max_seq_len, |videos| others + video_tokens(videos))
+            .map_err(|reason| self.media_error(sample, reason.into()))?;
+        let Some((limits, _)) = fitted else {
+            let smallest = budget.candidates().last().map(|l| budget.grids(*l)).transpose();
+            let smallest = smallest.map_err(|reason| self.media_error(sample, reason.into()))?.unwrap_or_default();
+            return Ok(SampleFit::TooLong { tokens: others + video_tokens(&smallest) });
+        };
+        let videos = budget.grids(limits).map_err(|reason| self.media_error(sample, reason.into()))?;
+        match encode(&videos, &self.template) {
+            Ok(encoded) => Ok(SampleFit::Fitted { limits, tokens: encoded.input_ids.len() }),
+            Err(e) if e.is_skip() => Ok(SampleFit::TooLong { tokens: others + video_tokens(&videos) }),
+            Err(source) => Err(text_error(source)),
+        }
+    }
+
     fn load(&self, position: Position, dataset_index: usize) -> Result<Outcome, LoadError> {
         let sample = &self.samples[dataset_index];
         let result = catch_unwind(AssertUnwindSafe(|| self.load_inner(position, dataset_index, sample)))
@@ -336,28 +412,26 @@ impl<P: MediaProcessor> Context<P> {
                 reason: e.to_string(),
             })
         };
-        // Length check before decoding, when the processor can predict its grids.
-        if self.template.max_seq_len.is_some()
+        // Length check before decoding, when the processor can predict its grids; a sample too
+        // long is fitted by limiting its videos, and left out only when that cannot help.
+        let mut limits = None;
+        if let Some(max_seq_len) = self.template.max_seq_len
             && let Some(predicted) = self.media.grids(sample)
         {
-            let grids = predicted.map_err(|source| LoadError::Media {
-                sample_id: sample.id.clone(),
-                location: sample.location(),
-                source,
-            })?;
-            let check =
-                self.tokenizer.encode_chat(&sample.id, &sample.messages, &grids.images, &grids.videos, &self.template);
-            match check {
-                Err(e) if e.is_skip() => return Ok(skipped(e)),
-                Err(source) => return Err(LoadError::Text { location: sample.location(), source }),
-                Ok(_) => {}
+            let grids = predicted.map_err(|source| self.media_error(sample, source))?;
+            match self.fit(sample, &grids, max_seq_len)? {
+                SampleFit::Fits { .. } => {}
+                SampleFit::Fitted { limits: l, .. } => limits = Some(l),
+                SampleFit::TooLong { tokens } => {
+                    return Ok(skipped(TextError::TooLong { sample_id: sample.id.clone(), len: tokens, max_seq_len }));
+                }
             }
         }
-        let media = self.media.process(sample).map_err(|source| LoadError::Media {
-            sample_id: sample.id.clone(),
-            location: sample.location(),
-            source,
-        })?;
+        let media = match limits {
+            None => self.media.process(sample),
+            Some(l) => self.media.process_limited(sample, l),
+        }
+        .map_err(|source| self.media_error(sample, source))?;
         for (kind, expected, got) in [
             (MediaKind::Image, sample.images.len(), media.images.len()),
             (MediaKind::Video, sample.videos.len(), media.videos.len()),
@@ -424,6 +498,74 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
 
     pub fn config(&self) -> &LoaderConfig {
         &self.config
+    }
+
+    /// How dataset sample `index` meets `max_seq_len` (headers only); `None` when the loader
+    /// has no `max_seq_len` or the processor cannot predict its grids.
+    pub fn sample_fit(&self, index: usize) -> Result<Option<SampleFit>, LoadError> {
+        let Some(sample) = self.ctx.samples.get(index) else {
+            return Err(LoadError::BadPosition { index, len: self.len() });
+        };
+        match (self.ctx.template.max_seq_len, self.ctx.media.grids(sample)) {
+            (Some(max), Some(grids)) => {
+                let grids = grids.map_err(|source| self.ctx.media_error(sample, source))?;
+                self.ctx.fit(sample, &grids, max).map(Some)
+            }
+            _ => Ok(None),
+        }
+    }
+
+    /// Fits every sample to `max_seq_len` from headers alone (no decoding) and counts the
+    /// outcomes: what `train sft --check-data` prints and every run logs at its start. A
+    /// sample whose media cannot be probed is an error, or counted as failed when the loader
+    /// skips errors. `progress` is called once per sample.
+    pub fn check_data(&self, progress: &(dyn Fn() + Sync)) -> Result<DataCheck, LoadError> {
+        use rayon::prelude::*;
+        let ctx = &self.ctx;
+        let outcomes: Vec<Result<Option<SampleFit>, LoadError>> = ctx
+            .samples
+            .par_iter()
+            .map(|sample| {
+                let fit = match (ctx.template.max_seq_len, ctx.media.grids(sample)) {
+                    (Some(max), Some(grids)) => {
+                        grids.map_err(|source| ctx.media_error(sample, source)).and_then(|g| ctx.fit(sample, &g, max)).map(Some)
+                    }
+                    _ => Ok(None),
+                };
+                progress();
+                fit
+            })
+            .collect();
+        let mut report = DataReport { samples: ctx.samples.len(), ..DataReport::default() };
+        let mut fits = Vec::with_capacity(ctx.samples.len());
+        let mut total_tokens = 0usize;
+        for (sample, outcome) in ctx.samples.iter().zip(outcomes) {
+            let fit = match outcome {
+                Ok(fit) => fit,
+                Err(_) if ctx.skip_errors => {
+                    report.failed += 1;
+                    fits.push(None);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let tokens = fit.as_ref().map_or(0, SampleFit::tokens);
+            match fit {
+                None | Some(SampleFit::Fits { .. }) => report.kept += 1,
+                Some(SampleFit::Fitted { .. }) => report.fitted += 1,
+                Some(SampleFit::TooLong { .. }) => report.dropped += 1,
+            }
+            if report.longest.as_ref().is_none_or(|l| tokens > l.2) {
+                report.longest = Some((sample.id.clone(), sample.location(), tokens));
+            }
+            if !matches!(fit, Some(SampleFit::TooLong { .. })) {
+                report.max_tokens = report.max_tokens.max(tokens);
+                total_tokens += tokens;
+            }
+            fits.push(fit);
+        }
+        report.mean_tokens = if report.usable() == 0 { 0.0 } else { total_tokens as f64 / report.usable() as f64 };
+        Ok(DataCheck { report, fits })
     }
 
     /// Dataset indices in the order epoch `epoch` visits them.

@@ -5,8 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::frames::{EvalProtocol, FramePolicy};
-use motionvl_data::preprocess::PreprocessConfig;
+pub use motionvl_data::media_config::ProtocolConfig;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -65,6 +64,10 @@ pub struct MotionConfig {
     /// Flow cache folder; default `<out>/flow-cache`.
     #[serde(default)]
     pub cache_dir: Option<PathBuf>,
+    /// Every flow must come from the cache (`--flow-cache-only`): a missing entry is an error
+    /// naming the video, its frames and the cache, raised before any question is asked.
+    #[serde(default)]
+    pub cache_only: bool,
     /// Evaluate with a different estimator (or none) than the checkpoint was trained with.
     #[serde(default)]
     pub force: bool,
@@ -126,68 +129,6 @@ impl Default for GenerationConfig {
         Self {
             batch_size: default_batch(),
             max_new_tokens: default_max_new(),
-        }
-    }
-}
-
-/// Frame plan and pixel bounds (SPEC §2). The frame keys are those of
-/// [`EvalProtocol`], spelled out so that a misspelt key is refused.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-pub struct ProtocolConfig {
-    /// Clips shorter than this (seconds) are sampled at `short_fps`.
-    pub short_below_s: f64,
-    pub short_fps: f64,
-    /// Clips up to this length (seconds) are sampled at `medium_fps`; longer ones get
-    /// `max_frames` frames spread evenly.
-    pub medium_up_to_s: f64,
-    pub medium_fps: f64,
-    /// Cap on the frames of any clip.
-    pub max_frames: usize,
-    /// Lower bound on height × width per frame or image.
-    pub min_pixels: usize,
-    /// Upper bound on height × width per frame or image.
-    pub max_pixels: usize,
-}
-
-impl Default for ProtocolConfig {
-    fn default() -> Self {
-        let frames = EvalProtocol::default();
-        let pixels = PreprocessConfig::sisbench_eval();
-        Self {
-            short_below_s: frames.short_below_s,
-            short_fps: frames.short_fps,
-            medium_up_to_s: frames.medium_up_to_s,
-            medium_fps: frames.medium_fps,
-            max_frames: frames.max_frames,
-            min_pixels: pixels.min_pixels,
-            max_pixels: pixels.max_pixels,
-        }
-    }
-}
-
-impl ProtocolConfig {
-    pub fn frames(&self) -> EvalProtocol {
-        EvalProtocol {
-            short_below_s: self.short_below_s,
-            short_fps: self.short_fps,
-            medium_up_to_s: self.medium_up_to_s,
-            medium_fps: self.medium_fps,
-            max_frames: self.max_frames,
-        }
-    }
-
-    pub fn frame_policy(&self) -> FramePolicy {
-        FramePolicy::SisbenchEval(self.frames())
-    }
-
-    /// The checkpoint's preprocessing (patch size, normalisation) with the protocol's pixel
-    /// bounds.
-    pub fn preprocess(&self, base: &PreprocessConfig) -> PreprocessConfig {
-        PreprocessConfig {
-            min_pixels: self.min_pixels,
-            max_pixels: self.max_pixels,
-            ..base.clone()
         }
     }
 }

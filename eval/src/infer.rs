@@ -52,6 +52,17 @@ pub struct PreparedBatch {
 /// Makes model inputs from questions. Runs on a worker thread, hence `Sync`.
 pub trait Prepare: Sync {
     fn prepare(&self, items: &[&Item]) -> Result<PreparedBatch>;
+
+    /// Checks before the first question that everything `items` need is at hand (a
+    /// cache-only run's flows); the default has nothing to check.
+    fn check_ready(&self, _items: &[&Item]) -> Result<()> {
+        Ok(())
+    }
+
+    /// Flow cache `(hits, computed, repaired)` so far, when the preparer computes motion.
+    fn flow_cache_counts(&self) -> Option<(usize, usize, usize)> {
+        None
+    }
 }
 
 /// Answers a prepared batch: one raw output per question, in order.
@@ -132,6 +143,23 @@ impl QwenPreparer {
 }
 
 impl Prepare for QwenPreparer {
+    fn check_ready(&self, items: &[&Item]) -> Result<()> {
+        let Some(motion) = self.motion.as_ref().filter(|m| m.cache_only) else { return Ok(()) };
+        let videos: Vec<&Path> = items.iter().flat_map(|i| i.videos.iter().map(PathBuf::as_path)).collect();
+        videos.par_iter().try_for_each(|video| {
+            let input = motion.flow_input(video)?;
+            match motion.cache.as_ref().map(|c| c.get(&input.key)) {
+                Some(Ok(Some(_))) => Ok(()),
+                Some(Err(e)) => Err(e.into()),
+                _ => Err(motion.miss_error(video, &input).into()),
+            }
+        })
+    }
+
+    fn flow_cache_counts(&self) -> Option<(usize, usize, usize)> {
+        self.motion.as_ref().map(|m| m.counts.snapshot())
+    }
+
     fn prepare(&self, items: &[&Item]) -> Result<PreparedBatch> {
         let results: Vec<Result<PreparedQuestion>> = items.par_iter().map(|item| self.prepare_one(item)).collect();
         let mut batch = PreparedBatch::default();
@@ -370,13 +398,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
             .map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
         None => PreprocessConfig::default(),
     };
-    let pixels = config.protocol.preprocess(&base);
-    let media = QwenMedia {
-        video_policy: config.protocol.frame_policy(),
-        video_config: pixels.clone(),
-        image_config: pixels,
-        ..QwenMedia::default()
-    };
+    let media = config.protocol.media(&base);
     let template = TemplateOptions {
         max_seq_len: None,
         merge_size: model.config().vision.spatial_merge_size,
@@ -390,12 +412,8 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
                 .clone()
                 .unwrap_or_else(|| config.out.join("flow-cache"));
             let cache = FlowCache::new(cache_dir)?;
-            let media = MotionMedia {
-                qwen: media.clone(),
-                estimator: m.estimator,
-                cache: Some(cache),
-                pseudo: m.pseudo,
-            };
+            let mut media = MotionMedia::new(media.clone(), m.estimator, Some(cache), m.pseudo);
+            media.cache_only = config.motion.cache_only;
             (Some(media), Some(m.branch))
         }
         None => (None, None),

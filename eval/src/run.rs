@@ -7,7 +7,7 @@
 //! are skipped and the rest are appended; resuming with settings that would change the answers
 //! is refused, so one file never mixes two models. A finished run resumed again only re-scores.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
@@ -42,6 +42,18 @@ pub struct RunRecord {
     /// `--motion` as given (`None`: the checkpoint's own estimator, if any).
     #[serde(default)]
     pub motion: Option<String>,
+    /// The dtype the model runs in (the default resolved: f32 on the CPU, bf16 on CUDA).
+    #[serde(default)]
+    pub dtype: Option<String>,
+    #[serde(default)]
+    pub device: Option<String>,
+    /// Flow cache use of the last invocation (not compared on resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_cache: Option<FlowCacheCounts>,
+    /// SHA-256 of the bytes behind each part, by role (`checkpoint`, `adapter`, `motion`,
+    /// `flow_weights`): a retrained adapter or connector under the same path is another model.
+    #[serde(default)]
+    pub weights: BTreeMap<String, String>,
 }
 
 impl RunRecord {
@@ -63,13 +75,20 @@ impl RunRecord {
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
             motion: config.motion.estimator.clone(),
+            dtype: Some(config.model.dtype.clone().unwrap_or_else(|| if config.model.device == "cpu" { "f32".into() } else { "bf16".into() })),
+            device: Some(config.model.device.clone()),
+            weights: weight_digests(config),
+            flow_cache: None,
         }
     }
 
     /// Names of the settings that differ.
     fn differences(&self, other: &RunRecord) -> Vec<&'static str> {
         let mut d = Vec::new();
-        let checks: [(&'static str, bool); 8] = [
+        // Records written before a field existed leave it empty: nothing to compare there.
+        let same_if_known = |a: &Option<String>, b: &Option<String>| a.is_none() || b.is_none() || a == b;
+        let same_weights = self.weights.is_empty() || other.weights.is_empty() || self.weights == other.weights;
+        let checks: [(&'static str, bool); 11] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -78,6 +97,9 @@ impl RunRecord {
             ("max_new_tokens", self.max_new_tokens == other.max_new_tokens),
             ("protocol", self.protocol == other.protocol),
             ("motion", self.motion == other.motion),
+            ("dtype", same_if_known(&self.dtype, &other.dtype)),
+            ("device", same_if_known(&self.device, &other.device)),
+            ("weights (model, adapter, motion branch or flow estimator files changed)", same_weights),
         ];
         for (name, same) in checks {
             if !same {
@@ -86,6 +108,66 @@ impl RunRecord {
         }
         d
     }
+}
+
+/// How a run's flows were obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlowCacheCounts {
+    pub hits: usize,
+    pub computed: usize,
+    pub repaired: usize,
+}
+
+/// Adds this invocation's flow cache counts to `run.json`.
+fn record_flow_cache(out: &Path, counts: FlowCacheCounts) -> Result<()> {
+    let path = out.join(RUN_FILE);
+    let text = std::fs::read_to_string(&path).map_err(EvalError::io("read", &path))?;
+    let mut record: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile { path: path.clone(), message: e.to_string() })?;
+    record.flow_cache = Some(counts);
+    write_record(&path, &record)
+}
+
+fn write_record(path: &Path, record: &RunRecord) -> Result<()> {
+    let text = serde_json::to_string_pretty(record).map_err(|e| EvalError::BadFile { path: path.to_path_buf(), message: e.to_string() })?;
+    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
+    std::fs::write(&tmp, text).map_err(EvalError::io("write", &tmp))?;
+    std::fs::rename(&tmp, path).map_err(EvalError::io("rename", path))
+}
+
+/// Content digests of the files a run's answers depend on (see [`RunRecord::weights`]).
+fn weight_digests(config: &RunConfig) -> BTreeMap<String, String> {
+    use motionvl_data::digest::{sha256_file, sha256_files};
+    let mut out = BTreeMap::new();
+    let checkpoint = Path::new(&config.model.checkpoint);
+    if checkpoint.is_dir() {
+        let mut shards: Vec<PathBuf> = std::fs::read_dir(checkpoint)
+            .map(|dir| dir.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect())
+            .unwrap_or_default();
+        shards.sort();
+        if let Ok(d) = sha256_files(&shards) {
+            out.insert("checkpoint".to_string(), d);
+        }
+    }
+    let mut motion_dirs = vec![checkpoint.to_path_buf()];
+    if let Some(adapter) = &config.model.adapter {
+        for file in [adapter.join("adapter_model.safetensors"), adapter.join("adapter").join("adapter_model.safetensors")] {
+            if let Ok(d) = sha256_file(&file) {
+                out.insert("adapter".to_string(), d);
+                break;
+            }
+        }
+        motion_dirs.insert(0, adapter.clone());
+        if let Some(parent) = adapter.parent() {
+            motion_dirs.insert(1, parent.to_path_buf());
+        }
+    }
+    if let Some(d) = motion_dirs.iter().find_map(|dir| sha256_file(&dir.join(motionvl_models::motion::MOTION_WEIGHTS_FILE)).ok()) {
+        out.insert("motion".to_string(), d);
+    }
+    if let Some(d) = config.motion.weights.as_deref().and_then(|w| sha256_file(w).ok()) {
+        out.insert("flow_weights".to_string(), d);
+    }
+    out
 }
 
 /// What a run did.
@@ -180,6 +262,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     let mut generated = 0;
     if !pending.is_empty() {
         let (preparer, mut generator) = factory(bench)?;
+        preparer.check_ready(&pending)?;
         let batch_size = config.generation.batch_size;
         let outcome = std::thread::scope(|scope| -> Result<()> {
             let (tx, rx) = sync_channel(1);
@@ -231,6 +314,9 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
             Ok(())
         });
         bar.abandon();
+        if let Some((hits, computed, repaired)) = preparer.flow_cache_counts() {
+            record_flow_cache(out, FlowCacheCounts { hits, computed, repaired })?;
+        }
         outcome?;
     } else {
         bar.finish_and_clear();
@@ -292,11 +378,7 @@ fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
         }
         return Ok(());
     }
-    let text = serde_json::to_string_pretty(record).map_err(|e| EvalError::BadFile {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    std::fs::write(&path, text).map_err(EvalError::io("write", &path))
+    write_record(&path, record)
 }
 
 /// `evaluate score`: scores a predictions file made by any model against a manifest and writes

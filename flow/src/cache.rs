@@ -78,6 +78,10 @@ impl FlowCache {
         Ok(FlowCache { root })
     }
 
+    pub fn root(&self) -> &std::path::Path {
+        &self.root
+    }
+
     pub fn path_of(&self, key: &CacheKey) -> PathBuf {
         self.root.join(&key.0[..2]).join(format!("{}.safetensors", key.0))
     }
@@ -106,23 +110,35 @@ impl FlowCache {
             ("sha256".to_string(), hex(&Sha256::digest(&data))),
         ]);
         let view = TensorView::new(Dtype::F16, flows.shape().to_vec(), &data)?;
-        let tmp = dir.join(format!(".{}.{}.tmp", key.0, std::process::id()));
-        safetensors::serialize_to_file([("flows", view)], Some(meta), &tmp)?;
-        fs::rename(&tmp, &path).map_err(|e| FlowError::io(&path, e))
+        // Unique per process and per call: shards of one extraction write into the same cache.
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let tmp = dir.join(format!(".{}.{}-{n}.tmp", key.0, std::process::id()));
+        let written = safetensors::serialize_to_file([("flows", view)], Some(meta), &tmp)
+            .map_err(FlowError::from)
+            .and_then(|()| fs::rename(&tmp, &path).map_err(|e| FlowError::io(&path, e)));
+        if written.is_err() {
+            let _ = fs::remove_file(&tmp);
+        }
+        written
     }
 
     /// The flows of `frames` from the cache, computing and storing them on a miss or when the
     /// entry is corrupt.
     pub fn get_or_compute(&self, frames: ArrayView4<u8>, plan: &str, estimator: &dyn FlowEstimator) -> Result<(Flows, CacheStatus)> {
-        let key = CacheKey::new(frames, plan, estimator);
-        let status = match self.get(&key) {
+        self.get_or_compute_keyed(frames, &CacheKey::new(frames, plan, estimator), estimator)
+    }
+
+    /// [`FlowCache::get_or_compute`] with the key already made from `frames`.
+    pub fn get_or_compute_keyed(&self, frames: ArrayView4<u8>, key: &CacheKey, estimator: &dyn FlowEstimator) -> Result<(Flows, CacheStatus)> {
+        let status = match self.get(key) {
             Ok(Some(flows)) => return Ok((flows, CacheStatus::Hit)),
             Ok(None) => CacheStatus::Miss,
             Err(FlowError::CorruptCacheEntry { .. }) => CacheStatus::Repaired,
             Err(e) => return Err(e),
         };
         let flows = estimator.estimate(frames)?;
-        self.put(&key, &flows, estimator.name())?;
+        self.put(key, &flows, estimator.name())?;
         Ok((flows, status))
     }
 }

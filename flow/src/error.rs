@@ -29,6 +29,11 @@ pub enum FlowError {
     #[error("flow cache entry {path}: {reason}")]
     CorruptCacheEntry { path: PathBuf, reason: String },
 
+    #[error(
+        "no cached flow for {video} (frames {plan}) in {cache} — run `flow extract --config <the same recipe or evaluation config> --cache {cache}` first, or drop --flow-cache-only to compute missing flows"
+    )]
+    CacheMiss { video: PathBuf, plan: String, cache: PathBuf },
+
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,

@@ -1,14 +1,55 @@
 //! Motion pixels for the data loader: the exact frames the vision tower sees → optical flow
 //! (from the cache when present) → pseudo-images → Qwen2.5-VL patches on the same grid, so
 //! the motion encoder yields one token per visual token.
+//!
+//! [`MotionMedia::flow_input`] is the one place that decides which frames a flow is computed
+//! on and under which cache key: `flow extract`, `train sft` and `evaluate run` all go through
+//! it, so an entry extracted ahead of time is exactly the one training and evaluation look up.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
+use motionvl_data::budget::{VideoBudget, VideoLimits};
+use motionvl_data::frames::FramePlan;
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, PixelInput, ProcessedMedia, QwenMedia};
 use motionvl_data::preprocess::normalize_patchify;
 use motionvl_data::samples::TrainingSample;
+use ndarray::Array4;
 
-use crate::{FlowCache, FlowEstimator, PseudoImageConfig, PseudoImages};
+use crate::cache::{CacheKey, CacheStatus};
+use crate::error::{FlowError, Result};
+use crate::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, PseudoImages};
+
+/// The frames a flow is computed on and its cache key.
+pub struct FlowInput {
+    pub plan: FramePlan,
+    /// `[N,H,W,3]`: the planned frames resized to the grid-aligned size the vision tower sees.
+    pub frames: Array4<u8>,
+    pub key: CacheKey,
+}
+
+impl FlowInput {
+    /// The plan as written in messages: frame indices and the frame size.
+    pub fn describe(&self) -> String {
+        let (_, h, w, _) = self.frames.dim();
+        format!("{:?}@{h}x{w}", self.plan.indices)
+    }
+}
+
+/// Cache hits and misses of a run, for its log.
+#[derive(Debug, Default)]
+pub struct CacheCounts {
+    pub hits: AtomicUsize,
+    pub misses: AtomicUsize,
+    pub repaired: AtomicUsize,
+}
+
+impl CacheCounts {
+    pub fn snapshot(&self) -> (usize, usize, usize) {
+        (self.hits.load(Ordering::Relaxed), self.misses.load(Ordering::Relaxed), self.repaired.load(Ordering::Relaxed))
+    }
+}
 
 /// A [`MediaProcessor`] that adds motion pseudo-image pixels to every video.
 #[derive(Clone)]
@@ -17,26 +58,76 @@ pub struct MotionMedia {
     pub estimator: Arc<dyn FlowEstimator>,
     pub cache: Option<FlowCache>,
     pub pseudo: PseudoImageConfig,
+    /// Every flow must come from the cache: a miss is [`FlowError::CacheMiss`].
+    pub cache_only: bool,
+    pub counts: Arc<CacheCounts>,
 }
 
 impl MotionMedia {
-    /// The video's pixels and its motion pixels, on the same grid.
-    pub fn load_video_with_motion(&self, path: &std::path::Path) -> Result<(PixelInput, PixelInput), BoxError> {
-        let (plan, frames) = self.qwen.load_video_frames(path)?;
-        let cfg = &self.qwen.video_config;
-        let second_per_grid = Some(plan.second_per_grid(cfg.temporal_patch_size));
-        let vision = normalize_patchify(frames.view(), cfg)?;
+    pub fn new(qwen: QwenMedia, estimator: Arc<dyn FlowEstimator>, cache: Option<FlowCache>, pseudo: PseudoImageConfig) -> Self {
+        MotionMedia { qwen, estimator, cache, pseudo, cache_only: false, counts: Arc::default() }
+    }
+
+    /// The planned frames of `path` as the vision tower sees them, and their cache key.
+    pub fn flow_input(&self, path: &Path) -> Result<FlowInput> {
+        let (plan, frames) = self.qwen.load_video_frames(path).map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
+        let (_, h, w, _) = frames.dim();
+        let key = CacheKey::new(frames.view(), &format!("{:?}@{h}x{w}", plan.indices), self.estimator.as_ref());
+        Ok(FlowInput { plan, frames, key })
+    }
+
+    /// Whether the cache holds a readable entry for `path`'s flow.
+    pub fn is_cached(&self, path: &Path) -> Result<bool> {
+        let Some(cache) = &self.cache else { return Ok(false) };
+        let input = self.flow_input(path)?;
+        Ok(matches!(cache.get(&input.key), Ok(Some(_))))
+    }
+
+    /// The error a cache-only run raises for `path`.
+    pub fn miss_error(&self, path: &Path, input: &FlowInput) -> FlowError {
+        FlowError::CacheMiss {
+            video: path.to_path_buf(),
+            plan: input.describe(),
+            cache: self.cache.as_ref().map(|c| c.root().to_path_buf()).unwrap_or_else(|| PathBuf::from("(no cache)")),
+        }
+    }
+
+    /// Flows of `input`: read from the cache, or computed (and stored) unless the run is
+    /// cache-only. Fresh flows are rounded to f16 like cached ones, so a sample's pixels do not
+    /// depend on whether its flow was just computed or read back (exact resume).
+    pub fn flows(&self, path: &Path, input: &FlowInput) -> Result<Flows> {
         let mut flows = match &self.cache {
+            Some(cache) if self.cache_only => match cache.get(&input.key)? {
+                Some(flows) => {
+                    self.counts.hits.fetch_add(1, Ordering::Relaxed);
+                    flows
+                }
+                None => return Err(self.miss_error(path, input)),
+            },
             Some(cache) => {
-                let (_, h, w, _) = frames.dim();
-                let plan_key = format!("{:?}@{h}x{w}", plan.indices);
-                cache.get_or_compute(frames.view(), &plan_key, self.estimator.as_ref())?.0
+                let (flows, status) = cache.get_or_compute_keyed(input.frames.view(), &input.key, self.estimator.as_ref())?;
+                let counter = match status {
+                    CacheStatus::Hit => &self.counts.hits,
+                    CacheStatus::Miss => &self.counts.misses,
+                    CacheStatus::Repaired => &self.counts.repaired,
+                };
+                counter.fetch_add(1, Ordering::Relaxed);
+                flows
             }
-            None => self.estimator.estimate(frames.view())?,
+            None if self.cache_only => return Err(self.miss_error(path, input)),
+            None => self.estimator.estimate(input.frames.view())?,
         };
-        // The cache stores f16; rounding fresh flows the same way makes a sample's pixels
-        // independent of whether its flow was just computed or read back (exact resume).
         flows.mapv_inplace(|v| half::f16::from_f32(v).to_f32());
+        Ok(flows)
+    }
+
+    /// The video's pixels and its motion pixels, on the same grid.
+    pub fn load_video_with_motion(&self, path: &Path) -> std::result::Result<(PixelInput, PixelInput), BoxError> {
+        let input = self.flow_input(path)?;
+        let cfg = &self.qwen.video_config;
+        let second_per_grid = Some(input.plan.second_per_grid(cfg.temporal_patch_size));
+        let vision = normalize_patchify(input.frames.view(), cfg)?;
+        let flows = self.flows(path, &input)?;
         let pseudo = PseudoImages::from_flows(flows.view(), &self.pseudo)?.to_u8();
         let motion = normalize_patchify(pseudo.view(), cfg)?;
         if motion.grid_thw != vision.grid_thw {
@@ -47,22 +138,35 @@ impl MotionMedia {
             PixelInput { pixel_values: motion.pixel_values, grid_thw: motion.grid_thw, second_per_grid },
         ))
     }
+
+    /// The same media with videos held to `limits`.
+    pub fn limited(&self, limits: VideoLimits) -> MotionMedia {
+        MotionMedia { qwen: self.qwen.limited(limits), ..self.clone() }
+    }
 }
 
 impl MediaProcessor for MotionMedia {
-    fn process(&self, sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
-        let images = sample.images.iter().map(|p| self.qwen.load_image(p)).collect::<Result<_, _>>()?;
+    fn process(&self, sample: &TrainingSample) -> std::result::Result<ProcessedMedia, BoxError> {
+        let images = sample.images.iter().map(|p| self.qwen.load_image(p)).collect::<std::result::Result<_, _>>()?;
         let (videos, motion) = sample
             .videos
             .iter()
             .map(|p| self.load_video_with_motion(p))
-            .collect::<Result<Vec<_>, _>>()?
+            .collect::<std::result::Result<Vec<_>, _>>()?
             .into_iter()
             .unzip();
         Ok(ProcessedMedia { images, videos, motion })
     }
 
-    fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
+    fn grids(&self, sample: &TrainingSample) -> Option<std::result::Result<MediaGrids, BoxError>> {
         self.qwen.grids(sample)
+    }
+
+    fn video_budget(&self, sample: &TrainingSample) -> Option<std::result::Result<VideoBudget, BoxError>> {
+        self.qwen.video_budget(sample)
+    }
+
+    fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> std::result::Result<ProcessedMedia, BoxError> {
+        self.limited(limits).process(sample)
     }
 }

@@ -27,6 +27,7 @@ pub use config::{MofConfig, TwinsConfig, WINDOW, WINDOW_STRIDE};
 pub use network::MofNet;
 
 use crate::error::{FlowError, Result};
+use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 
 /// Iterations of VideoFlow's sintel/kitti evaluation configs (its submission config uses 32).
@@ -85,7 +86,7 @@ pub struct MofNetEstimator {
     model: MofNet,
     iters: usize,
     device: Device,
-    /// Identifies the weights in the cache key (file name and size).
+    /// Names the weights in cache keys ([`crate::state_dict::weights_id`]).
     weights_id: String,
 }
 
@@ -106,9 +107,7 @@ impl MofNetEstimator {
         let tensors = weights::load_checkpoint(path, device)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
         let model = MofNet::new(vb, &cfg).map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit the MOFNet config: {e}") })?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Self::from_model(model, iters, device, format!("{file}:{size}"))
+        Self::from_model(model, iters, device, weights_id(path)?)
     }
 
     pub fn from_model(model: MofNet, iters: usize, device: &Device, weights_id: String) -> Result<Self> {

@@ -25,6 +25,7 @@ pub use config::{RaftArch, RaftConfig};
 pub use model::Raft;
 
 use crate::error::{FlowError, Result};
+use crate::state_dict::weights_id;
 use crate::estimator::{FlowEstimator, Flows};
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
@@ -38,8 +39,7 @@ pub struct RaftEstimator {
     iters: usize,
     device: Device,
     name: String,
-    /// Identifies the weights in the cache key (file name and size; hashing 20 MB of weights
-    /// on every start would cost more than it protects).
+    /// Names the weights in cache keys ([`crate::state_dict::weights_id`]).
     weights_id: String,
 }
 
@@ -49,9 +49,7 @@ impl RaftEstimator {
         let tensors = weights::load_checkpoint(path, device)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
         let model = Raft::new(vb, &cfg).map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit {:?}: {e}", cfg.arch) })?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self::from_model(model, iters, device, format!("{file}:{size}")))
+        Ok(Self::from_model(model, iters, device, weights_id(path)?))
     }
 
     /// Wraps a built model; `weights_id` names its weights in cache keys.

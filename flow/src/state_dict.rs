@@ -5,6 +5,14 @@ use std::path::Path;
 
 use candle_core::Tensor;
 
+use crate::error::{FlowError, Result};
+
+/// How cache keys name a checkpoint: the SHA-256 of its bytes, so that two files with the same
+/// name and size (fine-tunes of one architecture) never share cached flows.
+pub fn weights_id(path: &Path) -> Result<String> {
+    motionvl_data::digest::sha256_file(path).map(|d| format!("sha256:{d}")).map_err(|e| FlowError::io(path, e))
+}
+
 /// The tensors of a `.pth` checkpoint; empty when the file holds no state dict we recognise.
 pub fn read_pth(path: &Path) -> candle_core::Result<Vec<(String, Tensor)>> {
     let bare = candle_core::pickle::read_all(path)?;

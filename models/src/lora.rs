@@ -118,11 +118,37 @@ impl LoraAdapter {
 
     fn dropout_mask(&self, x: &Tensor) -> candle_core::Result<Tensor> {
         let seed = self.runtime.dropout_seed() ^ self.module_id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let keep = 1.0 / (1.0 - self.dropout);
-        let mask: Vec<f32> = (0..x.elem_count()).map(|_| if rng.random::<f32>() < self.dropout { 0.0 } else { keep }).collect();
-        x.mul(&Tensor::from_vec(mask, x.shape(), x.device())?.to_dtype(x.dtype())?)
+        x.mul(&dropout_keep_mask(x.shape(), x.device(), seed, self.dropout)?.to_dtype(x.dtype())?)
     }
+}
+
+/// An inverted-dropout mask (`0` with probability `p`, else `1/(1−p)`) drawn where the
+/// activations live, as a pure function of `(seed, element index)`: a checkpointed layer's
+/// recompute and a resumed run draw exactly the same mask, and nothing crosses between host and
+/// device. On the CPU each element is a SplitMix64 hash of its index (computed in parallel, no
+/// sequential RNG stream); on CUDA the device generator is reseeded with `seed` and draws
+/// uniforms on the device.
+pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64, p: f32) -> candle_core::Result<Tensor> {
+    let keep = 1.0 / (1.0 - p);
+    if device.is_cpu() {
+        use rayon::prelude::*;
+        let threshold = (p as f64 * (1u64 << 24) as f64) as u64;
+        let mask: Vec<f32> = (0..shape.elem_count() as u64)
+            .into_par_iter()
+            .map(|i| if splitmix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
+            .collect();
+        return Tensor::from_vec(mask, shape, device);
+    }
+    device.set_seed(seed)?;
+    let uniform = Tensor::rand(0f32, 1f32, shape, device)?;
+    uniform.ge(p as f64)?.to_dtype(DType::F32)? * keep as f64
+}
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
 }
 
 /// The A and B matrices of one adapted layer.
@@ -342,5 +368,22 @@ fn transformers5_path(module: &str) -> String {
         format!("model.language_model.{rest}")
     } else {
         module.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dropout_mask_is_a_function_of_seed_and_index() {
+        let shape = candle_core::Shape::from((64, 257));
+        let draw = |seed| dropout_keep_mask(&shape, &Device::Cpu, seed, 0.25).and_then(|t| t.flatten_all()?.to_vec1::<f32>()).unwrap_or_default();
+        let (a, again, other) = (draw(7), draw(7), draw(8));
+        assert_eq!(a, again);
+        assert_ne!(a, other);
+        assert!(a.iter().all(|v| *v == 0.0 || (*v - 4.0 / 3.0).abs() < 1e-6));
+        let dropped = a.iter().filter(|v| **v == 0.0).count() as f64 / a.len() as f64;
+        assert!((dropped - 0.25).abs() < 0.02, "dropped fraction {dropped}");
     }
 }

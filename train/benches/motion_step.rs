@@ -62,7 +62,7 @@ fn main() -> anyhow::Result<()> {
         if !cached {
             let _ = std::fs::remove_dir_all(&cache_dir);
         }
-        Ok(MotionMedia { qwen: qwen.clone(), estimator: estimator.clone(), cache: Some(FlowCache::new(&cache_dir)?), pseudo: PseudoImageConfig::default() })
+        Ok(MotionMedia::new(qwen.clone(), estimator.clone(), Some(FlowCache::new(&cache_dir)?), PseudoImageConfig::default()))
     };
 
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;

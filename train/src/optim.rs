@@ -204,7 +204,8 @@ pub fn lr_scale(schedule: &str, step: usize, warmup: usize, total: usize) -> f64
     match schedule {
         "constant" => 1.0,
         _ => {
-            let progress = (step - warmup) as f64 / (total.saturating_sub(warmup)).max(1) as f64;
+            // Clamped: a run longer than its schedule stays at the floor instead of re-warming.
+            let progress = ((step - warmup) as f64 / (total.saturating_sub(warmup)).max(1) as f64).min(1.0);
             (0.5 * (1.0 + (std::f64::consts::PI * progress).cos())).max(0.0)
         }
     }

@@ -4,6 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
+use motionvl_data::media_config::TrainingVideo;
 use motionvl_models::lora::LoraConfig;
 use serde::{Deserialize, Serialize};
 
@@ -80,6 +81,9 @@ pub struct MotionSection {
     pub connector_lr: f64,
     /// Where computed flows are cached (default `<output_dir>/flow-cache`).
     pub cache_dir: Option<PathBuf>,
+    /// Every flow must come from the cache (`--flow-cache-only`); checked for every sample
+    /// before the first step.
+    pub cache_only: bool,
     pub pseudo_images: motionvl_flow::PseudoImageConfig,
 }
 
@@ -90,6 +94,7 @@ impl Default for MotionSection {
             weights: None,
             connector_lr: 2e-5,
             cache_dir: None,
+            cache_only: false,
             pseudo_images: motionvl_flow::PseudoImageConfig::default(),
         }
     }
@@ -129,6 +134,19 @@ pub struct DataSection {
     pub skip_bad: bool,
 }
 
+impl DataSection {
+    /// The frame plan and pixel bounds of the training videos.
+    pub fn video(&self) -> TrainingVideo {
+        TrainingVideo {
+            fps: self.fps,
+            min_frames: self.min_frames,
+            max_frames: self.max_frames,
+            min_pixels: self.min_pixels,
+            max_pixels: self.max_pixels,
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OptimSection {
@@ -145,8 +163,8 @@ pub struct OptimSection {
     /// Clip the global gradient norm to this (0 disables).
     pub max_grad_norm: f64,
     pub epochs: usize,
-    /// Stop after this many optimiser steps (`--max-steps`); the schedule still spans `epochs`
-    /// unless `schedule_steps` is set.
+    /// Stop after this many optimiser steps (`--max-steps`); the schedule then spans exactly
+    /// these steps (as in HF Trainer), unless `schedule_steps` is set.
     pub max_steps: Option<usize>,
     pub schedule_steps: Option<usize>,
     pub batch_size: usize,
@@ -220,19 +238,19 @@ fn default_workers() -> usize {
     4
 }
 fn default_fps() -> f64 {
-    2.0
+    TrainingVideo::default().fps
 }
 fn default_min_frames() -> usize {
-    8
+    TrainingVideo::default().min_frames
 }
 fn default_max_frames() -> usize {
-    32
+    TrainingVideo::default().max_frames
 }
 fn default_min_pixels() -> usize {
-    128 * 28 * 28
+    TrainingVideo::default().min_pixels
 }
 fn default_max_pixels() -> usize {
-    512 * 28 * 28
+    TrainingVideo::default().max_pixels
 }
 
 impl Recipe {
@@ -258,6 +276,40 @@ impl Recipe {
 
     pub fn to_toml(&self) -> String {
         toml::to_string_pretty(self).unwrap_or_default()
+    }
+
+    /// Keys whose values differ from `saved`'s (as `section.key: saved → now`), leaving out
+    /// the ones a resumed run may change without changing what it computes: when it stops,
+    /// how it logs, how often it checkpoints, its loader threads and where flows are cached.
+    pub fn unsafe_changes(&self, saved: &Recipe) -> Vec<String> {
+        const SAFE: [&str; 7] = ["optim.max_steps", "checkpoint.every", "checkpoint.keep", "data.workers", "motion.cache_dir", "motion.cache_only", "output_dir"];
+        let (mut now, mut then) = (Vec::new(), Vec::new());
+        flatten("", &toml::Value::try_from(self).unwrap_or(toml::Value::Table(Default::default())), &mut now);
+        flatten("", &toml::Value::try_from(saved).unwrap_or(toml::Value::Table(Default::default())), &mut then);
+        let value_of = |list: &[(String, String)], key: &str| list.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        let mut keys: Vec<String> = now.iter().chain(&then).map(|(k, _)| k.clone()).collect();
+        keys.sort();
+        keys.dedup();
+        keys.into_iter()
+            .filter(|k| !SAFE.contains(&k.as_str()) && !k.starts_with("logging."))
+            .filter_map(|k| {
+                let (a, b) = (value_of(&then, &k), value_of(&now, &k));
+                (a != b).then(|| format!("{k}: {} → {}", a.unwrap_or_else(|| "(unset)".into()), b.unwrap_or_else(|| "(unset)".into())))
+            })
+            .collect()
+    }
+}
+
+/// `section.key = value` leaves of a TOML value, values as TOML text.
+fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, String)>) {
+    match value {
+        toml::Value::Table(t) => {
+            for (k, v) in t {
+                let key = if prefix.is_empty() { k.clone() } else { format!("{prefix}.{k}") };
+                flatten(&key, v, out);
+            }
+        }
+        leaf => out.push((prefix.to_string(), leaf.to_string())),
     }
 }
 

@@ -10,14 +10,16 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
+use std::sync::Arc;
+
 use candle_core::{DType, Device};
-use motionvl_data::frames::{FramePolicy, TrainingPlan};
-use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
-use motionvl_data::preprocess::PreprocessConfig;
-use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
-use motionvl_data::text::{train_tokenizer, QwenTokenizer, TemplateOptions};
+use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
-use motionvl_flow::media::MotionMedia;
+use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
+use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
+use motionvl_flow::media::{CacheCounts, MotionMedia};
+use rayon::prelude::*;
 use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
@@ -74,6 +76,20 @@ impl MediaProcessor for Media {
         match self {
             Media::Visual(m) => m.grids(sample),
             Media::Motion(m) => m.grids(sample),
+        }
+    }
+
+    fn video_budget(&self, sample: &TrainingSample) -> Option<std::result::Result<VideoBudget, BoxError>> {
+        match self {
+            Media::Visual(m) => m.video_budget(sample),
+            Media::Motion(m) => m.video_budget(sample),
+        }
+    }
+
+    fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> std::result::Result<ProcessedMedia, BoxError> {
+        match self {
+            Media::Visual(m) => m.process_limited(sample, limits),
+            Media::Motion(m) => m.process_limited(sample, limits),
         }
     }
 }
@@ -143,6 +159,10 @@ pub struct Trainer {
     loader: DataLoader<Media>,
     epoch_iter: EpochIter,
     epoch: u64,
+    /// Samples the current epoch has yielded, and whether it was iterated from its start: an
+    /// epoch read whole without a single sample is an error, never an endless loop.
+    epoch_yielded: usize,
+    epoch_from_start: bool,
     step: usize,
     total_steps: usize,
     warmup: usize,
@@ -153,6 +173,7 @@ pub struct Trainer {
     device: Device,
     pad_id: u32,
     base_model: String,
+    flow_counts: Option<Arc<CacheCounts>>,
 }
 
 impl Trainer {
@@ -164,15 +185,7 @@ impl Trainer {
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
         let device = parse_device(&recipe.model.device)?;
 
-        let read = read_training_samples(
-            &recipe.data.train,
-            &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
-        )
-        .map_err(|e| TrainError::Data(e.to_string()))?;
-        if read.items.is_empty() {
-            return Err(TrainError::Data(format!("{} holds no usable sample", recipe.data.train.display())));
-        }
-        let samples = read.items;
+        let samples = read_samples(recipe)?;
 
         let files = base_model_files(recipe, &samples)?;
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
@@ -191,12 +204,9 @@ impl Trainer {
         };
         let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
-        let plan = TrainingPlan { fps: recipe.data.fps, min_frames: recipe.data.min_frames, max_frames: recipe.data.max_frames };
-        let pixels = PreprocessConfig { min_pixels: recipe.data.min_pixels, max_pixels: recipe.data.max_pixels, ..PreprocessConfig::default() };
-        let qwen = QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() };
+        let qwen = recipe.data.video().media();
         let (media, motion) = if recipe.motion.enabled() {
-            let estimator: std::sync::Arc<dyn FlowEstimator> =
-                estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
+            let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
             let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| out.join("flow-cache"));
             let vars = Connector::init_vars(model.config().text.hidden_size, recipe.seed ^ 0x6d6f74696f6e, &device)?;
             let branch = MotionBranch::from_visual(model.visual(), &vars)?;
@@ -207,26 +217,31 @@ impl Trainer {
                 own_encoder: false,
             };
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
-            let media = MotionMedia { qwen, estimator, cache: Some(FlowCache::new(cache_dir)?), pseudo: recipe.motion.pseudo_images };
+            let mut media = MotionMedia::new(qwen, estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
+            media.cache_only = recipe.motion.cache_only;
             (Media::Motion(media), Some(Motion { branch, vars, meta }))
         } else {
             (Media::Visual(qwen), None)
         };
         let optim = AdamW::new(groups, adam)?;
-        let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size: model.config().vision.spatial_merge_size, ..TemplateOptions::default() };
         let pad_id = tokenizer.special().endoftext;
-        let loader = DataLoader::new(
-            samples,
-            tokenizer,
-            media,
-            LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() },
-        );
+        let flow_media = match &media {
+            Media::Motion(m) => Some(m.clone()),
+            Media::Visual(_) => None,
+        };
+        let loader = training_loader(recipe, samples, tokenizer, media);
+        let mut text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
+        let check = check_loader(&loader, recipe.logging.progress_bar)?;
+        writeln!(text_log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
+        require_usable(&check.report, recipe)?;
+        if let Some(media) = flow_media.as_ref().filter(|m| m.cache_only) {
+            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar)?;
+        }
 
         let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
         let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
-        let total_steps = recipe.optim.schedule_steps.unwrap_or(per_epoch * recipe.optim.epochs.max(1));
+        let total_steps = recipe.optim.schedule_steps.or(recipe.optim.max_steps).unwrap_or(per_epoch * recipe.optim.epochs.max(1));
         let checkpoints = Checkpoints::open(&out, std::num::NonZeroUsize::new(recipe.checkpoint.keep))?;
-        let text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
         let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
 
         let mut trainer = Self {
@@ -238,6 +253,8 @@ impl Trainer {
             optim,
             loader,
             epoch: 0,
+            epoch_yielded: 0,
+            epoch_from_start: true,
             step: 0,
             total_steps,
             warmup: warmup_steps(recipe.optim.warmup_ratio, total_steps),
@@ -248,6 +265,7 @@ impl Trainer {
             device,
             pad_id,
             base_model: files.dir.display().to_string(),
+            flow_counts: flow_media.map(|m| Arc::clone(&m.counts)),
         };
         if let Some(arg) = resume {
             trainer.restore(arg)?;
@@ -279,6 +297,17 @@ impl Trainer {
 
     fn restore(&mut self, arg: &str) -> Result<()> {
         let found = ckpt::resolve_resume(arg, &self.recipe.output_dir)?;
+        let saved_recipe = found.path.join("config.toml");
+        let text = std::fs::read_to_string(&saved_recipe).map_err(io(&saved_recipe))?;
+        let saved: Recipe = toml::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
+        let changed = self.recipe.unsafe_changes(&saved);
+        if !changed.is_empty() {
+            return Err(TrainError::Setup(format!(
+                "{} was trained with another recipe; changed since: {} — resume with the recipe it was saved with, or train into a new --output-dir",
+                found.path.display(),
+                changed.join("; ")
+            )));
+        }
         let adapter = LoraWeights::load_peft(&found.path.join("adapter"), &self.device)?;
         for (name, pair) in &self.lora.modules {
             let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", found.path.display())))?;
@@ -313,6 +342,7 @@ impl Trainer {
         }
         self.step = state.step;
         self.epoch = state.position.epoch;
+        self.epoch_from_start = state.position.index == 0;
         self.epoch_iter = self.loader.resume(state.position).map_err(|e| TrainError::Data(e.to_string()))?;
         truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
         self.log_line(&format!("resumed from {} at step {}", found.path.display(), self.step))?;
@@ -324,19 +354,29 @@ impl Trainer {
         let mut out = Vec::new();
         while out.len() < self.recipe.optim.batch_size.max(1) {
             match self.epoch_iter.next() {
-                Some(sample) => out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?),
+                Some(sample) => {
+                    out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?);
+                    self.epoch_yielded += 1;
+                }
                 None => {
-                    for skipped in self.epoch_iter.skipped().to_vec() {
-                        self.log_line(&format!("skipped sample {} ({}): {}", skipped.sample_id, skipped.location, skipped.reason))?;
+                    let skipped = self.epoch_iter.skipped().to_vec();
+                    for s in &skipped {
+                        self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
+                    }
+                    if self.epoch_from_start && self.epoch_yielded == 0 {
+                        return Err(TrainError::Data(format!(
+                            "epoch {} yielded no sample: all {} were skipped (the reasons are in {}/train.log)",
+                            self.epoch,
+                            skipped.len(),
+                            self.recipe.output_dir.display()
+                        )));
                     }
                     if !out.is_empty() {
                         break;
                     }
                     self.epoch += 1;
                     self.epoch_iter = self.loader.epoch(self.epoch);
-                    if self.epoch_iter.remaining() == 0 {
-                        return Err(TrainError::Data("every sample was skipped".into()));
-                    }
+                    (self.epoch_yielded, self.epoch_from_start) = (0, true);
                 }
             }
         }
@@ -443,6 +483,10 @@ impl Trainer {
         let committed = pending.commit()?;
         let path = committed.checkpoint.path.clone();
         self.log_line(&format!("saved {}", path.display()))?;
+        if let Some(counts) = &self.flow_counts {
+            let (hits, misses, repaired) = counts.snapshot();
+            self.log_line(&format!("flow cache: {hits} hits, {misses} computed, {repaired} repaired"))?;
+        }
         Ok(path)
     }
 
@@ -520,8 +564,7 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
     };
     let dir = recipe.output_dir.join("base-model");
     if !dir.join("model.safetensors").is_file() {
-        let corpus: Vec<String> = samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.clone())).collect();
-        let tokenizer = train_tokenizer(corpus.iter().map(String::as_str), recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
         let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
         let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
         let special = tokenizer.special();
@@ -533,11 +576,124 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
         let cfg = Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
         let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
-        let tmp = recipe.output_dir.join(".tmp-base-model");
+        let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+/// The training conversations of a recipe (bad rows are errors unless `skip_bad`).
+fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
+    let read = read_training_samples(
+        &recipe.data.train,
+        &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
+    )
+    .map_err(|e| TrainError::Data(e.to_string()))?;
+    if read.items.is_empty() {
+        return Err(TrainError::Data(format!("{} holds no usable sample", recipe.data.train.display())));
+    }
+    Ok(read.items)
+}
+
+fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
+    // Pads per medium follow the processor's merge size, which is also what fitting counts.
+    let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
+    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, ..TemplateOptions::default() };
+    let config = LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() };
+    DataLoader::new(samples, tokenizer, media, config)
+}
+
+/// A progress bar over `len` items, hidden when `show` is false.
+fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
+    let bar = if show { indicatif::ProgressBar::new(len as u64) } else { indicatif::ProgressBar::hidden() };
+    let template = format!("{{bar:30}} {{pos}}/{{len}} {what} · eta {{eta}}");
+    bar.set_style(indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
+    bar
+}
+
+/// Fits every sample to `max_seq_len` from its headers, with a progress bar.
+fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
+    let bar = progress_bar(loader.len(), "samples checked", show);
+    let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
+    bar.finish_and_clear();
+    Ok(check)
+}
+
+/// A training set in which nothing fits is an error before the first step.
+fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()> {
+    if report.usable() > 0 {
+        return Ok(());
+    }
+    let longest = report.longest.as_ref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default();
+    Err(TrainError::Data(format!(
+        "no sample of {} fits max_seq_len {} even at min_pixels {} and min_frames {} ({} too long, {} failed){longest}",
+        recipe.data.train.display(),
+        recipe.data.max_seq_len,
+        recipe.data.min_pixels,
+        recipe.data.min_frames,
+        report.dropped,
+        report.failed
+    )))
+}
+
+/// Every video of every trained sample, at the size it will be trained at, must have its
+/// flow in the cache (`--flow-cache-only`); the first miss is an error naming it.
+fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Option<SampleFit>], show: bool) -> Result<()> {
+    let jobs: Vec<(&std::path::Path, Option<VideoLimits>)> = samples
+        .iter()
+        .zip(fits.iter().chain(std::iter::repeat(&None)))
+        .filter(|(_, fit)| !matches!(fit, Some(SampleFit::TooLong { .. })))
+        .flat_map(|(sample, fit)| {
+            let limits = match fit {
+                Some(SampleFit::Fitted { limits, .. }) => Some(*limits),
+                _ => None,
+            };
+            sample.videos.iter().map(move |v| (v.as_path(), limits))
+        })
+        .collect();
+    let bar = progress_bar(jobs.len(), "cached flows checked", show);
+    let misses: Vec<TrainError> = jobs
+        .par_iter()
+        .filter_map(|(video, limits)| {
+            let media = limits.map_or_else(|| media.clone(), |l| media.limited(l));
+            let found = media.flow_input(video).and_then(|input| match media.cache.as_ref().map(|c| c.get(&input.key)) {
+                Some(Ok(Some(_))) => Ok(()),
+                Some(Err(e)) => Err(e),
+                _ => Err(media.miss_error(video, &input)),
+            });
+            bar.inc(1);
+            found.err().map(TrainError::from)
+        })
+        .collect();
+    bar.finish_and_clear();
+    let count = misses.len();
+    match misses.into_iter().next() {
+        None => Ok(()),
+        Some(first) if count == 1 => Err(first),
+        Some(first) => Err(TrainError::Data(format!("{count} of {} flows are not in the cache; the first: {first}", jobs.len()))),
+    }
+}
+
+/// `train sft --check-data`: how the training set meets `max_seq_len`, from media headers and
+/// the tokenizer alone (no model weights are loaded).
+pub fn check_data(recipe: &Recipe) -> Result<DataReport> {
+    let samples = read_samples(recipe)?;
+    let tokenizer = match (&recipe.model.init_config, &recipe.model.checkpoint) {
+        (Some(_), _) => {
+            let built = recipe.output_dir.join("base-model").join("tokenizer.json");
+            if built.is_file() {
+                QwenTokenizer::from_file(&built)
+            } else {
+                tokenizer_for_fresh_model(&samples, recipe.model.init_vocab_size)
+            }
+        }
+        (None, Some(id)) => QwenTokenizer::from_model_dir(&CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir),
+        (None, None) => return Err(TrainError::Setup("[model] needs `checkpoint` or `init_config`".into())),
+    }
+    .map_err(|e| TrainError::Setup(e.to_string()))?;
+    let loader = training_loader(recipe, samples, tokenizer, recipe.data.video().media());
+    Ok(check_loader(&loader, recipe.logging.progress_bar)?.report)
 }

@@ -106,6 +106,10 @@ struct RunArgs {
     /// Flow cache folder (default: <out>/flow-cache).
     #[arg(long)]
     flow_cache: Option<PathBuf>,
+    /// Every flow must come from the flow cache (filled by `flow extract --config` with this
+    /// evaluation config); a missing one is an error before the first question.
+    #[arg(long)]
+    flow_cache_only: bool,
     /// Allow a different estimator than the checkpoint was trained with.
     #[arg(long)]
     force_motion: bool,
@@ -194,6 +198,7 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         cfg.motion.cache_dir = Some(v);
     }
     cfg.motion.force |= args.force_motion;
+    cfg.motion.cache_only |= args.flow_cache_only;
     if cfg.bench.is_empty() && !cfg.manifest.as_os_str().is_empty() {
         let b = bench::detect(&cfg.manifest)?;
         eprintln!("benchmark: {} (detected from the manifest)", b.name());

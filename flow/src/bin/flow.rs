@@ -1,14 +1,24 @@
 //! `flow`: extract, cache and look at optical flow.
 //!
 //! ```text
+//! flow extract --config configs/sft/sis-motion-3b.toml --manifest train.jsonl --motion.weights MOF_sintel.pth --shard 0/4
 //! flow extract --video a.mp4 --video b.mp4 --motion dis --out flows/
 //! flow extract --frames seq01/ --fps 15 --motion raft-large --weights raft_large_C_T_SKHT_V2-ff5fadd5.pth --out flows/
 //! flow viz --video a.mp4 --motion dis --out viz/
 //! ```
 //!
-//! Frames come from `motionvl-data` (FFmpeg for files, a folder of numbered PNG/JPEG frames
-//! with a declared rate) under a frame plan (`training` = 2 FPS, 8–32 frames, as in SIS-Motion
-//! training; `sisbench` = the evaluation protocol; `uniform:N`; `all`). Videos run in parallel.
+//! With `--config` (a training recipe or an evaluation config, the same file `train sft` /
+//! `evaluate run` take) every flow is computed on exactly the frames that run will feed the
+//! vision tower — its frame plan, its resize, and for training samples longer than
+//! `max_seq_len` the fitted size — and stored under the key the run looks up, in the run's
+//! cache folder unless `--cache` names another. `--shard I/N` takes a disjoint, deterministic
+//! part of the work, so N processes (GPUs, a SLURM array) fill one cache; entries already
+//! there are skipped, and each is written atomically.
+//!
+//! Without `--config`, frames come under a frame plan (`training` = 2 FPS, 8–32 frames, as in
+//! SIS-Motion training; `sisbench` = the evaluation protocol; `uniform:N`) at the default sizes
+//! of those runs, or natively sized (`all`, `--max-side`; written to `--out` only). Videos run
+//! in parallel.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,12 +27,18 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use motionvl_data::budget::{SampleFit, VideoLimits};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
+use motionvl_data::loader::{DataLoader, LoaderConfig, QwenMedia};
 use motionvl_data::manifest::{read_manifest, Benchmark};
-use motionvl_data::samples::{read_training_samples, ReadOptions};
+use motionvl_data::media_config::{media_from_config, ConfigMedia, ProtocolConfig, TokenizerSource, TrainingVideo};
+use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
 use motionvl_data::video::{DecodeOptions, VideoSource};
 use motionvl_flow::estimator::{estimator_from_spec, EstimatorSpec};
-use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows};
+use motionvl_flow::media::MotionMedia;
+use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows, PseudoImageConfig};
 use ndarray::{Array4, Axis};
 use rayon::prelude::*;
 
@@ -38,18 +54,30 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Flows of every video to `<out>/<name>.safetensors` (`flows` f32 [N-1,2,H,W]).
+    /// Flows of every video into a flow cache and/or `<out>/<name>.safetensors` (`flows` f32
+    /// [N-1,2,H,W]).
     Extract {
         #[command(flatten)]
         input: Input,
         #[command(flatten)]
         motion: Motion,
-        /// Output folder.
+        /// A training recipe or evaluation config: extract at the frames and sizes that run uses.
         #[arg(long)]
-        out: PathBuf,
-        /// Flow cache folder: read flows from it, and store the ones computed.
+        config: Option<PathBuf>,
+        /// Output folder for one flow file per video.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Flow cache folder (default with --config: the run's own, `<run dir>/flow-cache` or
+        /// `[motion] cache_dir`): existing entries are skipped, new ones stored.
         #[arg(long)]
         cache: Option<PathBuf>,
+        /// Process part I of N (0-based) of the work: `--shard 2/8`.
+        #[arg(long)]
+        shard: Option<Shard>,
+        /// tokenizer.json of the recipe's model, to fit long training samples as `train sft`
+        /// does (default: found from the recipe's model).
+        #[arg(long)]
+        tokenizer: Option<PathBuf>,
     },
     /// Colour-wheel PNGs of every flow and a strip of frames above their flows.
     Viz {
@@ -84,9 +112,10 @@ struct Input {
     /// Frame rate of frame folders.
     #[arg(long, default_value_t = 15.0)]
     fps: f64,
-    /// Frames to take: training (2 FPS, 8-32 frames), sisbench, uniform:N or all.
-    #[arg(long, default_value = "training")]
-    plan: String,
+    /// Frames to take without --config: training (2 FPS, 8-32 frames; the default), sisbench,
+    /// uniform:N or all.
+    #[arg(long)]
+    plan: Option<String>,
     /// Downscale frames so the longer side is at most this many pixels before the flow.
     #[arg(long)]
     max_side: Option<u32>,
@@ -95,11 +124,12 @@ struct Input {
 #[derive(Args)]
 struct Motion {
     /// Estimator: dis (alias classic), dis-fast, dis-ultrafast, raft-small, raft-large,
-    /// sea-raft-s, sea-raft-m, sea-raft-l, memflow, mofnet.
-    #[arg(long, default_value = "dis")]
-    motion: String,
-    /// Checkpoint of a network estimator (.safetensors or .pth, as its official code saves it).
+    /// sea-raft-s, sea-raft-m, sea-raft-l, memflow, mofnet (default: the config's
+    /// `[motion] estimator`, else dis).
     #[arg(long)]
+    motion: Option<String>,
+    /// Checkpoint of a network estimator (.safetensors or .pth, as its official code saves it).
+    #[arg(long, alias = "motion.weights")]
     weights: Option<PathBuf>,
     /// RAFT refinement iterations.
     #[arg(long)]
@@ -109,24 +139,17 @@ struct Motion {
 fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Extract { input, motion, out, cache } => {
-            let estimator = build_estimator(&motion)?;
-            let cache = cache.map(FlowCache::new).transpose()?;
-            let sources = sources(&input)?;
-            std::fs::create_dir_all(&out).with_context(|| format!("creating {}", out.display()))?;
-            for_each_source(&sources, |source, name| {
-                let (plan, frames) = load(source, &input)?;
-                let flows = flows_for(estimator.as_ref(), cache.as_ref(), &frames, &plan, source)?;
-                write_flows(&out.join(format!("{name}.safetensors")), &flows, &plan, estimator.as_ref())
-            })
+        Command::Extract { input, motion, config, out, cache, shard, tokenizer } => {
+            extract(&input, &motion, config.as_deref(), out, cache, shard.unwrap_or(Shard { index: 0, count: 1 }), tokenizer.as_deref())
         }
         Command::Viz { input, motion, out, tile_height } => {
             let estimator = build_estimator(&motion)?;
             let sources = sources(&input)?;
-            for_each_source(&sources, |source, name| {
-                let (plan, frames) = load(source, &input)?;
-                let flows = flows_for(estimator.as_ref(), None, &frames, &plan, source)?;
-                let dir = out.join(name);
+            let names = unique_names(&sources.iter().map(|s| s.path().to_path_buf()).collect::<Vec<_>>());
+            run_parallel(sources.len(), "videos", |k| {
+                let (_, frames) = load(&sources[k], &input)?;
+                let flows = estimator.estimate(frames.view())?;
+                let dir = out.join(&names[k]);
                 std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
                 for (t, flow) in flows.axis_iter(Axis(0)).enumerate() {
                     let path = dir.join(format!("flow_{t:04}.png"));
@@ -140,48 +163,248 @@ fn main() -> Result<()> {
 }
 
 fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
-    let spec = EstimatorSpec { name: &m.motion, weights: m.weights.as_deref(), iters: m.iters };
+    build_named_estimator(m.motion.as_deref().unwrap_or("dis"), m.weights.as_deref(), m.iters)
+}
+
+fn build_named_estimator(name: &str, weights: Option<&Path>, iters: Option<usize>) -> Result<Arc<dyn FlowEstimator>> {
+    let spec = EstimatorSpec { name, weights, iters };
     Ok(Arc::from(estimator_from_spec(&spec, &Device::Cpu)?))
 }
 
-fn sources(input: &Input) -> Result<Vec<VideoSource>> {
-    let mut out: Vec<VideoSource> = input.videos.iter().cloned().map(VideoSource::File).collect();
-    out.extend(input.frame_dirs.iter().map(|dir| VideoSource::FrameFolder { dir: dir.clone(), fps: input.fps }));
+/// Part `index` of `count` of the work (`--shard I/N`).
+#[derive(Debug, Clone, Copy)]
+struct Shard {
+    index: usize,
+    count: usize,
+}
+
+impl std::str::FromStr for Shard {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        let parsed = s.split_once('/').and_then(|(i, n)| Some((i.trim().parse::<usize>().ok()?, n.trim().parse::<usize>().ok()?)));
+        match parsed {
+            Some((index, count)) if count >= 1 && index < count => Ok(Shard { index, count }),
+            _ => Err(format!("`{s}` is not a shard I/N with 0 <= I < N (e.g. 0/4)")),
+        }
+    }
+}
+
+/// One flow to extract: a video under the media of its run, limited when its training sample
+/// had to be fitted to `max_seq_len`.
+#[derive(Debug, Clone, PartialEq)]
+struct Job {
+    video: PathBuf,
+    limits: Option<VideoLimits>,
+}
+
+fn extract(
+    input: &Input,
+    motion: &Motion,
+    config: Option<&Path>,
+    out: Option<PathBuf>,
+    cache: Option<PathBuf>,
+    shard: Shard,
+    tokenizer: Option<&Path>,
+) -> Result<()> {
+    let settings = config.map(|c| media_from_config(c).map_err(anyhow::Error::msg)).transpose()?;
+    let native = input.max_side.is_some() || input.plan.as_deref() == Some("all");
+    if native {
+        if settings.is_some() || cache.is_some() {
+            bail!("--plan all and --max-side give native-size frames, which no model sees: they cannot be combined with --config or --cache");
+        }
+        let out = out.context("--plan all / --max-side write flow files: pass --out DIR")?;
+        return extract_native(input, motion, &out);
+    }
+    if settings.is_some() && input.plan.is_some() {
+        bail!("--plan and --config both choose the frames: the config's own plan is used, drop --plan");
+    }
+    let mut media = match &settings {
+        Some(s) => s.media.clone(),
+        None => plan_media(input.plan.as_deref().unwrap_or("training"))?,
+    };
+    media.frame_folder_fps = input.fps;
+    let name = motion.motion.clone().or_else(|| settings.as_ref().and_then(|s| s.estimator.clone())).unwrap_or_else(|| "dis".into());
+    let weights = motion.weights.clone().or_else(|| settings.as_ref().and_then(|s| s.weights.clone()));
+    let estimator = build_named_estimator(&name, weights.as_deref(), motion.iters)?;
+    let cache = cache.or_else(|| settings.as_ref().and_then(ConfigMedia::default_cache));
+    if out.is_none() && cache.is_none() {
+        bail!("nowhere to put the flows: pass --cache DIR and/or --out DIR (or --config, whose run has a cache folder)");
+    }
+    let cache = cache.map(FlowCache::new).transpose()?;
+    let motion_media = MotionMedia::new(media, estimator.clone(), cache.clone(), PseudoImageConfig::default());
+
+    let all_jobs = jobs(input, settings.as_ref(), &motion_media.qwen, tokenizer)?;
+    let jobs: Vec<Job> = all_jobs.iter().enumerate().filter(|(i, _)| i % shard.count == shard.index).map(|(_, j)| j.clone()).collect();
+    if let Some(out) = &out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    }
+    let names = unique_names(&jobs.iter().map(|j| j.video.clone()).collect::<Vec<_>>());
+    run_parallel(jobs.len(), "flows", |k| {
+        let job = &jobs[k];
+        let media = match job.limits {
+            Some(limits) => motion_media.limited(limits),
+            None => motion_media.clone(),
+        };
+        let flow_input = media.flow_input(&job.video)?;
+        let flows = media.flows(&job.video, &flow_input)?;
+        match &out {
+            Some(out) => write_flows(&out.join(format!("{}.safetensors", names[k])), &flows, &flow_input.plan, estimator.as_ref()),
+            None => Ok(()),
+        }
+    })?;
+    let (hits, misses, repaired) = motion_media.counts.snapshot();
+    eprintln!(
+        "shard {}/{}: {} of {} flows; computed {}, already cached {}, repaired {}{}",
+        shard.index,
+        shard.count,
+        jobs.len(),
+        all_jobs.len(),
+        misses,
+        hits,
+        repaired,
+        cache.map(|c| format!(" (cache {})", c.root().display())).unwrap_or_default()
+    );
+    Ok(())
+}
+
+/// The media of a `--plan` without a config: the frames and sizes of that kind of run.
+fn plan_media(plan: &str) -> Result<QwenMedia> {
+    Ok(match plan {
+        "training" => TrainingVideo::default().media(),
+        "sisbench" => ProtocolConfig::default().media(&PreprocessConfig::default()),
+        other => match other.strip_prefix("uniform:").map(str::parse::<usize>) {
+            Some(Ok(frames)) if frames >= 2 => {
+                QwenMedia { video_policy: FramePolicy::Uniform { frames }, ..ProtocolConfig::default().media(&PreprocessConfig::default()) }
+            }
+            _ => bail!("unknown --plan `{other}`: use training, sisbench, uniform:N (N ≥ 2) or all"),
+        },
+    })
+}
+
+/// Every flow the inputs ask for, in a fixed order, each once. Training samples longer than
+/// the recipe's `max_seq_len` are fitted as `train sft` fits them, when the model's tokenizer
+/// can be found.
+fn jobs(input: &Input, settings: Option<&ConfigMedia>, media: &QwenMedia, tokenizer: Option<&Path>) -> Result<Vec<Job>> {
+    let mut jobs: Vec<Job> = listed_videos(input)?.into_iter().map(|video| Job { video, limits: None }).collect();
+    if let Some(manifest) = &input.manifest {
+        let training = read_training_samples(manifest, &ReadOptions::default()).ok().filter(|r| !r.items.is_empty());
+        match (training, settings.and_then(|s| s.max_seq_len)) {
+            (Some(read), Some(max_seq_len)) => jobs.extend(fitted_jobs(read.items, media, max_seq_len, settings, tokenizer)?),
+            (Some(read), None) => jobs.extend(read.items.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None })),
+            (None, _) => jobs.extend(benchmark_videos(manifest)?.into_iter().map(|video| Job { video, limits: None })),
+        }
+    }
+    if jobs.is_empty() {
+        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
+    }
+    let mut seen = Vec::new();
+    jobs.retain(|j| if seen.contains(j) { false } else { seen.push(j.clone()); true });
+    Ok(jobs)
+}
+
+fn fitted_jobs(samples: Vec<TrainingSample>, media: &QwenMedia, max_seq_len: usize, settings: Option<&ConfigMedia>, tokenizer: Option<&Path>) -> Result<Vec<Job>> {
+    let Some(tokenizer) = fitting_tokenizer(settings, tokenizer, &samples)? else {
+        eprintln!("warning: the recipe's tokenizer was not found (pass --tokenizer FILE): samples longer than max_seq_len {max_seq_len}, which training fits, are extracted at full size");
+        return Ok(samples.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None }).collect());
+    };
+    let template = TemplateOptions { max_seq_len: Some(max_seq_len), merge_size: media.video_config.merge_size, ..TemplateOptions::default() };
+    let loader = DataLoader::new(samples, tokenizer, media.clone(), LoaderConfig { workers: 0, template, ..LoaderConfig::default() });
+    let mut jobs = Vec::new();
+    for (index, sample) in loader.samples().iter().enumerate() {
+        let limits = match loader.sample_fit(index)? {
+            Some(SampleFit::Fitted { limits, .. }) => Some(limits),
+            Some(SampleFit::TooLong { .. }) => continue,
+            _ => None,
+        };
+        jobs.extend(sample.videos.iter().map(|video| Job { video: video.clone(), limits }));
+    }
+    Ok(jobs)
+}
+
+/// The tokenizer `train sft` will count tokens with: `--tokenizer`, the checkpoint's (a local
+/// folder, or a hub id in the Hugging Face cache), or a fresh model's, trained as `train sft`
+/// trains it when its base model is not built yet.
+fn fitting_tokenizer(settings: Option<&ConfigMedia>, flag: Option<&Path>, samples: &[TrainingSample]) -> Result<Option<QwenTokenizer>> {
+    if let Some(path) = flag {
+        return Ok(Some(QwenTokenizer::from_file(path)?));
+    }
+    let Some(settings) = settings else { return Ok(None) };
+    let file = match &settings.tokenizer {
+        TokenizerSource::Dir(dir) => Some(dir.join("tokenizer.json")),
+        TokenizerSource::Hub(id) => {
+            let (repo, revision) = id.split_once('@').unwrap_or((id.as_str(), "main"));
+            let root = std::env::var_os("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_hub::Cache::from_env().path().clone());
+            hf_hub::Cache::new(root)
+                .repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into()))
+                .get("tokenizer.json")
+        }
+        TokenizerSource::Fresh { base_dir, vocab } => {
+            let built = base_dir.join("tokenizer.json");
+            if built.is_file() {
+                Some(built)
+            } else {
+                return Ok(Some(tokenizer_for_fresh_model(samples, *vocab)?));
+            }
+        }
+        TokenizerSource::Unknown => None,
+    };
+    Ok(match file.filter(|f| f.is_file()) {
+        Some(f) => Some(QwenTokenizer::from_file(&f)?),
+        None => None,
+    })
+}
+
+/// Flows of natively sized frames (`--plan all`, `--max-side`) to `--out`.
+fn extract_native(input: &Input, motion: &Motion, out: &Path) -> Result<()> {
+    let estimator = build_estimator(motion)?;
+    let sources = sources(input)?;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let names = unique_names(&sources.iter().map(|s| s.path().to_path_buf()).collect::<Vec<_>>());
+    run_parallel(sources.len(), "videos", |k| {
+        let (plan, frames) = load(&sources[k], input)?;
+        let flows = estimator.estimate(frames.view())?;
+        write_flows(&out.join(format!("{}.safetensors", names[k])), &flows, &plan, estimator.as_ref())
+    })
+}
+
+/// The videos and frame folders named directly (`--video`, `--frames`, `--list`).
+fn listed_videos(input: &Input) -> Result<Vec<PathBuf>> {
+    let mut out: Vec<PathBuf> = input.videos.iter().chain(&input.frame_dirs).cloned().collect();
     if let Some(list) = &input.list {
         let text = std::fs::read_to_string(list).with_context(|| format!("reading {}", list.display()))?;
-        for line in text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
-            let path = PathBuf::from(line);
-            out.push(if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) });
-        }
-    }
-    if let Some(manifest) = &input.manifest {
-        for path in manifest_videos(manifest)? {
-            out.push(if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) });
-        }
-    }
-    if out.is_empty() {
-        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
+        out.extend(text.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).map(PathBuf::from));
     }
     Ok(out)
 }
 
-/// The distinct videos a data file names, in order: read as training conversations, else as
-/// each benchmark's manifest in turn.
-fn manifest_videos(path: &Path) -> Result<Vec<PathBuf>> {
-    let opts = ReadOptions::default();
-    let mut videos: Vec<PathBuf> = match read_training_samples(path, &opts) {
-        Ok(read) if !read.items.is_empty() => read.items.into_iter().flat_map(|s| s.videos).collect(),
-        _ => {
-            let read = Benchmark::ALL
-                .iter()
-                .find_map(|&b| read_manifest(b, path, &opts).ok().filter(|r| !r.items.is_empty()))
-                .with_context(|| format!("{} is neither training conversations nor a benchmark manifest motionvl reads", path.display()))?;
-            read.items.into_iter().flat_map(|q| q.videos).collect()
+/// Every source the inputs name, a manifest's videos included (each once).
+fn sources(input: &Input) -> Result<Vec<VideoSource>> {
+    let mut paths = listed_videos(input)?;
+    if let Some(manifest) = &input.manifest {
+        match read_training_samples(manifest, &ReadOptions::default()) {
+            Ok(read) if !read.items.is_empty() => paths.extend(read.items.into_iter().flat_map(|s| s.videos)),
+            _ => paths.extend(benchmark_videos(manifest)?),
         }
-    };
+    }
     let mut seen = std::collections::HashSet::new();
-    videos.retain(|v| seen.insert(v.clone()));
-    Ok(videos)
+    paths.retain(|v| seen.insert(v.clone()));
+    if paths.is_empty() {
+        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
+    }
+    Ok(paths
+        .into_iter()
+        .map(|path| if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) })
+        .collect())
+}
+
+/// The videos of a benchmark manifest (any benchmark motionvl reads), in order.
+fn benchmark_videos(path: &Path) -> Result<Vec<PathBuf>> {
+    let opts = ReadOptions::default();
+    let read = Benchmark::ALL
+        .iter()
+        .find_map(|&b| read_manifest(b, path, &opts).ok().filter(|r| !r.items.is_empty()))
+        .with_context(|| format!("{} is neither training conversations nor a benchmark manifest motionvl reads", path.display()))?;
+    Ok(read.items.into_iter().flat_map(|q| q.videos).collect())
 }
 
 fn policy(plan: &str) -> Result<Option<FramePolicy>> {
@@ -199,7 +422,7 @@ fn policy(plan: &str) -> Result<Option<FramePolicy>> {
 /// The planned frames of a source, downscaled if asked.
 fn load(source: &VideoSource, input: &Input) -> Result<(FramePlan, Array4<u8>)> {
     let options = DecodeOptions::default();
-    let (plan, decoded) = match policy(&input.plan)? {
+    let (plan, decoded) = match policy(input.plan.as_deref().unwrap_or("training"))? {
         Some(p) => source.load(&p, &options)?,
         None => {
             let info = source.probe()?;
@@ -234,17 +457,6 @@ fn downscale(frames: Array4<u8>, max_side: u32) -> Array4<u8> {
     out
 }
 
-fn flows_for(estimator: &dyn FlowEstimator, cache: Option<&FlowCache>, frames: &Array4<u8>, plan: &FramePlan, source: &VideoSource) -> Result<Flows> {
-    Ok(match cache {
-        Some(cache) => {
-            let (_, h, w, _) = frames.dim();
-            let key = format!("{}|{:?}@{h}x{w}", source.path().display(), plan.indices);
-            cache.get_or_compute(frames.view(), &key, estimator)?.0
-        }
-        None => estimator.estimate(frames.view())?,
-    })
-}
-
 fn write_flows(path: &Path, flows: &Flows, plan: &FramePlan, estimator: &dyn FlowEstimator) -> Result<()> {
     let data: Vec<u8> = flows.iter().flat_map(|v| v.to_le_bytes()).collect();
     let view = safetensors::tensor::TensorView::new(safetensors::Dtype::F32, flows.shape().to_vec(), &data)?;
@@ -257,17 +469,15 @@ fn write_flows(path: &Path, flows: &Flows, plan: &FramePlan, estimator: &dyn Flo
     safetensors::serialize_to_file([("flows", view)], Some(meta), path).with_context(|| format!("writing {}", path.display()))
 }
 
-/// Runs `job` over the sources in parallel with a progress bar; names outputs after the file
-/// stem (the folder name for frame folders), numbered when two sources share one.
-fn for_each_source(sources: &[VideoSource], job: impl Fn(&VideoSource, &str) -> Result<()> + Sync) -> Result<()> {
-    let bar = ProgressBar::new(sources.len() as u64);
-    bar.set_style(ProgressStyle::with_template("{bar:40} {pos}/{len} videos {elapsed_precise} eta {eta} {msg}").unwrap_or_else(|_| ProgressStyle::default_bar()));
-    let names = unique_names(sources);
-    let failures: Vec<String> = sources
-        .par_iter()
-        .zip(names.par_iter())
-        .filter_map(|(source, name)| {
-            let result = job(source, name);
+/// Runs `job(k)` for k in 0..n in parallel with a progress bar; every failure is reported.
+fn run_parallel(n: usize, unit: &str, job: impl Fn(usize) -> Result<()> + Sync) -> Result<()> {
+    let bar = ProgressBar::new(n as u64);
+    let template = format!("{{bar:40}} {{pos}}/{{len}} {unit} {{elapsed_precise}} eta {{eta}} {{msg}}");
+    bar.set_style(ProgressStyle::with_template(&template).unwrap_or_else(|_| ProgressStyle::default_bar()));
+    let failures: Vec<String> = (0..n)
+        .into_par_iter()
+        .filter_map(|k| {
+            let result = job(k);
             bar.inc(1);
             result.err().map(|e| format!("{e:#}"))
         })
@@ -277,18 +487,20 @@ fn for_each_source(sources: &[VideoSource], job: impl Fn(&VideoSource, &str) -> 
         for f in &failures {
             eprintln!("error: {f}");
         }
-        bail!("{} of {} videos failed", failures.len(), sources.len());
+        bail!("{} of {n} {unit} failed", failures.len());
     }
-    eprintln!("{} videos done", sources.len());
+    eprintln!("{n} {unit} done");
     Ok(())
 }
 
-fn unique_names(sources: &[VideoSource]) -> Vec<String> {
+/// Output names after the file stem (the folder name for frame folders), numbered when two
+/// share one.
+fn unique_names(paths: &[PathBuf]) -> Vec<String> {
     let mut seen = std::collections::HashMap::<String, usize>::new();
-    sources
+    paths
         .iter()
-        .map(|s| {
-            let stem = s.path().file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "video".into());
+        .map(|p| {
+            let stem = p.file_stem().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "video".into());
             let count = seen.entry(stem.clone()).or_insert(0);
             *count += 1;
             if *count == 1 { stem } else { format!("{stem}-{count}") }

@@ -15,6 +15,7 @@ use super::config::MemFlowConfig;
 use super::memory::WorkingMemory;
 use super::model::MemFlowNet;
 use crate::error::{FlowError, Result};
+use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 use crate::raft::weights::rename_checkpoint;
 use crate::sea_raft::weights::load_state_dict;
@@ -30,7 +31,7 @@ pub struct MemFlowEstimator {
     model: MemFlowNet,
     cfg: MemFlowConfig,
     device: Device,
-    /// Identifies the weights in cache keys (file name and size).
+    /// Names the weights in cache keys ([`crate::state_dict::weights_id`]).
     weights_id: String,
 }
 
@@ -46,9 +47,7 @@ impl MemFlowEstimator {
         }
         let vb = VarBuilder::from_tensors(encoder_names(tensors), DType::F32, device);
         let model = MemFlowNet::new(vb).map_err(|e| fail(format!("does not fit MemFlowNet ({e})")))?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(MemFlowEstimator { model, cfg, device: device.clone(), weights_id: format!("{file}:{size}") })
+        Ok(MemFlowEstimator { model, cfg, device: device.clone(), weights_id: weights_id(path)? })
     }
 
     /// The registry's constructor: `--motion memflow` with `--weights` (required) and an optional

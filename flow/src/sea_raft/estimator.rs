@@ -13,6 +13,7 @@ use super::config::{SeaRaftConfig, SeaRaftPreset};
 use super::model::SeaRaft;
 use super::weights::load_state_dict;
 use crate::error::{FlowError, Result};
+use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
@@ -23,7 +24,7 @@ pub struct SeaRaftEstimator {
     iters: usize,
     device: Device,
     name: String,
-    /// Identifies the weights in cache keys (file name and size).
+    /// Names the weights in cache keys ([`crate::state_dict::weights_id`]).
     weights_id: String,
 }
 
@@ -37,9 +38,7 @@ impl SeaRaftEstimator {
             path: path.to_path_buf(),
             reason: format!("does not fit SEA-RAFT {:?} dim {} ({e}); S checkpoints are resnet18, M/L resnet34", cfg.pretrain, cfg.dim),
         })?;
-        let size = std::fs::metadata(path).map(|m| m.len()).unwrap_or(0);
-        let file = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        Ok(Self::from_model(model, device, format!("{file}:{size}")))
+        Ok(Self::from_model(model, device, weights_id(path)?))
     }
 
     /// The registry's constructor: `--motion sea-raft-{s,m,l}` with `--weights` (required) and

@@ -46,6 +46,14 @@ enum Command {
         /// Weights of a network flow estimator (RAFT, SEA-RAFT, MemFlow, MOFNet checkpoints).
         #[arg(long)]
         flow_weights: Option<PathBuf>,
+        /// Every flow must come from the flow cache (filled by `flow extract --config` with this
+        /// recipe); a missing one is an error before the first step.
+        #[arg(long)]
+        flow_cache_only: bool,
+        /// Only check the data: print how many samples fit `max_seq_len` as they are, fitted
+        /// or dropped, as one JSON object, and exit (no model is loaded).
+        #[arg(long)]
+        check_data: bool,
         /// `--section.key value` recipe overrides.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         overrides: Vec<String>,
@@ -86,7 +94,7 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Sft { config, output_dir, max_steps, resume, motion, flow_weights, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, motion, flow_weights, flow_cache_only, check_data, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
@@ -100,7 +108,15 @@ fn main() -> Result<()> {
             if let Some(steps) = max_steps {
                 overrides.push(("optim.max_steps".into(), steps.to_string()));
             }
+            if flow_cache_only {
+                overrides.push(("motion.cache_only".into(), "true".into()));
+            }
             let recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            if check_data {
+                let report = motionvl_train::sft::check_data(&recipe).context("checking the training data")?;
+                println!("{}", report.to_json_line());
+                return Ok(());
+            }
             let trainer = Trainer::new(&recipe, resume.as_deref()).context("setting up training")?;
             eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
             let logs = trainer.run().context("training")?;
