@@ -128,6 +128,8 @@ pub struct ConfigMedia {
     pub max_seq_len: Option<usize>,
     /// Where the model's tokenizer is, which fitting needs to count tokens.
     pub tokenizer: TokenizerSource,
+    /// The folder relative media paths resolve against (`[data] media_root` or `media_root`).
+    pub media_root: Option<PathBuf>,
 }
 
 /// Where a config's tokenizer comes from.
@@ -156,6 +158,23 @@ struct MotionKeys {
     estimator: Option<String>,
     weights: Option<PathBuf>,
     cache_dir: Option<PathBuf>,
+}
+
+/// The flow estimator a motion-aware checkpoint was trained with: `estimator` of the
+/// `motion.json` beside the adapter, in its parent (a trainer checkpoint) or in the model
+/// folder — where `evaluate run` finds it.
+fn trained_estimator(checkpoint: Option<&Path>, adapter: Option<&Path>) -> Option<String> {
+    let mut dirs: Vec<&Path> = Vec::new();
+    if let Some(a) = adapter {
+        dirs.push(a);
+        dirs.extend(a.parent());
+    }
+    dirs.extend(checkpoint);
+    dirs.iter().find_map(|d| {
+        let text = std::fs::read_to_string(d.join("motion.json")).ok()?;
+        let meta: serde_json::Value = serde_json::from_str(&text).ok()?;
+        meta.get("estimator")?.as_str().map(str::to_owned)
+    })
 }
 
 /// Reads the video settings of a training recipe (it has `[data] train`) or of an evaluation
@@ -193,6 +212,7 @@ pub fn media_from_config(path: &Path) -> Result<ConfigMedia, String> {
             run_dir,
             max_seq_len: Some(max_seq_len),
             tokenizer,
+            media_root: table.get("data").and_then(|d| d.get("media_root")).and_then(|v| v.as_str()).map(PathBuf::from),
         });
     }
     let (kind, media, run_dir) = {
@@ -203,6 +223,9 @@ pub fn media_from_config(path: &Path) -> Result<ConfigMedia, String> {
         };
         ("evaluation config", protocol.media(&base), table.get("out").and_then(|v| v.as_str()).map(PathBuf::from))
     };
+    let adapter = model("adapter").and_then(|a| a.as_str().map(PathBuf::from));
+    let estimator = estimator.or_else(|| trained_estimator(checkpoint.as_deref().map(Path::new), adapter.as_deref()));
     let tokenizer = checkpoint.map_or(TokenizerSource::Unknown, checkpoint_source);
-    Ok(ConfigMedia { kind, media, estimator, weights: motion.weights, cache_dir: motion.cache_dir, run_dir, max_seq_len: None, tokenizer })
+    let media_root = table.get("media_root").and_then(|v| v.as_str()).map(PathBuf::from);
+    Ok(ConfigMedia { kind, media, estimator, weights: motion.weights, cache_dir: motion.cache_dir, run_dir, max_seq_len: None, tokenizer, media_root })
 }

@@ -165,6 +165,17 @@ fn interrupted_run_resumes_without_asking_twice() {
         .unwrap_or_default();
     assert!(err.contains("checkpoint"), "{err}");
 
+    // Nor may the same model in another dtype, on another device, or with other weights
+    // behind the same adapter path.
+    let mut bf16 = cfg.clone();
+    bf16.model.dtype = Some("bf16".into());
+    let err = run_scripted(&bf16, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("dtype"), "{err}");
+    let mut gpu = cfg.clone();
+    gpu.model.device = "cuda".into();
+    let err = run_scripted(&gpu, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("device"), "{err}");
+
     asked.lock().expect("lock").clear();
     let summary = run_scripted(&cfg, &asked, None).expect("resumed run completes");
     assert_eq!(

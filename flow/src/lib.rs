@@ -7,6 +7,7 @@ pub mod cache;
 pub mod dis;
 pub mod error;
 pub mod estimator;
+pub mod extract;
 pub mod kernels;
 pub mod media;
 pub mod memflow;

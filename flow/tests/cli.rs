@@ -66,3 +66,83 @@ fn walk(dir: &std::path::Path) -> usize {
         .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
         .unwrap_or(0)
 }
+
+/// `flow extract --config RECIPE --shard I/N` fills exactly the entries the recipe's run looks
+/// up ([`MotionMedia::flow_input`]), the shards are disjoint and together complete, and a rerun
+/// computes nothing.
+#[test]
+fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
+    use motionvl_data::media_config::media_from_config;
+    use motionvl_flow::media::MotionMedia;
+    use motionvl_flow::{estimator_by_name, FlowCache, PseudoImageConfig};
+
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let data = root.join("tests/data/tiny-sft/train.jsonl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let recipe = dir.path().join("recipe.toml");
+    let text = format!(
+        "output_dir = {:?}\n[model]\ninit_config = {:?}\n[data]\ntrain = {:?}\nmax_seq_len = 256\nmin_frames = 4\nmax_frames = 4\nmin_pixels = 3136\nmax_pixels = 3136\n[motion]\nestimator = \"dis\"\ncache_dir = {:?}\n",
+        dir.path().join("run").display().to_string(),
+        root.join("configs/models/tiny.json").display().to_string(),
+        data.display().to_string(),
+        cache.display().to_string()
+    );
+    std::fs::write(&recipe, text).expect("recipe");
+    let run = |shard: &str| {
+        let output = Command::new(env!("CARGO_BIN_EXE_flow"))
+            .args(["extract", "--config"])
+            .arg(&recipe)
+            .arg("--manifest")
+            .arg(&data)
+            .args(["--shard", shard])
+            .output()
+            .expect("runs");
+        assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+        String::from_utf8_lossy(&output.stderr).into_owned()
+    };
+    let first = run("0/3");
+    assert!(first.contains("shard 0/3: 3 of 8 flows; computed 3, already cached 0"), "{first}");
+    assert_eq!(walk(&cache), 3);
+    run("1/3");
+    run("2/3");
+    assert_eq!(walk(&cache), 8, "the shards together cover every video once");
+    let again = run("0/1");
+    assert!(again.contains("computed 0, already cached 8"), "{again}");
+
+    let settings = media_from_config(&recipe).expect("recipe reads");
+    let estimator = estimator_by_name("dis", None, &candle_core::Device::Cpu).expect("dis");
+    let media = MotionMedia::new(settings.media, estimator.into(), Some(FlowCache::new(&cache).expect("cache")), PseudoImageConfig::default());
+    for video in motionvl_flow::extract::manifest_videos(&data).expect("videos") {
+        assert!(media.is_cached(&video).expect("key"), "{} is not where training looks", video.display());
+    }
+
+    let bad = Command::new(env!("CARGO_BIN_EXE_flow")).args(["extract", "--config"]).arg(&recipe).arg("--manifest").arg(&data).args(["--shard", "3/3"]).output().expect("runs");
+    assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("0 <= I < N"));
+}
+
+/// Two checkpoints with the same file name and size but different bytes never share flows.
+#[test]
+fn renamed_but_different_weights_miss_the_cache() {
+    use motionvl_flow::cache::CacheKey;
+    let fixture = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/raft_small/tiny");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut keys = Vec::new();
+    for (name, flip) in [("a", false), ("b", true)] {
+        let folder = dir.path().join(name);
+        std::fs::create_dir_all(&folder).expect("mkdir");
+        std::fs::copy(fixture.join("config.json"), folder.join("config.json")).expect("config");
+        let mut bytes = std::fs::read(fixture.join("model.safetensors")).expect("weights");
+        if flip {
+            // The lowest mantissa bit of the last f32 in the file: same size, still loads.
+            let last = bytes.len() - 4;
+            bytes[last] ^= 1;
+        }
+        std::fs::write(folder.join("model.safetensors"), bytes).expect("write");
+        let (cfg, _) = motionvl_flow::raft::RaftConfig::from_json(&std::fs::read_to_string(folder.join("config.json")).expect("config")).expect("config");
+        let estimator = motionvl_flow::raft::RaftEstimator::from_checkpoint(&folder.join("model.safetensors"), cfg, 2, &candle_core::Device::Cpu).expect("loads");
+        let frames = ndarray::Array4::<u8>::zeros((2, 32, 32, 3));
+        keys.push(CacheKey::new(frames.view(), "plan", &estimator));
+    }
+    assert_ne!(keys[0], keys[1]);
+}

@@ -221,6 +221,15 @@ mod tests {
     use super::*;
     use candle_core::Device;
 
+    #[test]
+    fn cosine_never_rises_after_warmup_even_past_its_end() {
+        let (warmup, total) = (3, 10);
+        let scales: Vec<f64> = (0..25).map(|s| lr_scale("cosine", s, warmup, total)).collect();
+        assert!(scales[..=warmup].windows(2).all(|w| w[1] > w[0]), "{scales:?}");
+        assert!(scales[warmup..].windows(2).all(|w| w[1] <= w[0]), "{scales:?}");
+        assert!(scales[total..].iter().all(|s| *s == 0.0), "{scales:?}");
+    }
+
     /// One step against values worked out by hand from torch.optim.AdamW's update rule.
     #[test]
     fn adamw_step_matches_torch_rule() {

@@ -58,8 +58,11 @@ fn resuming_reproduces_the_uninterrupted_loss_sequence() {
     let uninterrupted = losses(&Trainer::new(&tiny(whole.path(), &settings), None).unwrap().run().unwrap());
     assert_eq!(uninterrupted.len(), 6);
 
+    // The same run killed after its checkpoint at step 3, then resumed.
     let split = tempfile::tempdir().unwrap();
-    let first = Trainer::new(&tiny(split.path(), &[("checkpoint.every", "3"), ("optim.max_steps", "3")]), None).unwrap().run().unwrap();
+    let mut killed = Trainer::new(&tiny(split.path(), &settings), None).unwrap();
+    let first: Vec<StepLog> = (0..3).map(|_| killed.train_step().unwrap()).collect();
+    drop(killed);
     let second = Trainer::new(&tiny(split.path(), &settings), Some("auto")).unwrap().run().unwrap();
     let mut resumed = losses(&first);
     resumed.extend(losses(&second));
@@ -106,17 +109,20 @@ fn tensorboard_events_match_the_step_log() {
 #[test]
 fn non_finite_loss_stops_with_step_and_samples_and_keeps_the_checkpoint() {
     let dir = tempfile::tempdir().unwrap();
-    Trainer::new(&tiny(dir.path(), &[("optim.max_steps", "2"), ("checkpoint.every", "2")]), None).unwrap().run().unwrap();
-    let mut trainer = Trainer::new(&tiny(dir.path(), &[("optim.lr", "1e30"), ("optim.max_grad_norm", "0.0"), ("optim.warmup_ratio", "0.0")]), Some("auto")).unwrap();
+    // The first step's loss is computed before any update, so it is finite and checkpointed.
+    let absurd = [("optim.lr", "1e30"), ("optim.max_grad_norm", "0.0"), ("optim.warmup_ratio", "0.0"), ("checkpoint.every", "1")];
+    let mut trainer = Trainer::new(&tiny(dir.path(), &absurd), None).unwrap();
     let err = (0..20).find_map(|_| trainer.train_step().err()).expect("an absurd learning rate must blow up");
-    match &err {
+    let failed_at = match &err {
         TrainError::NonFinite { step, samples, .. } => {
-            assert!(*step > 2, "{err}");
+            assert!(*step > 1, "{err}");
             assert!(!samples.is_empty(), "{err}");
+            *step
         }
         other => panic!("expected a non-finite error, got {other}"),
-    }
-    assert!(dir.path().join("checkpoint-2/COMPLETE").is_file(), "the last good checkpoint stays");
+    };
+    let last_good = dir.path().join(format!("checkpoint-{}/COMPLETE", failed_at - 1));
+    assert!(last_good.is_file(), "the last good checkpoint stays");
 }
 
 #[test]

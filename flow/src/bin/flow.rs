@@ -27,16 +27,11 @@ use anyhow::{bail, Context, Result};
 use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
-use motionvl_data::budget::{SampleFit, VideoLimits};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
-use motionvl_data::loader::{DataLoader, LoaderConfig, QwenMedia};
-use motionvl_data::manifest::{read_manifest, Benchmark};
-use motionvl_data::media_config::{media_from_config, ConfigMedia, ProtocolConfig, TokenizerSource, TrainingVideo};
-use motionvl_data::preprocess::PreprocessConfig;
-use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
-use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
+use motionvl_data::media_config::{media_from_config, ConfigMedia};
 use motionvl_data::video::{DecodeOptions, VideoSource};
 use motionvl_flow::estimator::{estimator_from_spec, EstimatorSpec};
+use motionvl_flow::extract::{manifest_videos, plan_jobs, plan_media, Shard};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows, PseudoImageConfig};
 use ndarray::{Array4, Axis};
@@ -140,7 +135,7 @@ fn main() -> Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Extract { input, motion, config, out, cache, shard, tokenizer } => {
-            extract(&input, &motion, config.as_deref(), out, cache, shard.unwrap_or(Shard { index: 0, count: 1 }), tokenizer.as_deref())
+            extract(&input, &motion, config.as_deref(), out, cache, shard.unwrap_or(Shard::WHOLE), tokenizer.as_deref())
         }
         Command::Viz { input, motion, out, tile_height } => {
             let estimator = build_estimator(&motion)?;
@@ -169,32 +164,6 @@ fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
 fn build_named_estimator(name: &str, weights: Option<&Path>, iters: Option<usize>) -> Result<Arc<dyn FlowEstimator>> {
     let spec = EstimatorSpec { name, weights, iters };
     Ok(Arc::from(estimator_from_spec(&spec, &Device::Cpu)?))
-}
-
-/// Part `index` of `count` of the work (`--shard I/N`).
-#[derive(Debug, Clone, Copy)]
-struct Shard {
-    index: usize,
-    count: usize,
-}
-
-impl std::str::FromStr for Shard {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        let parsed = s.split_once('/').and_then(|(i, n)| Some((i.trim().parse::<usize>().ok()?, n.trim().parse::<usize>().ok()?)));
-        match parsed {
-            Some((index, count)) if count >= 1 && index < count => Ok(Shard { index, count }),
-            _ => Err(format!("`{s}` is not a shard I/N with 0 <= I < N (e.g. 0/4)")),
-        }
-    }
-}
-
-/// One flow to extract: a video under the media of its run, limited when its training sample
-/// had to be fitted to `max_seq_len`.
-#[derive(Debug, Clone, PartialEq)]
-struct Job {
-    video: PathBuf,
-    limits: Option<VideoLimits>,
 }
 
 fn extract(
@@ -233,20 +202,20 @@ fn extract(
     let cache = cache.map(FlowCache::new).transpose()?;
     let motion_media = MotionMedia::new(media, estimator.clone(), cache.clone(), PseudoImageConfig::default());
 
-    let all_jobs = jobs(input, settings.as_ref(), &motion_media.qwen, tokenizer)?;
-    let jobs: Vec<Job> = all_jobs.iter().enumerate().filter(|(i, _)| i % shard.count == shard.index).map(|(_, j)| j.clone()).collect();
+    let (all_jobs, warning) = plan_jobs(&listed_videos(input)?, input.manifest.as_deref(), settings.as_ref(), &motion_media.qwen, tokenizer)?;
+    if let Some(w) = warning {
+        eprintln!("warning: {w}");
+    }
+    if all_jobs.is_empty() {
+        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
+    }
+    let jobs = shard.take(&all_jobs);
     if let Some(out) = &out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
     }
     let names = unique_names(&jobs.iter().map(|j| j.video.clone()).collect::<Vec<_>>());
     run_parallel(jobs.len(), "flows", |k| {
-        let job = &jobs[k];
-        let media = match job.limits {
-            Some(limits) => motion_media.limited(limits),
-            None => motion_media.clone(),
-        };
-        let flow_input = media.flow_input(&job.video)?;
-        let flows = media.flows(&job.video, &flow_input)?;
+        let (flow_input, flows) = jobs[k].run(&motion_media)?;
         match &out {
             Some(out) => write_flows(&out.join(format!("{}.safetensors", names[k])), &flows, &flow_input.plan, estimator.as_ref()),
             None => Ok(()),
@@ -265,93 +234,6 @@ fn extract(
         cache.map(|c| format!(" (cache {})", c.root().display())).unwrap_or_default()
     );
     Ok(())
-}
-
-/// The media of a `--plan` without a config: the frames and sizes of that kind of run.
-fn plan_media(plan: &str) -> Result<QwenMedia> {
-    Ok(match plan {
-        "training" => TrainingVideo::default().media(),
-        "sisbench" => ProtocolConfig::default().media(&PreprocessConfig::default()),
-        other => match other.strip_prefix("uniform:").map(str::parse::<usize>) {
-            Some(Ok(frames)) if frames >= 2 => {
-                QwenMedia { video_policy: FramePolicy::Uniform { frames }, ..ProtocolConfig::default().media(&PreprocessConfig::default()) }
-            }
-            _ => bail!("unknown --plan `{other}`: use training, sisbench, uniform:N (N ≥ 2) or all"),
-        },
-    })
-}
-
-/// Every flow the inputs ask for, in a fixed order, each once. Training samples longer than
-/// the recipe's `max_seq_len` are fitted as `train sft` fits them, when the model's tokenizer
-/// can be found.
-fn jobs(input: &Input, settings: Option<&ConfigMedia>, media: &QwenMedia, tokenizer: Option<&Path>) -> Result<Vec<Job>> {
-    let mut jobs: Vec<Job> = listed_videos(input)?.into_iter().map(|video| Job { video, limits: None }).collect();
-    if let Some(manifest) = &input.manifest {
-        let training = read_training_samples(manifest, &ReadOptions::default()).ok().filter(|r| !r.items.is_empty());
-        match (training, settings.and_then(|s| s.max_seq_len)) {
-            (Some(read), Some(max_seq_len)) => jobs.extend(fitted_jobs(read.items, media, max_seq_len, settings, tokenizer)?),
-            (Some(read), None) => jobs.extend(read.items.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None })),
-            (None, _) => jobs.extend(benchmark_videos(manifest)?.into_iter().map(|video| Job { video, limits: None })),
-        }
-    }
-    if jobs.is_empty() {
-        bail!("no input: pass --video FILE, --frames DIR, --list FILE or --manifest FILE");
-    }
-    let mut seen = Vec::new();
-    jobs.retain(|j| if seen.contains(j) { false } else { seen.push(j.clone()); true });
-    Ok(jobs)
-}
-
-fn fitted_jobs(samples: Vec<TrainingSample>, media: &QwenMedia, max_seq_len: usize, settings: Option<&ConfigMedia>, tokenizer: Option<&Path>) -> Result<Vec<Job>> {
-    let Some(tokenizer) = fitting_tokenizer(settings, tokenizer, &samples)? else {
-        eprintln!("warning: the recipe's tokenizer was not found (pass --tokenizer FILE): samples longer than max_seq_len {max_seq_len}, which training fits, are extracted at full size");
-        return Ok(samples.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None }).collect());
-    };
-    let template = TemplateOptions { max_seq_len: Some(max_seq_len), merge_size: media.video_config.merge_size, ..TemplateOptions::default() };
-    let loader = DataLoader::new(samples, tokenizer, media.clone(), LoaderConfig { workers: 0, template, ..LoaderConfig::default() });
-    let mut jobs = Vec::new();
-    for (index, sample) in loader.samples().iter().enumerate() {
-        let limits = match loader.sample_fit(index)? {
-            Some(SampleFit::Fitted { limits, .. }) => Some(limits),
-            Some(SampleFit::TooLong { .. }) => continue,
-            _ => None,
-        };
-        jobs.extend(sample.videos.iter().map(|video| Job { video: video.clone(), limits }));
-    }
-    Ok(jobs)
-}
-
-/// The tokenizer `train sft` will count tokens with: `--tokenizer`, the checkpoint's (a local
-/// folder, or a hub id in the Hugging Face cache), or a fresh model's, trained as `train sft`
-/// trains it when its base model is not built yet.
-fn fitting_tokenizer(settings: Option<&ConfigMedia>, flag: Option<&Path>, samples: &[TrainingSample]) -> Result<Option<QwenTokenizer>> {
-    if let Some(path) = flag {
-        return Ok(Some(QwenTokenizer::from_file(path)?));
-    }
-    let Some(settings) = settings else { return Ok(None) };
-    let file = match &settings.tokenizer {
-        TokenizerSource::Dir(dir) => Some(dir.join("tokenizer.json")),
-        TokenizerSource::Hub(id) => {
-            let (repo, revision) = id.split_once('@').unwrap_or((id.as_str(), "main"));
-            let root = std::env::var_os("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_hub::Cache::from_env().path().clone());
-            hf_hub::Cache::new(root)
-                .repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into()))
-                .get("tokenizer.json")
-        }
-        TokenizerSource::Fresh { base_dir, vocab } => {
-            let built = base_dir.join("tokenizer.json");
-            if built.is_file() {
-                Some(built)
-            } else {
-                return Ok(Some(tokenizer_for_fresh_model(samples, *vocab)?));
-            }
-        }
-        TokenizerSource::Unknown => None,
-    };
-    Ok(match file.filter(|f| f.is_file()) {
-        Some(f) => Some(QwenTokenizer::from_file(&f)?),
-        None => None,
-    })
 }
 
 /// Flows of natively sized frames (`--plan all`, `--max-side`) to `--out`.
@@ -381,10 +263,7 @@ fn listed_videos(input: &Input) -> Result<Vec<PathBuf>> {
 fn sources(input: &Input) -> Result<Vec<VideoSource>> {
     let mut paths = listed_videos(input)?;
     if let Some(manifest) = &input.manifest {
-        match read_training_samples(manifest, &ReadOptions::default()) {
-            Ok(read) if !read.items.is_empty() => paths.extend(read.items.into_iter().flat_map(|s| s.videos)),
-            _ => paths.extend(benchmark_videos(manifest)?),
-        }
+        paths.extend(manifest_videos(manifest)?);
     }
     let mut seen = std::collections::HashSet::new();
     paths.retain(|v| seen.insert(v.clone()));
@@ -395,16 +274,6 @@ fn sources(input: &Input) -> Result<Vec<VideoSource>> {
         .into_iter()
         .map(|path| if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) })
         .collect())
-}
-
-/// The videos of a benchmark manifest (any benchmark motionvl reads), in order.
-fn benchmark_videos(path: &Path) -> Result<Vec<PathBuf>> {
-    let opts = ReadOptions::default();
-    let read = Benchmark::ALL
-        .iter()
-        .find_map(|&b| read_manifest(b, path, &opts).ok().filter(|r| !r.items.is_empty()))
-        .with_context(|| format!("{} is neither training conversations nor a benchmark manifest motionvl reads", path.display()))?;
-    Ok(read.items.into_iter().flat_map(|q| q.videos).collect())
 }
 
 fn policy(plan: &str) -> Result<Option<FramePolicy>> {
