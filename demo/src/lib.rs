@@ -16,7 +16,7 @@ use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, Protoco
 use motionvl_eval::results::Results;
 use motionvl_train::checkpoint::latest_complete;
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::Trainer;
+use motionvl_train::sft::{Trainer, changes_since_checkpoint};
 use serde::Deserialize;
 
 #[derive(Debug, thiserror::Error)]
@@ -147,7 +147,17 @@ fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, tra
 /// Trains (or finishes training) one model; returns the last logged loss.
 fn train(recipe: &Recipe, name: &str, show_progress: bool) -> Result<Option<f64>, DemoError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| DemoError::Train { run: name.to_owned(), source: e };
-    let resume = latest_complete(&recipe.output_dir).map_err(|e| fail(e.into()))?.map(|_| "auto");
+    let mut resume = None;
+    if let Some(found) = latest_complete(&recipe.output_dir).map_err(|e| fail(e.into()))? {
+        let changed = changes_since_checkpoint(recipe, &found.path).map_err(|e| fail(e.into()))?;
+        if changed.is_empty() {
+            resume = Some("auto");
+        } else {
+            // The embedded default owns its run folders: a changed setting retrains from scratch.
+            eprintln!("{name}: settings changed since {} ({}); training again from scratch", found.path.display(), changed.join("; "));
+            std::fs::remove_dir_all(&recipe.output_dir).map_err(|e| fail(format!("clearing {}: {e}", recipe.output_dir.display()).into()))?;
+        }
+    }
     let mut recipe = recipe.clone();
     recipe.logging.progress_bar = show_progress;
     let trainer = Trainer::new(&recipe, resume).map_err(|e| fail(e.into()))?;
@@ -184,7 +194,16 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, train_dir: &Path, eval_di
         motion: MotionConfig::default(),
     };
     eprintln!("{name}: evaluating on {}", world.test_manifest().display());
-    let summary = motionvl_eval::run::run(&run, show_progress).map_err(|e| fail(e.into()))?;
+    let summary = match motionvl_eval::run::run(&run, show_progress) {
+        // Answers on file from another model or protocol are not continued: asked again.
+        Err(motionvl_eval::EvalError::Resume(why)) => {
+            eprintln!("{name}: {why}; evaluating again from scratch");
+            std::fs::remove_dir_all(eval_dir).map_err(|e| fail(format!("clearing {}: {e}", eval_dir.display()).into()))?;
+            motionvl_eval::run::run(&RunConfig { resume: false, ..run }, show_progress)
+        }
+        other => other,
+    }
+    .map_err(|e| fail(e.into()))?;
     Ok(summary.results)
 }
 

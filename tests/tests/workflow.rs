@@ -114,14 +114,20 @@ fn flows_extracted_with_the_run_config_serve_training_and_evaluation() {
 }
 
 #[test]
-fn a_resume_under_a_changed_recipe_is_refused_naming_the_key() {
+fn a_resume_under_a_changed_recipe_or_data_is_refused_naming_what_changed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let settings = [("optim.max_steps", "2"), ("checkpoint.every", "1")];
+    let shipped = repo_root().join("tests/data/tiny-sft");
+    let train = dir.path().join("train.jsonl");
+    std::fs::copy(shipped.join("train.jsonl"), &train).expect("copy");
     let run = dir.path().join("run");
     let recipe = |extra: &[(&str, &str)]| {
-        let mut all = settings.to_vec();
+        let mut all = vec![("optim.max_steps", "2"), ("checkpoint.every", "1")];
         all.extend_from_slice(extra);
-        tiny_motion(&run, &dir.path().join("cache"), &all).clone()
+        let media_root = quoted(&shipped);
+        let train = quoted(&train);
+        all.push(("data.media_root", &media_root));
+        all.push(("data.train", &train));
+        tiny_motion(&run, &dir.path().join("cache"), &all)
     };
     let mut trainer = Trainer::new(&recipe(&[]), None).expect("setup");
     trainer.train_step().expect("one step");
@@ -131,6 +137,11 @@ fn a_resume_under_a_changed_recipe_is_refused_naming_the_key() {
     // What a resume may change: when to stop, logging, checkpoint cadence, loader threads.
     let ok = recipe(&[("optim.max_steps", "3"), ("data.workers", "1"), ("checkpoint.keep", "5"), ("logging.tensorboard", "false")]);
     assert!(Trainer::new(&ok, Some("auto")).is_ok());
+    // The same file name with other rows is other data.
+    let text = std::fs::read_to_string(&train).expect("read");
+    std::fs::write(&train, text.replace("B. right", "right")).expect("rewrite");
+    let err = Trainer::new(&recipe(&[]), Some("auto")).err().expect("refused").to_string();
+    assert!(err.contains("contents of") && err.contains("train.jsonl"), "{err}");
 }
 
 /// A `seconds`-long 1280×720 clip at `fps` with a bar sliding across.

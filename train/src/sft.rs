@@ -115,6 +115,9 @@ pub struct TrainerState {
     pub position: Position,
     pub seed: u64,
     pub total_steps: usize,
+    /// SHA-256 of the training file's bytes: the same path with other rows is other data.
+    #[serde(default)]
+    pub data_sha256: Option<String>,
 }
 
 /// One optimiser step's numbers, as written to `trainer_log.jsonl`.
@@ -297,13 +300,10 @@ impl Trainer {
 
     fn restore(&mut self, arg: &str) -> Result<()> {
         let found = ckpt::resolve_resume(arg, &self.recipe.output_dir)?;
-        let saved_recipe = found.path.join("config.toml");
-        let text = std::fs::read_to_string(&saved_recipe).map_err(io(&saved_recipe))?;
-        let saved: Recipe = toml::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
-        let changed = self.recipe.unsafe_changes(&saved);
+        let changed = changes_since_checkpoint(&self.recipe, &found.path)?;
         if !changed.is_empty() {
             return Err(TrainError::Setup(format!(
-                "{} was trained with another recipe; changed since: {} — resume with the recipe it was saved with, or train into a new --output-dir",
+                "{} was trained with another recipe; changed since: {} — resume with the recipe and data it was saved with, or train into a new --output-dir",
                 found.path.display(),
                 changed.join("; ")
             )));
@@ -477,7 +477,13 @@ impl Trainer {
             motion.meta.write(pending.dir())?;
         }
         ckpt::save_tensors(pending.dir().join("optimizer.safetensors"), &self.optim.state_tensors()?)?;
-        let state = TrainerState { step: self.step, position: self.epoch_iter.position(), seed: self.recipe.seed, total_steps: self.total_steps };
+        let state = TrainerState {
+            step: self.step,
+            position: self.epoch_iter.position(),
+            seed: self.recipe.seed,
+            total_steps: self.total_steps,
+            data_sha256: Some(data_digest(&self.recipe)?),
+        };
         ckpt::save_json(pending.dir().join("trainer_state.json"), &state)?;
         ckpt::write_atomic(pending.dir().join("config.toml"), self.recipe.to_toml().as_bytes())?;
         let committed = pending.commit()?;
@@ -583,6 +589,29 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+fn data_digest(recipe: &Recipe) -> Result<String> {
+    motionvl_data::digest::sha256_file(&recipe.data.train).map_err(io(&recipe.data.train))
+}
+
+/// What a resume from the checkpoint at `dir` would change: each recipe key that differs
+/// from the recipe saved with it (save those a resume may change, [`Recipe::unsafe_changes`]),
+/// and the training file when its contents differ. Empty: the checkpoint continues this run.
+pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<String>> {
+    let saved_recipe = dir.join("config.toml");
+    let text = std::fs::read_to_string(&saved_recipe).map_err(io(&saved_recipe))?;
+    let saved: Recipe = toml::from_str(&text)
+        .map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
+    let mut changed = recipe.unsafe_changes(&saved);
+    let state: TrainerState = ckpt::load_json(dir.join("trainer_state.json"))?;
+    if let Some(then) = state.data_sha256 {
+        let now = data_digest(recipe)?;
+        if then != now {
+            changed.push(format!("contents of {}: sha256 {} → {}", recipe.data.train.display(), &then[..12], &now[..12]));
+        }
+    }
+    Ok(changed)
 }
 
 /// The training conversations of a recipe (bad rows are errors unless `skip_bad`).
