@@ -28,6 +28,8 @@ pub enum PlanError {
     BadClipFps(f64),
     #[error("invalid frame plan: {0}")]
     BadPlan(String),
+    #[error("clip has {frames} frames, fewer than the plan's min_frames {min_frames}")]
+    TooFewFrames { frames: usize, min_frames: usize },
 }
 
 /// What a plan needs to know about a clip: how many frames, at which (average) rate.
@@ -245,6 +247,9 @@ pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan,
             plan.min_frames, plan.max_frames
         )));
     }
+    if clip.frame_count < plan.min_frames {
+        return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: plan.min_frames });
+    }
     let at_rate = frames_at_rate(clip, plan.fps);
     let clip_cap = (clip.frame_count / 2 * 2).max(2);
     let n = (at_rate.clamp(min_even, max_even) / 2 * 2).min(clip_cap);
@@ -345,19 +350,17 @@ mod tests {
         let p = training_plan(ClipTiming::new(315, 30.0), &TrainingPlan::default()).unwrap();
         assert_eq!(p.len(), 20);
         assert_close(p.fps, 2.0);
-        // Five frames at 2 FPS: min 8 is impossible; the 4 (even) first keep the exact rate.
-        let p = training_plan(ClipTiming::new(5, 2.0), &TrainingPlan::default()).unwrap();
-        assert_eq!(p.indices, vec![0, 1, 2, 3]);
-        assert_close(p.fps, 2.0);
+        // Fewer frames than the plan's minimum: an error, not a clip padded with copies.
+        let few = TrainingPlan { min_frames: 4, ..TrainingPlan::default() };
+        for frames in [1, 3] {
+            let err = training_plan(ClipTiming::new(frames, 30.0), &few).unwrap_err();
+            assert_eq!(err, PlanError::TooFewFrames { frames, min_frames: 4 });
+        }
         // Five frames at 10 FPS (0.5 s): 1 frame at rate, raised to 4 spread over the clip.
-        let p = training_plan(ClipTiming::new(5, 10.0), &TrainingPlan::default()).unwrap();
+        let p = training_plan(ClipTiming::new(5, 10.0), &few).unwrap();
         assert_eq!(p.indices, vec![0, 1, 3, 4]);
         assert_close(p.fps, 3.0 * 10.0 / 4.0);
-        // One-frame clip: the frame twice, so it fills one temporal patch.
-        let p = training_plan(ClipTiming::new(1, 30.0), &TrainingPlan::default()).unwrap();
-        assert_eq!(p.indices, vec![0, 0]);
-        assert_close(p.fps, 30.0);
-        for frames in 1..200 {
+        for frames in 8..200 {
             let p = training_plan(ClipTiming::new(frames, 7.0), &TrainingPlan::default()).unwrap();
             assert_eq!(p.len() % 2, 0, "{frames} frames");
             assert!(p.len() <= 32 && p.indices.iter().all(|i| *i < frames));

@@ -11,6 +11,7 @@ pub mod loader;
 pub mod manifest;
 pub mod media_config;
 pub mod preprocess;
+pub mod run_dir;
 pub mod samples;
 pub mod synth;
 pub mod text;

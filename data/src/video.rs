@@ -56,6 +56,11 @@ pub enum VideoError {
     },
     #[error("{}: converting a frame to RGB failed: {source}", path.display())]
     Convert { path: PathBuf, source: ffmpeg::Error },
+    #[error(
+        "{}: damaged or truncated — the container's length asks for frame {wanted_frame} ({wanted_s:.2} s) but the stream ends at frame {decoded_frames} ({last_s:.2} s)",
+        path.display()
+    )]
+    Truncated { path: PathBuf, decoded_frames: usize, wanted_frame: usize, last_s: f64, wanted_s: f64 },
     #[error("{}: the video decoded to no frames", path.display())]
     NoFrames { path: PathBuf },
     #[error("{}: cannot tell the frame rate or length ({detail})", path.display())]
@@ -272,12 +277,33 @@ pub fn decode_video_with(path: &Path, plan: &FramePlan, options: &DecodeOptions)
     let mut session = DecodeSession::open(path, options)?;
     let mut sink = NearestSink::new(targets);
     session.run(&mut sink, options)?;
+    // A stream that stops well short of the container's declared length (and of the targets
+    // within it) is damaged or truncated: repeating its last frame would fake a still camera.
+    if let (Some(last), Some(&wanted)) = (session.latest_frame_s, targets_max(&plan.timestamps)) {
+        let declared = probe_video(path)?;
+        let declared_last = declared.frame_count.saturating_sub(1) as f64 / declared.fps;
+        let period = session.frame_period.max(1e-6);
+        let wanted = wanted.min(declared_last);
+        if wanted - last > 2.0 * period + 1e-6 {
+            return Err(VideoError::Truncated {
+                path: path.to_path_buf(),
+                decoded_frames: (last / period).round() as usize + 1,
+                wanted_frame: (wanted / period).round() as usize + 1,
+                last_s: last,
+                wanted_s: wanted,
+            });
+        }
+    }
     let (frames, timestamps) = sink.finish(path, &order)?;
     Ok(DecodedFrames {
         frames,
         timestamps,
         frames_decoded: session.frames_decoded,
     })
+}
+
+fn targets_max(times: &[f64]) -> Option<&f64> {
+    times.iter().max_by(|a, b| a.total_cmp(b))
 }
 
 /// Decodes every frame of a video file, in presentation order.
@@ -542,6 +568,8 @@ struct DecodeSession {
     /// Nominal frame period, for the seek overshoot check.
     frame_period: f64,
     frames_decoded: usize,
+    /// Presentation time of the latest frame decoded (seconds), to tell a truncated stream.
+    latest_frame_s: Option<f64>,
 }
 
 impl DecodeSession {
@@ -600,6 +628,7 @@ impl DecodeSession {
             start_pts,
             frame_period: 1.0 / rate,
             frames_decoded: 0,
+            latest_frame_s: None,
         })
     }
 
@@ -716,6 +745,7 @@ impl DecodeSession {
                 drained_any = true;
                 self.frames_decoded += 1;
                 let t = self.frame_time(&frame, last_t);
+                self.latest_frame_s = Some(self.latest_frame_s.map_or(t, |l| l.max(t)));
 
                 if let Some((before, target)) = pending_check.take() {
                     if t > target + 0.5 * self.frame_period {
@@ -937,6 +967,8 @@ pub struct EncodeSettings {
     pub gop_size: u32,
     /// Private encoder options (`("crf", "18")`, `("preset", "veryfast")`, …).
     pub options: Vec<(String, String)>,
+    /// Container (muxer) options, e.g. `("movflags", "+faststart")` to put an MP4's index first.
+    pub muxer_options: Vec<(String, String)>,
 }
 
 impl Default for EncodeSettings {
@@ -948,6 +980,7 @@ impl Default for EncodeSettings {
             bit_rate: 4_000_000,
             gop_size: 30,
             options: Vec::new(),
+            muxer_options: Vec::new(),
         }
     }
 }
@@ -1043,7 +1076,11 @@ impl VideoWriter {
             ost.set_time_base(time_base);
             ost.set_avg_frame_rate(Rational::new(rn, rd));
         }
-        octx.write_header()
+        let mut muxer = ffmpeg::Dictionary::new();
+        for (k, v) in &settings.muxer_options {
+            muxer.set(k, v);
+        }
+        octx.write_header_with(muxer)
             .map_err(|e| fail(format!("cannot write header: {e}")))?;
         let stream_time_base = octx.stream(0).map(|s| s.time_base()).unwrap_or(time_base);
         let scaler = scaling::Context::get(

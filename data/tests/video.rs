@@ -7,7 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, eval_plan, uniform_plan};
+use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, TrainingPlan, eval_plan, uniform_plan};
 use motionvl_data::video::{
     DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
     load_image, probe_video,
@@ -411,4 +411,35 @@ fn bad_inputs_are_typed_errors_naming_the_file() {
         matches!(err, VideoError::Encode { .. }) && err.to_string().contains("odd.mp4"),
         "{err}"
     );
+}
+
+/// An MP4 whose index (written first) declares 20 frames but whose data was cut after a few:
+/// what a full disk or an interrupted copy leaves.
+fn truncated_mp4(path: &Path) {
+    let settings = EncodeSettings { muxer_options: vec![("movflags".into(), "+faststart".into())], gop_size: 1, ..mpeg4((10, 1), 1) };
+    write_clip(path, 20, &settings);
+    let bytes = std::fs::read(path).expect("read");
+    std::fs::write(path, &bytes[..bytes.len() * 3 / 10]).expect("cut");
+}
+
+#[test]
+fn a_truncated_video_is_an_error_naming_both_frame_counts() {
+    let dir = tmp();
+    let path = dir.path().join("cut.mp4");
+    truncated_mp4(&path);
+    let info = probe_video(&path).expect("the index still reads");
+    assert_eq!(info.frame_count, 20);
+    let plan = FramePolicy::Uniform { frames: 8 }.plan(info.timing()).expect("plan");
+    let err = decode_video(&path, &plan).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("cut.mp4") && err.contains("damaged or truncated") && err.contains("frame 20"), "{err}");
+}
+
+#[test]
+fn a_clip_shorter_than_min_frames_is_an_error() {
+    let dir = tmp();
+    let path = dir.path().join("one.mp4");
+    write_clip(&path, 1, &mpeg4((10, 1), 1));
+    let policy = FramePolicy::Training(TrainingPlan { min_frames: 4, ..TrainingPlan::default() });
+    let err = VideoSource::File(path).load(&policy, &DecodeOptions::default()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("one.mp4") && err.contains("1 frames") && err.contains("min_frames 4"), "{err}");
 }

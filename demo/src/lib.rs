@@ -147,12 +147,9 @@ fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, tra
 /// Trains (or finishes training) one model; returns the last logged loss.
 fn train(recipe: &Recipe, name: &str, show_progress: bool) -> Result<Option<f64>, DemoError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| DemoError::Train { run: name.to_owned(), source: e };
-    let mut resume = None;
     if let Some(found) = latest_complete(&recipe.output_dir).map_err(|e| fail(e.into()))? {
         let changed = changes_since_checkpoint(recipe, &found.path).map_err(|e| fail(e.into()))?;
-        if changed.is_empty() {
-            resume = Some("auto");
-        } else {
+        if !changed.is_empty() {
             // The embedded default owns its run folders: a changed setting retrains from scratch.
             eprintln!("{name}: settings changed since {} ({}); training again from scratch", found.path.display(), changed.join("; "));
             std::fs::remove_dir_all(&recipe.output_dir).map_err(|e| fail(format!("clearing {}: {e}", recipe.output_dir.display()).into()))?;
@@ -160,7 +157,8 @@ fn train(recipe: &Recipe, name: &str, show_progress: bool) -> Result<Option<f64>
     }
     let mut recipe = recipe.clone();
     recipe.logging.progress_bar = show_progress;
-    let trainer = Trainer::new(&recipe, resume).map_err(|e| fail(e.into()))?;
+    // Continues an interrupted run of the same settings, or starts one.
+    let trainer = Trainer::new(&recipe, Some("auto")).map_err(|e| fail(e.into()))?;
     if trainer.step_count() >= trainer.target_steps() {
         eprintln!("{name}: already trained ({} steps)", trainer.step_count());
         return Ok(last_logged_loss(&recipe.output_dir));

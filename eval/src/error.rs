@@ -66,6 +66,8 @@ pub enum EvalError {
     #[error("chart {path}: {message}")]
     Chart { path: PathBuf, message: String },
     /// The predictor (model or a caller's stand-in) failed on a batch.
+    #[error(transparent)]
+    RunDir(#[from] motionvl_data::run_dir::RunDirError),
     #[error("generation failed: {0}")]
     Generate(String),
 }

@@ -59,7 +59,15 @@ fn parse_line(path: &Path, line_no: usize, line: &str) -> Result<Prediction> {
 
 /// Reads a predictions file; a question answered twice is an error naming both lines.
 pub fn read_predictions(path: &Path) -> Result<Vec<Prediction>> {
-    let text = std::fs::read_to_string(path).map_err(EvalError::io("read", path))?;
+    let bytes = std::fs::read(path).map_err(EvalError::io("read", path))?;
+    let text = String::from_utf8(bytes).map_err(|e| {
+        let valid = e.utf8_error().valid_up_to();
+        EvalError::Predictions {
+            path: path.to_path_buf(),
+            line: e.as_bytes()[..valid].iter().filter(|b| **b == b'\n').count() + 1,
+            message: "not UTF-8 text".into(),
+        }
+    })?;
     parse_all(path, &text)
 }
 
@@ -114,18 +122,17 @@ impl PredictionWriter {
     /// Opens an existing file to continue it: returns the predictions already made, after
     /// cutting off a torn last line (see the module docs).
     pub fn resume(path: &Path) -> Result<(Self, Vec<Prediction>)> {
-        let text = std::fs::read_to_string(path).map_err(EvalError::io("read", path))?;
-        let complete = match text.rfind('\n') {
-            Some(i) => i + 1,
-            None => 0,
-        };
-        let tail = &text[complete..];
-        let keep = if tail.trim().is_empty() || parse_line(path, 0, tail).is_ok() {
-            text.len()
-        } else {
-            complete
-        };
-        let mut kept = text[..keep].to_string();
+        // Bytes first: a write cut by a crash or a full disk can end inside a multi-byte
+        // character, and only the complete lines before it need to be text.
+        let bytes = std::fs::read(path).map_err(EvalError::io("read", path))?;
+        let complete = bytes.iter().rposition(|b| *b == b'\n').map_or(0, |i| i + 1);
+        let tail_is_whole = std::str::from_utf8(&bytes[complete..]).is_ok_and(|tail| tail.trim().is_empty() || parse_line(path, 0, tail).is_ok());
+        let keep = if tail_is_whole { bytes.len() } else { complete };
+        let mut kept = String::from_utf8(bytes[..keep].to_vec()).map_err(|e| EvalError::Predictions {
+            path: path.to_path_buf(),
+            line: bytes[..e.utf8_error().valid_up_to()].iter().filter(|b| **b == b'\n').count() + 1,
+            message: "not UTF-8 text".into(),
+        })?;
         let predictions = parse_all(path, &kept)?;
         let file = OpenOptions::new()
             .write(true)
@@ -191,6 +198,18 @@ mod tests {
         let all = read_predictions(&p).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(all.len(), 3);
         assert_eq!(all[2].prediction, "C");
+    }
+
+    #[test]
+    fn a_line_torn_inside_a_multibyte_character_is_cut() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = dir.path().join(PREDICTIONS_FILE);
+        let mut bytes = "{\"question_id\": \"a\", \"prediction\": \"左\"}\n{\"question_id\": \"b\", \"prediction\": \"右".as_bytes().to_vec();
+        bytes.truncate(bytes.len() - 1); // two of the three bytes of 右
+        std::fs::write(&p, &bytes).unwrap_or_else(|e| panic!("{e}"));
+        let (_, got) = PredictionWriter::resume(&p).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(got.iter().map(|p| p.prediction.as_str()).collect::<Vec<_>>(), ["左"]);
+        assert!(read_predictions(&p).is_ok_and(|all| all.len() == 1));
     }
 
     #[test]

@@ -207,13 +207,14 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         skip_bad: config.skip_bad,
     };
     let outcome = bench.read(&config.manifest, &opts)?;
+    require_questions(&config.manifest, bench, outcome.items.len(), outcome.skipped.len())?;
     let mut items = outcome.items;
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
 
     let out = &config.out;
-    std::fs::create_dir_all(out).map_err(EvalError::io("create", out))?;
+    let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;
     let record = RunRecord::of(config, bench);
     check_record(out, &record)?;
     let predictions_path = out.join(PREDICTIONS_FILE);
@@ -344,6 +345,16 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     })
 }
 
+/// A manifest without a single question is a mistake (a wrong file, a wrong `--bench`), not
+/// a benchmark scored at 0 of 0.
+fn require_questions(manifest: &Path, bench: &dyn Bench, questions: usize, skipped: usize) -> Result<()> {
+    if questions > 0 {
+        return Ok(());
+    }
+    let why = if skipped > 0 { format!("all {skipped} rows were bad and skipped") } else { "it has no rows".to_string() };
+    Err(EvalError::BadFile { path: manifest.to_path_buf(), message: format!("no {} question to ask: {why}", bench.name()) })
+}
+
 fn running_message(t: &Tally) -> String {
     if t.n == 0 {
         return String::new();
@@ -393,6 +404,7 @@ pub fn score_predictions(
 ) -> Result<(Results, Vec<PathBuf>)> {
     let bench = bench::find(bench_name)?;
     let outcome = bench.read(manifest, opts)?;
+    require_questions(manifest, bench, outcome.items.len(), outcome.skipped.len())?;
     let all = read_predictions(predictions_path)?;
     let predictions = by_id(&all);
     let run = name.unwrap_or_else(|| {

@@ -16,6 +16,7 @@ use candle_core::{DType, Device};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
 use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
+use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
 use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
@@ -177,14 +178,60 @@ pub struct Trainer {
     pad_id: u32,
     base_model: String,
     flow_counts: Option<Arc<CacheCounts>>,
+    /// What the start did that the user did not spell out (a fresh start under `--resume auto`).
+    note: Option<String>,
+    _lock: RunLock,
+}
+
+/// How a run starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start<'a> {
+    /// A new run; refused when the directory already holds one.
+    Fresh,
+    /// A new run after clearing the directory's previous run (`--overwrite`).
+    Overwrite,
+    /// `auto` (the newest complete checkpoint, or a fresh run when there is none) or a
+    /// checkpoint directory.
+    Resume(&'a str),
 }
 
 impl Trainer {
     /// Sets the run up: base model (building a fresh one if the recipe asks), tokenizer, LoRA,
     /// data, optimiser — then restores a checkpoint when `resume` is `auto` or a directory.
     pub fn new(recipe: &Recipe, resume: Option<&str>) -> Result<Self> {
+        Self::start(recipe, resume.map_or(Start::Fresh, Start::Resume))
+    }
+
+    /// Sets the run up as [`Trainer::new`], taking the run directory's lock first: a fresh start
+    /// refuses a directory that already holds a run, `Overwrite` clears it, and `--resume auto`
+    /// without a complete checkpoint starts fresh (see [`Trainer::note`]).
+    pub fn start(recipe: &Recipe, start: Start<'_>) -> Result<Self> {
         let out = recipe.output_dir.clone();
-        std::fs::create_dir_all(&out).map_err(io(&out))?;
+        let lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let mut note = None;
+        let resume = match start {
+            Start::Fresh => {
+                if let Some(found) = run_artefacts(&out).iter().find(|p| is_progress(p)) {
+                    return Err(TrainError::Setup(format!(
+                        "{} already holds a run ({}): pass --resume auto to continue it, --overwrite to start it over, or choose another --output-dir",
+                        out.display(),
+                        found.display()
+                    )));
+                }
+                clear_run(&out)?;
+                None
+            }
+            Start::Overwrite => {
+                clear_run(&out)?;
+                None
+            }
+            Start::Resume("auto") if ckpt::latest_complete(&out)?.is_none() => {
+                clear_run(&out)?;
+                note = Some(format!("--resume auto: {} holds no complete checkpoint; started a fresh run", out.display()));
+                None
+            }
+            Start::Resume(arg) => Some(arg),
+        };
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
         let device = parse_device(&recipe.model.device)?;
 
@@ -269,11 +316,22 @@ impl Trainer {
             pad_id,
             base_model: files.dir.display().to_string(),
             flow_counts: flow_media.map(|m| Arc::clone(&m.counts)),
+            note,
+            _lock: lock,
         };
         if let Some(arg) = resume {
             trainer.restore(arg)?;
         }
+        if let Some(note) = &trainer.note {
+            let line = note.clone();
+            trainer.log_line(&line)?;
+        }
         Ok(trainer)
+    }
+
+    /// What the start did that was not asked for explicitly, for the user to read.
+    pub fn note(&self) -> Option<&str> {
+        self.note.as_deref()
     }
 
     pub fn model(&self) -> &Qwen25Vl {
@@ -589,6 +647,39 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+/// The files and folders of a previous run in `out` (the flow cache and the lock are not the
+/// run's: flows are extracted into `<out>/flow-cache` before a first run).
+fn run_artefacts(out: &Path) -> Vec<PathBuf> {
+    const FILES: [&str; 6] = ["config.toml", "train.log", "trainer_log.jsonl", "trainer_state.json", "tensorboard", "base-model"];
+    let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
+    let mut found: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+            FILES.contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+/// Whether `path` records training progress (steps logged, checkpoints), which a fresh start
+/// must not silently discard; the rest is set-up that a failed start may leave behind.
+fn is_progress(path: &Path) -> bool {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    name == "trainer_log.jsonl" || name.starts_with("checkpoint-")
+}
+
+/// Removes a previous run's files from `out`, nothing else.
+fn clear_run(out: &Path) -> Result<()> {
+    for path in run_artefacts(out) {
+        let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
+        removed.map_err(io(&path))?;
+    }
+    Ok(())
 }
 
 fn data_digest(recipe: &Recipe) -> Result<String> {

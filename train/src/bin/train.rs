@@ -10,7 +10,7 @@ use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use motionvl_models::{CheckpointFiles, HubOptions};
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::Trainer;
+use motionvl_train::sft::{Start, Trainer};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -37,8 +37,12 @@ enum Command {
         max_steps: Option<usize>,
         /// Continue from `auto` (the newest complete checkpoint of the run directory) or a
         /// checkpoint directory.
-        #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto", conflicts_with = "overwrite")]
         resume: Option<String>,
+        /// Start over in a run directory that already holds a run, removing its logs and
+        /// checkpoints (the flow cache is kept).
+        #[arg(long)]
+        overwrite: bool,
         /// Flow estimator of the motion branch (`none` = visual-only baseline): dis (alias
         /// classic), raft-small, raft-large, …
         #[arg(long)]
@@ -94,7 +98,7 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
-        Command::Sft { config, output_dir, max_steps, resume, motion, flow_weights, flow_cache_only, check_data, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
@@ -117,7 +121,15 @@ fn main() -> Result<()> {
                 println!("{}", report.to_json_line());
                 return Ok(());
             }
-            let trainer = Trainer::new(&recipe, resume.as_deref()).context("setting up training")?;
+            let start = match (&resume, overwrite) {
+                (Some(arg), _) => Start::Resume(arg),
+                (None, true) => Start::Overwrite,
+                (None, false) => Start::Fresh,
+            };
+            let trainer = Trainer::start(&recipe, start).context("setting up training")?;
+            if let Some(note) = trainer.note() {
+                eprintln!("{note}");
+            }
             eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
             let logs = trainer.run().context("training")?;
             if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
