@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod digest;
+pub mod files;
 pub mod frames;
 pub mod loader;
 pub mod manifest;

@@ -1023,7 +1023,20 @@ pub fn split_inline_options(text: &str) -> (String, Vec<AnswerOption>) {
         let after_ok = matches!(after, Some(b'.' | b')' | b':'));
         (before_ok && after_ok).then_some(pos + 2)
     };
-    let find = |from: usize, c: u8| (from..bytes.len()).find_map(|p| marker_at(p, c).map(|end| (p, end)));
+    // Every marker of every letter in one pass, so that looking for the next one is a binary
+    // search: scanning the text again from each `A.` made long texts quadratic.
+    let mut markers: [Vec<(usize, usize)>; 26] = Default::default();
+    for (p, &b) in bytes.iter().enumerate() {
+        if b.is_ascii_uppercase()
+            && let Some(end) = marker_at(p, b)
+        {
+            markers[(b - b'A') as usize].push((p, end));
+        }
+    }
+    let find = |from: usize, c: u8| {
+        let list = markers.get((c.wrapping_sub(b'A')) as usize)?;
+        list.get(list.partition_point(|m| m.0 < from)).copied()
+    };
     // (start of the run, [(letter, marker start, text start)]).
     type Marks = Vec<(char, usize, usize)>;
     let mut best_inline: Option<(usize, Marks)> = None;

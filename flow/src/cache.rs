@@ -116,6 +116,7 @@ impl FlowCache {
         let tmp = dir.join(format!(".{}.{}-{n}.tmp", key.0, std::process::id()));
         let written = safetensors::serialize_to_file([("flows", view)], Some(meta), &tmp)
             .map_err(FlowError::from)
+            .and_then(|()| motionvl_data::files::apply_default_mode(&tmp).map_err(|e| FlowError::io(&tmp, e)))
             .and_then(|()| fs::rename(&tmp, &path).map_err(|e| FlowError::io(&path, e)));
         if written.is_err() {
             let _ = fs::remove_file(&tmp);

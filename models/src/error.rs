@@ -13,6 +13,12 @@ pub enum ModelError {
     Config { path: PathBuf, reason: String },
     #[error("checkpoint has no tensor `{name}` (looked in {files})")]
     MissingTensor { name: String, files: String },
+    #[error(
+        "the adapter does not fit the base model: its update of `{module}` (lora_B {b:?} × lora_A {a:?}) is {found:?}, the base's `{module}.weight` is {base:?} — the adapter was trained on another model"
+    )]
+    AdapterMismatch { module: String, a: Vec<usize>, b: Vec<usize>, found: Vec<usize>, base: Vec<usize> },
+    #[error("the adapter adapts `{module}`, which the base model does not have — the adapter was trained on another model")]
+    AdapterExtraModule { module: String },
     #[error("checkpoint tensor `{name}` has shape {found:?}, the config expects {expected:?}")]
     TensorShape {
         name: String,

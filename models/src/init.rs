@@ -76,5 +76,6 @@ pub fn save_checkpoint(dir: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<Strin
     let text = serde_json::to_string_pretty(&cfg.to_hub_json()).unwrap_or_default();
     std::fs::write(&config, text).map_err(|source| ModelError::Io { path: config, source })?;
     candle_core::safetensors::save(tensors, dir.join("model.safetensors"))?;
+    motionvl_data::files::apply_default_mode(&dir.join("model.safetensors")).map_err(|source| ModelError::Io { path: dir.join("model.safetensors"), source })?;
     Ok(())
 }

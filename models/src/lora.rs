@@ -239,12 +239,14 @@ impl LoraWeights {
     pub fn merge_into(&self, tensors: &mut HashMap<String, Tensor>) -> Result<()> {
         for (module, pair) in &self.modules {
             let name = format!("{module}.weight");
-            let weight = tensors.get(&name).ok_or_else(|| ModelError::MissingTensor { name: name.clone(), files: "the base checkpoint".into() })?;
+            let weight = tensors.get(&name).ok_or_else(|| ModelError::AdapterExtraModule { module: module.clone() })?;
             let rank = pair.a.dim(0)?;
-            let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
-            if delta.dims() != weight.dims() {
-                return Err(ModelError::TensorShape { name, expected: weight.dims().to_vec(), found: delta.dims().to_vec() });
+            let (a, b) = (pair.a.dims().to_vec(), pair.b.dims().to_vec());
+            let fits = a.len() == 2 && b.len() == 2 && b[1] == a[0] && [b[0], a[1]] == weight.dims();
+            if !fits {
+                return Err(ModelError::AdapterMismatch { module: module.clone(), found: vec![b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)], a, b, base: weight.dims().to_vec() });
             }
+            let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
             let merged = (weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?;
             tensors.insert(name, merged);
         }
@@ -261,6 +263,7 @@ impl LoraWeights {
             tensors.insert(format!("{key}.lora_B.weight"), pair.b.as_tensor().clone());
         }
         candle_core::safetensors::save(&tensors, dir.join(WEIGHTS_FILE))?;
+        motionvl_data::files::apply_default_mode(&dir.join(WEIGHTS_FILE)).map_err(|source| ModelError::Io { path: dir.join(WEIGHTS_FILE), source })?;
         let alternatives = self.config.target_modules.join("|");
         // PEFT full-matches a string against module paths; this keeps the vision tower's
         // identically named MLP out unless it is adapted too.

@@ -652,6 +652,7 @@ pub fn save_tensors(path: impl AsRef<Path>, tensors: &HashMap<String, Tensor>) -
     let tmp = temp_sibling(path);
     let result = safetensors::serialize_to_file(cpu, Some(metadata), &tmp)
         .map_err(|e| save_err(Box::new(e)))
+        .and_then(|()| motionvl_data::files::apply_default_mode(&tmp).map_err(io_err("cannot set the mode of", &tmp)))
         .and_then(|()| {
             File::open(&tmp)
                 .and_then(|f| f.sync_all())

@@ -269,9 +269,54 @@ impl Recipe {
         for (key, raw) in overrides {
             set_dotted(&mut value, key, raw)?;
         }
-        value
+        let recipe: Recipe = value
             .try_into()
-            .map_err(|e: toml::de::Error| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })
+            .map_err(|e: toml::de::Error| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
+        recipe.validate().map_err(|reason| RecipeError::Invalid { path: path.to_path_buf(), reason })?;
+        Ok(recipe)
+    }
+
+    /// Every number within the range it makes sense in, checked before any work starts; the
+    /// error names the key and the allowed range.
+    pub fn validate(&self) -> Result<(), String> {
+        fn check(ok: bool, key: &str, value: impl std::fmt::Display, range: &str) -> Result<(), String> {
+            if ok { Ok(()) } else { Err(format!("`{key}` = {value}: must be {range}")) }
+        }
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        let (o, d, l, c) = (&self.optim, &self.data, &self.lora, &self.checkpoint);
+        check(positive(o.lr), "optim.lr", o.lr, "a positive number")?;
+        check(positive(self.motion.connector_lr), "motion.connector_lr", self.motion.connector_lr, "a positive number")?;
+        check(o.weight_decay.is_finite() && o.weight_decay >= 0.0, "optim.weight_decay", o.weight_decay, "≥ 0")?;
+        check((0.0..1.0).contains(&o.beta1), "optim.beta1", o.beta1, "in [0, 1)")?;
+        check((0.0..1.0).contains(&o.beta2), "optim.beta2", o.beta2, "in [0, 1)")?;
+        check(positive(o.eps), "optim.eps", o.eps, "a positive number")?;
+        check((0.0..=1.0).contains(&o.warmup_ratio), "optim.warmup_ratio", o.warmup_ratio, "in [0, 1]")?;
+        check(matches!(o.schedule.as_str(), "cosine" | "constant"), "optim.schedule", &o.schedule, "`cosine` or `constant`")?;
+        check(o.grad_accum >= 1, "optim.grad_accum", o.grad_accum, "≥ 1")?;
+        check(o.batch_size >= 1, "optim.batch_size", o.batch_size, "≥ 1")?;
+        check(o.epochs >= 1, "optim.epochs", o.epochs, "≥ 1")?;
+        check(o.max_grad_norm.is_finite() && o.max_grad_norm >= 0.0, "optim.max_grad_norm", o.max_grad_norm, "≥ 0 (0 disables clipping)")?;
+        if let Some(steps) = o.max_steps {
+            check(steps >= 1, "optim.max_steps", steps, "≥ 1")?;
+        }
+        if let Some(steps) = o.schedule_steps {
+            check(steps >= 1, "optim.schedule_steps", steps, "≥ 1")?;
+        }
+        check(c.every >= 1, "checkpoint.every", c.every, "≥ 1 (optimiser steps between checkpoints)")?;
+        check(d.max_seq_len >= 1, "data.max_seq_len", d.max_seq_len, "≥ 1")?;
+        check(positive(d.fps), "data.fps", d.fps, "a positive number")?;
+        check(d.min_frames >= 1, "data.min_frames", d.min_frames, "≥ 1")?;
+        check(d.max_frames >= d.min_frames.max(2), "data.max_frames", d.max_frames, &format!("≥ data.min_frames ({}) and ≥ 2", d.min_frames))?;
+        check(d.min_pixels >= 1, "data.min_pixels", d.min_pixels, "≥ 1")?;
+        check(d.max_pixels >= d.min_pixels, "data.max_pixels", d.max_pixels, &format!("≥ data.min_pixels ({})", d.min_pixels))?;
+        check(l.rank >= 1, "lora.rank", l.rank, "≥ 1")?;
+        check(positive(l.alpha), "lora.alpha", l.alpha, "a positive number")?;
+        check((0.0..1.0).contains(&l.dropout), "lora.dropout", l.dropout, "in [0, 1)")?;
+        check(positive(self.model.init_std as f64), "model.init_std", self.model.init_std, "a positive number")?;
+        check(matches!(self.model.dtype.as_str(), "f32" | "bf16" | "f16"), "model.dtype", &self.model.dtype, "f32, bf16 or f16")?;
+        let device = self.model.device.as_str();
+        check(device == "cpu" || device == "cuda" || device.strip_prefix("cuda:").is_some_and(|n| n.parse::<usize>().is_ok()), "model.device", device, "cpu, cuda or cuda:N")?;
+        Ok(())
     }
 
     pub fn to_toml(&self) -> String {

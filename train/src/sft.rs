@@ -367,10 +367,20 @@ impl Trainer {
             )));
         }
         let adapter = LoraWeights::load_peft(&found.path.join("adapter"), &self.device)?;
+        let adapter_file = found.path.join("adapter").join("adapter_model.safetensors");
         for (name, pair) in &self.lora.modules {
-            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", found.path.display())))?;
-            pair.a.set(saved.a.as_tensor())?;
-            pair.b.set(saved.b.as_tensor())?;
+            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
+            for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
+                if now.shape() != then.shape() {
+                    return Err(TrainError::Setup(format!(
+                        "{}: tensor {name}.{which} is {:?}, but this recipe's model needs {:?} (another LoRA rank or model size)",
+                        adapter_file.display(),
+                        then.dims(),
+                        now.dims()
+                    )));
+                }
+                now.set(then.as_tensor())?;
+            }
         }
         self.optim.load_state(&ckpt::load_tensors(found.path.join("optimizer.safetensors"), &Device::Cpu)?)?;
         let saved_motion = MotionMeta::read(&found.path)?;

@@ -38,3 +38,41 @@ fn overrides_are_typed_and_typos_are_errors() {
     let err = Recipe::load(&path, &[("optim.learning_rate".into(), "1".into())]).unwrap_err().to_string();
     assert!(err.contains("learning_rate"), "{err}");
 }
+
+#[test]
+fn nonsense_numbers_are_refused_naming_the_key_and_range() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/tiny.toml");
+    let cases = [
+        ("optim.lr", "-1", "positive"),
+        ("optim.lr", "0", "positive"),
+        ("motion.connector_lr", "0.0", "positive"),
+        ("optim.weight_decay", "-0.1", "≥ 0"),
+        ("optim.beta1", "1.0", "[0, 1)"),
+        ("optim.beta2", "1.5", "[0, 1)"),
+        ("optim.eps", "0", "positive"),
+        ("optim.warmup_ratio", "1.5", "[0, 1]"),
+        ("optim.schedule", "linear", "cosine"),
+        ("optim.grad_accum", "0", "≥ 1"),
+        ("optim.batch_size", "0", "≥ 1"),
+        ("optim.epochs", "0", "≥ 1"),
+        ("optim.max_grad_norm", "-1", "≥ 0"),
+        ("optim.max_steps", "0", "≥ 1"),
+        ("optim.schedule_steps", "0", "≥ 1"),
+        ("checkpoint.every", "0", "≥ 1"),
+        ("data.max_seq_len", "0", "≥ 1"),
+        ("data.fps", "0", "positive"),
+        ("data.min_frames", "0", "≥ 1"),
+        ("data.max_frames", "2", "≥ data.min_frames"),
+        ("data.max_pixels", "100", "≥ data.min_pixels"),
+        ("lora.rank", "0", "≥ 1"),
+        ("lora.alpha", "0", "positive"),
+        ("lora.dropout", "1.0", "[0, 1)"),
+        ("model.init_std", "0", "positive"),
+        ("model.dtype", "f8", "bf16"),
+        ("model.device", "tpu", "cuda:N"),
+    ];
+    for (key, value, range) in cases {
+        let err = Recipe::load(&path, &[(key.into(), value.into())]).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(&format!("`{key}`")) && err.contains(range), "{key} = {value}: {err}");
+    }
+}

@@ -87,7 +87,8 @@ pub fn write_ground_truth(
         ("intrinsics", TensorView::new(Dtype::F32, vec![4], &intr).map_err(err)?),
     ];
     let meta = HashMap::from([("clip".to_string(), metadata)]);
-    safetensors::serialize_to_file(tensors, Some(meta), path).map_err(err)
+    safetensors::serialize_to_file(tensors, Some(meta), path).map_err(err)?;
+    crate::files::apply_default_mode(path).map_err(|e| err(safetensors::SafeTensorError::IoError(e)))
 }
 
 /// Writes `value` as pretty JSON with a final newline.

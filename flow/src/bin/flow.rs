@@ -335,7 +335,8 @@ fn write_flows(path: &Path, flows: &Flows, plan: &FramePlan, estimator: &dyn Flo
         ("frame_indices".to_string(), serde_json::to_string(&plan.indices)?),
         ("timestamps".to_string(), serde_json::to_string(&plan.timestamps)?),
     ]);
-    safetensors::serialize_to_file([("flows", view)], Some(meta), path).with_context(|| format!("writing {}", path.display()))
+    safetensors::serialize_to_file([("flows", view)], Some(meta), path).with_context(|| format!("writing {}", path.display()))?;
+    motionvl_data::files::apply_default_mode(path).with_context(|| format!("setting the mode of {}", path.display()))
 }
 
 /// Runs `job(k)` for k in 0..n in parallel with a progress bar; every failure is reported.
