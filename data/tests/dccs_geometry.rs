@@ -5,23 +5,16 @@ use std::path::Path;
 
 use motionvl_data::dccs::cloud::{PointCloud, VoxelGrid, read_cloud, write_ply};
 use motionvl_data::dccs::geom::V3;
-use motionvl_data::dccs::instances::{
-    Category, Landmark, OrientedBox, read_instances, write_instances,
-};
+use motionvl_data::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
 use motionvl_data::dccs::maneuvers::{Composite, Direction, Element, Maneuver};
 use motionvl_data::dccs::trajectory::{
-    KinematicLimits, Obstacles, TrajectoryConfig, check_kinematics, compose, plan, resample,
-    screen, smooth,
+    KinematicLimits, Obstacles, TrajectoryConfig, check_kinematics, compose, plan, resample, screen, smooth,
 };
 use motionvl_data::synth::rng::SynthRng;
 use serde_json::json;
 
 fn tower() -> OrientedBox {
-    OrientedBox {
-        center: V3::new(0.0, 0.0, 10.0),
-        size: V3::new(6.0, 4.0, 20.0),
-        yaw_deg: 30.0,
-    }
+    OrientedBox { center: V3::new(0.0, 0.0, 10.0), size: V3::new(6.0, 4.0, 20.0), yaw_deg: 30.0 }
 }
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -52,29 +45,14 @@ fn instances_round_trip_and_bad_ones_name_the_landmark() {
     assert_eq!(read_instances(&good).unwrap(), vec![lm]);
 
     let bare = dir.path().join("bare.json");
-    std::fs::write(
-        &bare,
-        json!([instance("a", "Building", [4.0, 4.0, 10.0])]).to_string(),
-    )
-    .unwrap();
+    std::fs::write(&bare, json!([instance("a", "Building", [4.0, 4.0, 10.0])]).to_string()).unwrap();
     let read = read_instances(&bare).unwrap();
     assert_eq!(read[0].category, Category::Building);
-    assert!(
-        !read[0].support_points.is_empty(),
-        "the box surface stands in for missing support points"
-    );
+    assert!(!read[0].support_points.is_empty(), "the box surface stands in for missing support points");
 
     let cases = [
-        (
-            instance("castle_1", "castle", [4.0, 4.0, 4.0]),
-            "castle_1",
-            "not one of",
-        ),
-        (
-            instance("flat_1", "building", [4.0, 0.0, 4.0]),
-            "flat_1",
-            "degenerate box",
-        ),
+        (instance("castle_1", "castle", [4.0, 4.0, 4.0]), "castle_1", "not one of"),
+        (instance("flat_1", "building", [4.0, 0.0, 4.0]), "flat_1", "degenerate box"),
         (
             json!({"instance_id": "long_1", "landmark_category": "other", "landmark_description":
                    "one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty twentyone",
@@ -87,27 +65,15 @@ fn instances_round_trip_and_bad_ones_name_the_landmark() {
         let p = dir.path().join(format!("{id}.json"));
         std::fs::write(&p, json!({ "valid_instances": [row] }).to_string()).unwrap();
         let e = read_instances(&p).unwrap_err().to_string();
-        assert!(
-            e.contains(id) && e.contains(needle) && e.contains(&*p.to_string_lossy()),
-            "{e}"
-        );
+        assert!(e.contains(id) && e.contains(needle) && e.contains(&*p.to_string_lossy()), "{e}");
     }
     let twice = dir.path().join("twice.json");
     std::fs::write(
         &twice,
-        json!([
-            instance("a", "other", [1.0, 1.0, 1.0]),
-            instance("a", "other", [1.0, 1.0, 1.0])
-        ])
-        .to_string(),
+        json!([instance("a", "other", [1.0, 1.0, 1.0]), instance("a", "other", [1.0, 1.0, 1.0])]).to_string(),
     )
     .unwrap();
-    assert!(
-        read_instances(&twice)
-            .unwrap_err()
-            .to_string()
-            .contains("appears twice")
-    );
+    assert!(read_instances(&twice).unwrap_err().to_string().contains("appears twice"));
 }
 
 #[test]
@@ -117,13 +83,7 @@ fn clouds_in_every_format_and_empty_ones_are_errors() {
     for binary in [false, true] {
         let p = dir.path().join(format!("c{binary}.ply"));
         write_ply(&p, &pts, binary).unwrap();
-        assert_eq!(
-            read_cloud(&p).unwrap(),
-            PointCloud {
-                points: pts.clone()
-            },
-            "binary {binary}"
-        );
+        assert_eq!(read_cloud(&p).unwrap(), PointCloud { points: pts.clone() }, "binary {binary}");
     }
     // A PLY with extra properties, doubles and colours.
     let mut ply = b"ply\nformat binary_little_endian 1.0\nelement vertex 1\nproperty uchar red\nproperty double x\nproperty double y\nproperty double z\nend_header\n".to_vec();
@@ -132,10 +92,7 @@ fn clouds_in_every_format_and_empty_ones_are_errors() {
         ply.extend_from_slice(&c.to_le_bytes());
     }
     std::fs::write(dir.path().join("d.ply"), &ply).unwrap();
-    assert_eq!(
-        read_cloud(&dir.path().join("d.ply")).unwrap().points,
-        vec![V3::new(1.5, -2.0, 0.5)]
-    );
+    assert_eq!(read_cloud(&dir.path().join("d.ply")).unwrap().points, vec![V3::new(1.5, -2.0, 0.5)]);
 
     let xyz = write(dir.path(), "c.xyz", "# x y z\n1 2 3\n-4.5,0.25,8 255 0 0\n");
     assert_eq!(read_cloud(&xyz).unwrap().points, pts);
@@ -167,28 +124,15 @@ fn at_defaults(m: Maneuver) -> Element {
 #[test]
 fn approach_travels_40_m_and_descends_15_m_at_defaults() {
     let from = V3::new(60.0, 0.0, 40.0);
-    let path = at_defaults(Maneuver::GradualApproach)
-        .path(&tower(), from)
-        .points;
+    let path = at_defaults(Maneuver::GradualApproach).path(&tower(), from).points;
     let end = *path.last().unwrap();
     assert!(((end - from).horizontal_length() - 40.0).abs() < 1e-9);
     assert!((end.z - (from.z - 15.0)).abs() < 1e-9);
-    assert!(
-        end.horizontal_length() < from.horizontal_length(),
-        "towards the landmark"
-    );
-    let depart = at_defaults(Maneuver::GradualDepart)
-        .path(&tower(), end)
-        .points;
+    assert!(end.horizontal_length() < from.horizontal_length(), "towards the landmark");
+    let depart = at_defaults(Maneuver::GradualDepart).path(&tower(), end).points;
     let out = *depart.last().unwrap();
-    assert!(
-        ((out - end).horizontal_length() - 40.0).abs() < 1e-9
-            && (out.z - end.z - 15.0).abs() < 1e-9
-    );
-    assert!(
-        out.horizontal_length() > end.horizontal_length(),
-        "away from the landmark"
-    );
+    assert!(((out - end).horizontal_length() - 40.0).abs() < 1e-9 && (out.z - end.z - 15.0).abs() < 1e-9);
+    assert!(out.horizontal_length() > end.horizontal_length(), "away from the landmark");
 }
 
 #[test]
@@ -208,9 +152,7 @@ fn orbits_keep_their_radius_arc_and_direction() {
             .windows(2)
             .map(|w| {
                 let (a, c) = (w[0] - b.center, w[1] - b.center);
-                (a.x * c.y - a.y * c.x)
-                    .atan2(a.x * c.x + a.y * c.y)
-                    .to_degrees()
+                (a.x * c.y - a.y * c.x).atan2(a.x * c.x + a.y * c.y).to_degrees()
             })
             .sum();
         assert!((swept - 180.0 * direction.sign()).abs() < 1e-6, "{swept}");
@@ -219,17 +161,10 @@ fn orbits_keep_their_radius_arc_and_direction() {
     for m in [Maneuver::SquareOrbit, Maneuver::TriangularOrbit] {
         let inr = b.footprint_radius() + 14.0;
         let path = at_defaults(m).path(&b, from).points;
-        assert!(
-            path.iter()
-                .all(|p| (*p - b.center).horizontal_length() >= inr - 1e-6),
-            "{m:?}"
-        );
+        assert!(path.iter().all(|p| (*p - b.center).horizontal_length() >= inr - 1e-6), "{m:?}");
         let first = path[0];
         let last = *path.last().unwrap();
-        assert!(
-            (first - last).length() < 1e-6,
-            "{m:?} at its default edge count closes the loop"
-        );
+        assert!((first - last).length() < 1e-6, "{m:?} at its default edge count closes the loop");
     }
     // The spiral widens from its start to its end extension and rises.
     let s = at_defaults(Maneuver::SpiralOrbit).path(&b, from).points;
@@ -248,9 +183,7 @@ fn crosses(a: V3, b: V3, c: V3, d: V3) -> bool {
 #[test]
 fn figure_eight_crosses_itself_and_other_maneuvers_stay_clear() {
     let b = tower();
-    let path = at_defaults(Maneuver::Figure8Orbit)
-        .path(&b, V3::new(40.0, 0.0, 25.0))
-        .points;
+    let path = at_defaults(Maneuver::Figure8Orbit).path(&b, V3::new(40.0, 0.0, 25.0)).points;
     let n = path.len();
     let mut crossing = false;
     'outer: for i in 0..n - 1 {
@@ -270,27 +203,16 @@ fn figure_eight_crosses_itself_and_other_maneuvers_stay_clear() {
         let inside = path.iter().any(|p| b.contains_expanded(*p, 0.5, 0.3));
         assert!(!inside, "{m:?} enters the landmark at its defaults");
     }
-    let comet = at_defaults(Maneuver::Comet)
-        .path(&b, V3::new(40.0, 0.0, 25.0))
-        .points;
-    let nearest = comet
-        .iter()
-        .map(|p| (*p - b.center).horizontal_length())
-        .fold(f64::INFINITY, f64::min);
+    let comet = at_defaults(Maneuver::Comet).path(&b, V3::new(40.0, 0.0, 25.0)).points;
+    let nearest = comet.iter().map(|p| (*p - b.center).horizontal_length()).fold(f64::INFINITY, f64::min);
     // Periapsis a·(1 − e) of the default ellipse, beyond the footprint plus the extension.
-    assert!(
-        (nearest - 60.0 * 0.45).abs() < 0.05 && nearest >= b.footprint_radius() + 18.0,
-        "{nearest}"
-    );
+    assert!((nearest - 60.0 * 0.45).abs() < 0.05 && nearest >= b.footprint_radius() + 18.0, "{nearest}");
 }
 
 #[test]
 fn parameters_snap_to_their_grid_and_composites_have_their_steps() {
     let arc = Maneuver::CircularOrbit.spec("arc_deg").unwrap();
-    assert_eq!(
-        (arc.default, arc.min, arc.max, arc.step),
-        (180.0, 45.0, 720.0, 90.0)
-    );
+    assert_eq!((arc.default, arc.min, arc.max, arc.step), (180.0, 45.0, 720.0, 90.0));
     assert_eq!(arc.snap(1000.0), 675.0);
     assert_eq!(arc.snap(100.0), 135.0);
     let mut rng = SynthRng::new(3);
@@ -301,34 +223,17 @@ fn parameters_snap_to_their_grid_and_composites_have_their_steps() {
             assert!((((v - s.min) / s.step).round() * s.step + s.min - v).abs() < 1e-9);
         }
     }
-    let keys = |c: Composite| {
-        c.elements(&mut SynthRng::new(1))
-            .iter()
-            .map(|e| e.maneuver.key())
-            .collect::<Vec<_>>()
-    };
+    let keys = |c: Composite| c.elements(&mut SynthRng::new(1)).iter().map(|e| e.maneuver.key()).collect::<Vec<_>>();
     assert_eq!(
         keys(Composite::CircularInspection),
-        [
-            "gradual_approach",
-            "circular_orbit",
-            "circular_orbit",
-            "gradual_depart"
-        ]
+        ["gradual_approach", "circular_orbit", "circular_orbit", "gradual_depart"]
     );
-    assert_eq!(
-        keys(Composite::SurfaceMappingInspection),
-        ["gradual_approach", "surface_mapping", "gradual_depart"]
-    );
+    assert_eq!(keys(Composite::SurfaceMappingInspection), ["gradual_approach", "surface_mapping", "gradual_depart"]);
 }
 
 #[test]
 fn resampling_and_smoothing_keep_the_endpoints() {
-    let pts = vec![
-        V3::new(0.0, 0.0, 0.0),
-        V3::new(10.0, 0.0, 0.0),
-        V3::new(10.0, 10.0, 5.0),
-    ];
+    let pts = vec![V3::new(0.0, 0.0, 0.0), V3::new(10.0, 0.0, 0.0), V3::new(10.0, 10.0, 5.0)];
     let r = resample(&pts, 2.0);
     assert_eq!(r[0], pts[0]);
     assert!((*r.last().unwrap() - pts[2]).length() < 1e-9);
@@ -338,10 +243,7 @@ fn resampling_and_smoothing_keep_the_endpoints() {
     }
     let s = smooth(&r, 7);
     assert_eq!((s[0], *s.last().unwrap()), (r[0], *r.last().unwrap()));
-    assert!(
-        (s[r.len() / 2] - r[r.len() / 2]).length() > 1e-3,
-        "the corner is smoothed"
-    );
+    assert!((s[r.len() / 2] - r[r.len() / 2]).length() > 1e-3, "the corner is smoothed");
 }
 
 fn ground_and_wall(wall_at: Option<f64>) -> Vec<V3> {
@@ -371,51 +273,23 @@ fn accepted_trajectories_keep_clearance_and_obstacles_are_repaired_or_rejected()
     low.params.insert("altitude_offset_m".into(), -19.0);
     let cloud = ground_and_wall(None);
     let grid = VoxelGrid::new(&cloud, cfg.clearance_m);
-    let obstacles = Obstacles {
-        grid: &grid,
-        keepouts: vec![("tower", b)],
-    };
-    assert!(
-        screen(
-            &compose(std::slice::from_ref(&low), &b, start, &cfg),
-            &obstacles,
-            &cfg
-        )
-        .is_some()
-    );
+    let obstacles = Obstacles { grid: &grid, keepouts: vec![("tower", b)] };
+    assert!(screen(&compose(std::slice::from_ref(&low), &b, start, &cfg), &obstacles, &cfg).is_some());
     let planned = plan(vec![low], &b, start, &obstacles, &cfg).unwrap();
     assert!(!planned.repairs.is_empty(), "repaired");
     for f in &planned.trajectory.frames {
-        let nearest = cloud
-            .iter()
-            .map(|p| (*p - f.pos).length())
-            .fold(f64::INFINITY, f64::min);
-        assert!(
-            nearest >= cfg.clearance_m,
-            "frame at {:?} is {nearest} m from the cloud",
-            f.pos
-        );
+        let nearest = cloud.iter().map(|p| (*p - f.pos).length()).fold(f64::INFINITY, f64::min);
+        assert!(nearest >= cfg.clearance_m, "frame at {:?} is {nearest} m from the cloud", f.pos);
         assert!(!b.contains_expanded(f.pos, 0.5, 0.3));
     }
     // A wall through the whole approach cannot be repaired away: rejected with its reason.
     let walled = ground_and_wall(Some(20.0));
     let grid = VoxelGrid::new(&walled, cfg.clearance_m);
-    let obstacles = Obstacles {
-        grid: &grid,
-        keepouts: vec![("tower", b)],
-    };
-    let reason = plan(
-        vec![at_defaults(Maneuver::GradualApproach)],
-        &b,
-        V3::new(50.0, 0.0, 20.0),
-        &obstacles,
-        &cfg,
-    )
-    .unwrap_err();
+    let obstacles = Obstacles { grid: &grid, keepouts: vec![("tower", b)] };
+    let reason =
+        plan(vec![at_defaults(Maneuver::GradualApproach)], &b, V3::new(50.0, 0.0, 20.0), &obstacles, &cfg).unwrap_err();
     assert!(
-        reason.contains("point cloud")
-            && reason.contains("gradual_approach")
-            && reason.contains("repairs"),
+        reason.contains("point cloud") && reason.contains("gradual_approach") && reason.contains("repairs"),
         "{reason}"
     );
 }
@@ -423,12 +297,7 @@ fn accepted_trajectories_keep_clearance_and_obstacles_are_repaired_or_rejected()
 #[test]
 fn the_kinematic_check_flags_fast_flights() {
     let cfg = TrajectoryConfig::default();
-    let traj = compose(
-        &[at_defaults(Maneuver::GradualApproach)],
-        &tower(),
-        V3::new(60.0, 0.0, 40.0),
-        &cfg,
-    );
+    let traj = compose(&[at_defaults(Maneuver::GradualApproach)], &tower(), V3::new(60.0, 0.0, 40.0), &cfg);
     let v = check_kinematics(&traj, &KinematicLimits::default()).unwrap();
     assert!(v.to_string().contains("speed"), "{v}");
     let mut slow = at_defaults(Maneuver::GradualApproach);

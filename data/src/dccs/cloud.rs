@@ -21,15 +21,9 @@ pub struct PointCloud {
 
 /// Reads a cloud by its extension; an empty cloud or a non-finite point is an error.
 pub fn read_cloud(path: &Path) -> Result<PointCloud, DccsError> {
-    let bad = |detail: String| DccsError::Cloud {
-        path: path.to_path_buf(),
-        detail,
-    };
+    let bad = |detail: String| DccsError::Cloud { path: path.to_path_buf(), detail };
     let bytes = std::fs::read(path).map_err(DccsError::io(path))?;
-    let ext = path
-        .extension()
-        .map(|e| e.to_string_lossy().to_ascii_lowercase())
-        .unwrap_or_default();
+    let ext = path.extension().map(|e| e.to_string_lossy().to_ascii_lowercase()).unwrap_or_default();
     let points = match ext.as_str() {
         "ply" => parse_ply(&bytes).map_err(bad)?,
         "npy" => parse_npy(&bytes).map_err(bad)?,
@@ -57,11 +51,7 @@ fn parse_xyz(bytes: &[u8]) -> Result<Vec<V3>, String> {
         if line.is_empty() {
             continue;
         }
-        let nums: Vec<&str> = line
-            .split([' ', '\t', ','])
-            .filter(|s| !s.is_empty())
-            .take(3)
-            .collect();
+        let nums: Vec<&str> = line.split([' ', '\t', ',']).filter(|s| !s.is_empty()).take(3).collect();
         let parsed: Option<Vec<f64>> = nums.iter().map(|s| s.parse().ok()).collect();
         match parsed {
             Some(n) if n.len() == 3 => out.push(V3::new(n[0], n[1], n[2])),
@@ -89,17 +79,10 @@ fn ply_type_size(t: &str) -> Option<usize> {
 }
 
 fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
-    let end = bytes
-        .windows(10)
-        .position(|w| w == b"end_header")
-        .ok_or("no `end_header` line: not a PLY file")?;
-    let header =
-        std::str::from_utf8(&bytes[..end]).map_err(|_| "the PLY header is not text".to_string())?;
+    let end = bytes.windows(10).position(|w| w == b"end_header").ok_or("no `end_header` line: not a PLY file")?;
+    let header = std::str::from_utf8(&bytes[..end]).map_err(|_| "the PLY header is not text".to_string())?;
     // The body starts after the newline that ends the `end_header` line.
-    let body = bytes[end..]
-        .iter()
-        .position(|&b| b == b'\n')
-        .map_or(bytes.len(), |i| end + i + 1);
+    let body = bytes[end..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |i| end + i + 1);
     let mut lines = header.lines();
     if lines.next().map(str::trim) != Some("ply") {
         return Err("the file does not start with `ply`".into());
@@ -119,9 +102,7 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
                 })
             }
             ["element", name, count] => {
-                let count = count
-                    .parse()
-                    .map_err(|_| format!("element `{name}` has a bad count `{count}`"))?;
+                let count = count.parse().map_err(|_| format!("element `{name}` has a bad count `{count}`"))?;
                 elements.push((name.to_string(), count, Vec::new()));
             }
             ["property", "list", ..] => {
@@ -147,16 +128,10 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
         return Err("no `vertex` element".into());
     };
     let (_, count, props) = &elements[vi];
-    let axis = |n: &str| {
-        props
-            .iter()
-            .position(|p| p.0 == n)
-            .ok_or(format!("`vertex` has no `{n}` property"))
-    };
+    let axis = |n: &str| props.iter().position(|p| p.0 == n).ok_or(format!("`vertex` has no `{n}` property"));
     let (ix, iy, iz) = (axis("x")?, axis("y")?, axis("z")?);
     if format == PlyFormat::Ascii {
-        let text = std::str::from_utf8(&bytes[body..])
-            .map_err(|_| "the ASCII body is not text".to_string())?;
+        let text = std::str::from_utf8(&bytes[body..]).map_err(|_| "the ASCII body is not text".to_string())?;
         let mut rows = text.lines().filter(|l| !l.trim().is_empty());
         // Elements before `vertex` take one line per item.
         for e in &elements[..vi] {
@@ -166,15 +141,10 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
         }
         let mut out = Vec::with_capacity(*count);
         for i in 0..*count {
-            let row = rows
-                .next()
-                .ok_or(format!("the file ends after {i} of {count} vertices"))?;
+            let row = rows.next().ok_or(format!("the file ends after {i} of {count} vertices"))?;
             let vals: Vec<&str> = row.split_whitespace().collect();
-            let get = |k: usize| {
-                vals.get(k)
-                    .and_then(|s| s.parse::<f64>().ok())
-                    .ok_or(format!("vertex {i}: bad number"))
-            };
+            let get =
+                |k: usize| vals.get(k).and_then(|s| s.parse::<f64>().ok()).ok_or(format!("vertex {i}: bad number"));
             out.push(V3::new(get(ix)?, get(iy)?, get(iz)?));
         }
         return Ok(out);
@@ -203,24 +173,14 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
         Ok(match ty {
             "float" | "float32" => {
                 let a = [b[0], b[1], b[2], b[3]];
-                f64::from(if le {
-                    f32::from_le_bytes(a)
-                } else {
-                    f32::from_be_bytes(a)
-                })
+                f64::from(if le { f32::from_le_bytes(a) } else { f32::from_be_bytes(a) })
             }
             "double" | "float64" => {
                 let a = [b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]];
-                if le {
-                    f64::from_le_bytes(a)
-                } else {
-                    f64::from_be_bytes(a)
-                }
+                if le { f64::from_le_bytes(a) } else { f64::from_be_bytes(a) }
             }
             other => {
-                return Err(format!(
-                    "coordinates of type `{other}` are not supported (float or double)"
-                ));
+                return Err(format!("coordinates of type `{other}` are not supported (float or double)"));
             }
         })
     };
@@ -242,25 +202,17 @@ fn parse_npy(bytes: &[u8]) -> Result<Vec<V3>, String> {
     }
     let (len, start) = match bytes[6] {
         1 => (usize::from(u16::from_le_bytes([bytes[8], bytes[9]])), 10),
-        2 | 3 if bytes.len() >= 12 => (
-            u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize,
-            12,
-        ),
+        2 | 3 if bytes.len() >= 12 => (u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize, 12),
         v => return Err(format!("unsupported .npy version {v}")),
     };
-    let header = bytes
-        .get(start..start + len)
-        .ok_or("truncated .npy header")?;
-    let header =
-        std::str::from_utf8(header).map_err(|_| "the .npy header is not text".to_string())?;
+    let header = bytes.get(start..start + len).ok_or("truncated .npy header")?;
+    let header = std::str::from_utf8(header).map_err(|_| "the .npy header is not text".to_string())?;
     let descr = header_value(header, "descr").ok_or("no `descr` in the .npy header")?;
     let size = match descr.trim_matches(['\'', '"']) {
         "<f4" => 4,
         "<f8" => 8,
         other => {
-            return Err(format!(
-                "dtype `{other}` is not supported (float32 or float64, little-endian)"
-            ));
+            return Err(format!("dtype `{other}` is not supported (float32 or float64, little-endian)"));
         }
     };
     if header_value(header, "fortran_order").is_some_and(|v| v.starts_with("True")) {
@@ -279,11 +231,7 @@ fn parse_npy(bytes: &[u8]) -> Result<Vec<V3>, String> {
     };
     let data = &bytes[start + len..];
     if data.len() < n * 3 * size {
-        return Err(format!(
-            "the data holds {} bytes, shape {shape} needs {}",
-            data.len(),
-            n * 3 * size
-        ));
+        return Err(format!("the data holds {} bytes, shape {shape} needs {}", data.len(), n * 3 * size));
     }
     let get = |k: usize| -> f64 {
         let b = &data[k * size..];
@@ -293,30 +241,20 @@ fn parse_npy(bytes: &[u8]) -> Result<Vec<V3>, String> {
             f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]])
         }
     };
-    Ok((0..n)
-        .map(|i| V3::new(get(3 * i), get(3 * i + 1), get(3 * i + 2)))
-        .collect())
+    Ok((0..n).map(|i| V3::new(get(3 * i), get(3 * i + 1), get(3 * i + 2))).collect())
 }
 
 /// The text after `'key':` up to the next top-level comma of a NumPy header dict.
 fn header_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
     let at = header.find(&format!("'{key}'"))? + key.len() + 2;
     let rest = header[at..].trim_start().strip_prefix(':')?.trim_start();
-    let end = if rest.starts_with('(') {
-        rest.find(')')? + 1
-    } else {
-        rest.find([',', '}']).unwrap_or(rest.len())
-    };
+    let end = if rest.starts_with('(') { rest.find(')')? + 1 } else { rest.find([',', '}']).unwrap_or(rest.len()) };
     Some(rest[..end].trim())
 }
 
 /// Writes `x y z` float vertices as PLY, binary little-endian or ASCII.
 pub fn write_ply(path: &Path, points: &[V3], binary: bool) -> Result<(), DccsError> {
-    let format = if binary {
-        "binary_little_endian"
-    } else {
-        "ascii"
-    };
+    let format = if binary { "binary_little_endian" } else { "ascii" };
     let mut out = format!(
         "ply\nformat {format} 1.0\nelement vertex {}\nproperty float x\nproperty float y\nproperty float z\nend_header\n",
         points.len()
@@ -328,9 +266,7 @@ pub fn write_ply(path: &Path, points: &[V3], binary: bool) -> Result<(), DccsErr
                 out.extend_from_slice(&(c as f32).to_le_bytes());
             }
         } else {
-            out.extend_from_slice(
-                format!("{} {} {}\n", p.x as f32, p.y as f32, p.z as f32).as_bytes(),
-            );
+            out.extend_from_slice(format!("{} {} {}\n", p.x as f32, p.y as f32, p.z as f32).as_bytes());
         }
     }
     write_atomic(path, &out)
@@ -354,20 +290,12 @@ impl VoxelGrid {
     }
 
     fn key(p: V3, cell: f64) -> (i64, i64, i64) {
-        (
-            (p.x / cell).floor() as i64,
-            (p.y / cell).floor() as i64,
-            (p.z / cell).floor() as i64,
-        )
+        ((p.x / cell).floor() as i64, (p.y / cell).floor() as i64, (p.z / cell).floor() as i64)
     }
 
     /// The nearest point closer than `radius` (at most the cell size) to `p`, and its distance.
     pub fn nearest_within(&self, p: V3, radius: f64) -> Option<(V3, f64)> {
-        debug_assert!(
-            radius <= self.cell + 1e-9,
-            "radius {radius} beyond the cell size {}",
-            self.cell
-        );
+        debug_assert!(radius <= self.cell + 1e-9, "radius {radius} beyond the cell size {}", self.cell);
         let (kx, ky, kz) = Self::key(p, self.cell);
         let mut best: Option<(V3, f64)> = None;
         for dx in -1..=1 {

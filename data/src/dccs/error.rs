@@ -12,21 +12,11 @@ use crate::video::VideoError;
 #[derive(Debug, thiserror::Error)]
 pub enum DccsError {
     #[error("{}: {source}", path.display())]
-    Io {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Io { path: PathBuf, source: std::io::Error },
     #[error("{}: not valid JSON: {source}", path.display())]
-    Json {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    Json { path: PathBuf, source: serde_json::Error },
     #[error("{}: landmark `{landmark}`: {detail}", path.display())]
-    Landmark {
-        path: PathBuf,
-        landmark: String,
-        detail: String,
-    },
+    Landmark { path: PathBuf, landmark: String, detail: String },
     #[error("{}: {detail}", path.display())]
     Instances { path: PathBuf, detail: String },
     #[error("{}: {detail}", path.display())]
@@ -36,10 +26,7 @@ pub enum DccsError {
     #[error("{}: {detail}", path.display())]
     Requests { path: PathBuf, detail: String },
     #[error("{}: cannot write image: {source}", path.display())]
-    Image {
-        path: PathBuf,
-        source: image::ImageError,
-    },
+    Image { path: PathBuf, source: image::ImageError },
     #[error(transparent)]
     Video(#[from] VideoError),
     #[error(transparent)]
@@ -48,10 +35,7 @@ pub enum DccsError {
 
 impl DccsError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DccsError + '_ {
-        move |source| DccsError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| DccsError::Io { path: path.to_path_buf(), source }
     }
 }
 
@@ -70,28 +54,20 @@ pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), DccsError> {
 
 /// Pretty JSON with a final newline, written atomically.
 pub fn write_json_atomic(path: &Path, value: &impl Serialize) -> Result<(), DccsError> {
-    let mut text = serde_json::to_string_pretty(value).map_err(|source| DccsError::Json {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let mut text =
+        serde_json::to_string_pretty(value).map_err(|source| DccsError::Json { path: path.to_path_buf(), source })?;
     text.push('\n');
     write_atomic(path, text.as_bytes())
 }
 
 /// `dir/.name.tmp`, beside the final file so the rename never crosses file systems.
 pub(crate) fn temp_path(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp"))
 }
 
 /// Reads a JSON file, naming it in every error.
 pub(crate) fn read_json(path: &Path) -> Result<serde_json::Value, DccsError> {
     let text = std::fs::read_to_string(path).map_err(DccsError::io(path))?;
-    serde_json::from_str(&text).map_err(|source| DccsError::Json {
-        path: path.to_path_buf(),
-        source,
-    })
+    serde_json::from_str(&text).map_err(|source| DccsError::Json { path: path.to_path_buf(), source })
 }

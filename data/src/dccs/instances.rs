@@ -132,12 +132,7 @@ impl OrientedBox {
         let grid = |a: f64, b: f64| {
             let (na, nb) = (steps(2.0 * a), steps(2.0 * b));
             (0..=na).flat_map(move |i| {
-                (0..=nb).map(move |j| {
-                    (
-                        -a + 2.0 * a * i as f64 / na as f64,
-                        -b + 2.0 * b * j as f64 / nb as f64,
-                    )
-                })
+                (0..=nb).map(move |j| (-a + 2.0 * a * i as f64 / na as f64, -b + 2.0 * b * j as f64 / nb as f64))
             })
         };
         let mut out = Vec::new();
@@ -189,8 +184,7 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
             _ => {
                 return Err(DccsError::Instances {
                     path: path.to_path_buf(),
-                    detail: "expected a list of landmarks or an object with `valid_instances`"
-                        .into(),
+                    detail: "expected a list of landmarks or an object with `valid_instances`".into(),
                 });
             }
         },
@@ -203,19 +197,10 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
     };
     let mut out: Vec<Landmark> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let id = item
-            .get("instance_id")
-            .and_then(Value::as_str)
-            .map(str::to_string)
-            .ok_or_else(|| DccsError::Instances {
-                path: path.to_path_buf(),
-                detail: format!("entry {i} has no string `instance_id`"),
-            })?;
-        let bad = |detail: String| DccsError::Landmark {
-            path: path.to_path_buf(),
-            landmark: id.clone(),
-            detail,
-        };
+        let id = item.get("instance_id").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
+            DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i} has no string `instance_id`") }
+        })?;
+        let bad = |detail: String| DccsError::Landmark { path: path.to_path_buf(), landmark: id.clone(), detail };
         if let Some(action) = item.get("review_action").and_then(Value::as_str)
             && !action.is_empty()
             && !action.eq_ignore_ascii_case("keep")
@@ -228,41 +213,25 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
         out.push(parse_landmark(item, id.clone()).map_err(bad)?);
     }
     if out.is_empty() {
-        return Err(DccsError::Instances {
-            path: path.to_path_buf(),
-            detail: "no landmark to build from".into(),
-        });
+        return Err(DccsError::Instances { path: path.to_path_buf(), detail: "no landmark to build from".into() });
     }
     Ok(out)
 }
 
 fn parse_landmark(item: &Value, id: String) -> Result<Landmark, String> {
-    let text = |keys: &[&str]| {
-        keys.iter()
-            .find_map(|k| item.get(*k).and_then(Value::as_str))
-            .map(str::trim)
-    };
-    let category_text =
-        text(&["landmark_category", "class_name"]).ok_or("missing `landmark_category`")?;
+    let text = |keys: &[&str]| keys.iter().find_map(|k| item.get(*k).and_then(Value::as_str)).map(str::trim);
+    let category_text = text(&["landmark_category", "class_name"]).ok_or("missing `landmark_category`")?;
     let category = Category::from_name(category_text).ok_or_else(|| {
-        format!(
-            "category `{category_text}` is not one of {}",
-            Category::ALL.map(Category::name).join(", ")
-        )
+        format!("category `{category_text}` is not one of {}", Category::ALL.map(Category::name).join(", "))
     })?;
-    let subcategory = text(&["landmark_subcategory", "subcategory"])
-        .unwrap_or_default()
-        .to_string();
-    let description =
-        text(&["landmark_description", "description"]).ok_or("missing `landmark_description`")?;
+    let subcategory = text(&["landmark_subcategory", "subcategory"]).unwrap_or_default().to_string();
+    let description = text(&["landmark_description", "description"]).ok_or("missing `landmark_description`")?;
     if description.is_empty() {
         return Err("empty `landmark_description`".into());
     }
     let words = description.split_whitespace().count();
     if words > MAX_DESCRIPTION_WORDS {
-        return Err(format!(
-            "description has {words} words (at most {MAX_DESCRIPTION_WORDS})"
-        ));
+        return Err(format!("description has {words} words (at most {MAX_DESCRIPTION_WORDS})"));
     }
     let bbox = parse_box(item)?;
     let support_points = match item.get("support_points") {
@@ -275,14 +244,7 @@ fn parse_landmark(item: &Value, id: String) -> Result<Landmark, String> {
             points
         }
     };
-    Ok(Landmark {
-        id,
-        category,
-        subcategory,
-        description: description.to_string(),
-        bbox,
-        support_points,
-    })
+    Ok(Landmark { id, category, subcategory, description: description.to_string(), bbox, support_points })
 }
 
 fn vec3(v: Option<&Value>) -> Option<V3> {
@@ -305,32 +267,17 @@ fn parse_box(item: &Value) -> Result<OrientedBox, String> {
         Value::Array(a) if a.len() >= 7 => {
             let n: Option<Vec<f64>> = a.iter().take(7).map(Value::as_f64).collect();
             let n = n.ok_or("`bbox_3d` list should hold 7 numbers")?;
-            OrientedBox {
-                center: V3::new(n[0], n[1], n[2]),
-                size: V3::new(n[3], n[4], n[5]),
-                yaw_deg: n[6],
-            }
+            OrientedBox { center: V3::new(n[0], n[1], n[2]), size: V3::new(n[3], n[4], n[5]), yaw_deg: n[6] }
         }
         Value::Object(o) => {
             let yaw_deg = o.get("yaw_deg").and_then(Value::as_f64).unwrap_or(0.0);
             if let Some(size) = vec3(o.get("size")) {
-                let center = vec3(o.get("center"))
-                    .or(center)
-                    .ok_or("missing `center_3d`")?;
-                OrientedBox {
-                    center,
-                    size,
-                    yaw_deg,
-                }
+                let center = vec3(o.get("center")).or(center).ok_or("missing `center_3d`")?;
+                OrientedBox { center, size, yaw_deg }
             } else {
-                let (lo, hi) = vec3(o.get("min"))
-                    .zip(vec3(o.get("max")))
-                    .ok_or("`bbox_3d` needs `size` or `min` and `max`")?;
-                OrientedBox {
-                    center: (lo + hi) * 0.5,
-                    size: hi - lo,
-                    yaw_deg,
-                }
+                let (lo, hi) =
+                    vec3(o.get("min")).zip(vec3(o.get("max"))).ok_or("`bbox_3d` needs `size` or `min` and `max`")?;
+                OrientedBox { center: (lo + hi) * 0.5, size: hi - lo, yaw_deg }
             }
         }
         _ => return Err("`bbox_3d` should be an object or a list of 7 numbers".into()),

@@ -77,31 +77,15 @@ pub struct ParamSpec {
     pub spread: f64,
 }
 
-const fn p(
-    name: &'static str,
-    default: f64,
-    min: f64,
-    max: f64,
-    step: f64,
-    spread: f64,
-) -> ParamSpec {
-    ParamSpec {
-        name,
-        default,
-        min,
-        max,
-        step,
-        spread,
-    }
+const fn p(name: &'static str, default: f64, min: f64, max: f64, step: f64, spread: f64) -> ParamSpec {
+    ParamSpec { name, default, min, max, step, spread }
 }
 
 impl ParamSpec {
     /// `v` clamped to the range and snapped to the grid from `min`.
     pub fn snap(&self, v: f64) -> f64 {
         let last = ((self.max - self.min) / self.step + 1e-9).floor();
-        let k = ((v.clamp(self.min, self.max) - self.min) / self.step)
-            .round()
-            .min(last);
+        let k = ((v.clamp(self.min, self.max) - self.min) / self.step).round().min(last);
         self.min + k * self.step
     }
 
@@ -321,10 +305,7 @@ impl Maneuver {
     fn has_direction(self) -> bool {
         matches!(
             self,
-            Maneuver::CircularOrbit
-                | Maneuver::SpiralOrbit
-                | Maneuver::SquareOrbit
-                | Maneuver::TriangularOrbit
+            Maneuver::CircularOrbit | Maneuver::SpiralOrbit | Maneuver::SquareOrbit | Maneuver::TriangularOrbit
         )
     }
 
@@ -371,11 +352,7 @@ impl Element {
     pub fn with_defaults(maneuver: Maneuver) -> Self {
         Element {
             maneuver,
-            params: maneuver
-                .params()
-                .iter()
-                .map(|s| (s.name.to_string(), s.default))
-                .collect(),
+            params: maneuver.params().iter().map(|s| (s.name.to_string(), s.default)).collect(),
             direction: Direction::Cw,
             camera: maneuver.atomic_camera(),
             lift_m: 0.0,
@@ -388,11 +365,7 @@ impl Element {
         for s in maneuver.params() {
             e.params.insert(s.name.to_string(), s.draw(rng));
         }
-        e.direction = if rng.chance(0.5) {
-            Direction::Cw
-        } else {
-            Direction::Ccw
-        };
+        e.direction = if rng.chance(0.5) { Direction::Cw } else { Direction::Ccw };
         e.camera = camera;
         e
     }
@@ -411,11 +384,7 @@ impl Element {
 
     /// A parameter's value; every maneuver's parameters are filled at construction.
     pub fn get(&self, name: &str) -> f64 {
-        self.params
-            .get(name)
-            .copied()
-            .or_else(|| self.maneuver.spec(name).map(|s| s.default))
-            .unwrap_or(0.0)
+        self.params.get(name).copied().or_else(|| self.maneuver.spec(name).map(|s| s.default)).unwrap_or(0.0)
     }
 
     pub fn speed(&self) -> f64 {
@@ -455,24 +424,17 @@ impl Element {
         let m = self.maneuver;
         let mut parts = vec![m.name().to_string()];
         match m {
-            Maneuver::GradualApproach | Maneuver::GradualDepart => parts.push(format!(
-                "of {} meters",
-                self.get("travel_distance_m").round()
-            )),
+            Maneuver::GradualApproach | Maneuver::GradualDepart => {
+                parts.push(format!("of {} meters", self.get("travel_distance_m").round()))
+            }
             Maneuver::Figure8Orbit => {
                 let c = self.get("cycles").round() as u32;
-                parts.push(format!(
-                    "over {c} full loop{}",
-                    if c > 1 { "s" } else { "" }
-                ))
+                parts.push(format!("over {c} full loop{}", if c > 1 { "s" } else { "" }))
             }
-            Maneuver::SkyRise => {
-                parts.push(format!("rising {} meters", self.get("rise_m").round()))
+            Maneuver::SkyRise => parts.push(format!("rising {} meters", self.get("rise_m").round())),
+            Maneuver::SurfaceMapping => {
+                parts.push(format!("using {} back-and-forth passes", self.get("lane_count").round()))
             }
-            Maneuver::SurfaceMapping => parts.push(format!(
-                "using {} back-and-forth passes",
-                self.get("lane_count").round()
-            )),
             Maneuver::Comet => {}
             _ => {}
         }
@@ -480,9 +442,7 @@ impl Element {
             parts.push(self.direction.text().to_string());
         }
         match m {
-            Maneuver::CircularOrbit | Maneuver::SpiralOrbit => {
-                parts.push(format!("{}°", self.get("arc_deg").round()))
-            }
+            Maneuver::CircularOrbit | Maneuver::SpiralOrbit => parts.push(format!("{}°", self.get("arc_deg").round())),
             Maneuver::SquareOrbit | Maneuver::TriangularOrbit => {
                 parts.push(format!("with {} corners", self.get("edge_count").round()))
             }
@@ -509,35 +469,19 @@ impl Element {
         let points: Vec<V3> = match self.maneuver {
             Maneuver::GradualApproach | Maneuver::GradualDepart => {
                 let toward = (c - from).horizontal_length() > 1e-6;
-                let base = if toward {
-                    (c.y - from.y).atan2(c.x - from.x).to_degrees()
-                } else {
-                    bearing + 180.0
-                };
+                let base = if toward { (c.y - from.y).atan2(c.x - from.x).to_degrees() } else { bearing + 180.0 };
                 let approach = self.maneuver == Maneuver::GradualApproach;
-                let dir = heading(
-                    if approach { base } else { base + 180.0 } + self.get("yaw_offset_deg"),
-                );
-                let dz = if approach {
-                    -self.get("descent_m")
-                } else {
-                    self.get("rise_m")
-                };
+                let dir = heading(if approach { base } else { base + 180.0 } + self.get("yaw_offset_deg"));
+                let dz = if approach { -self.get("descent_m") } else { self.get("rise_m") };
                 let end = from + dir * self.get("travel_distance_m") + V3::new(0.0, 0.0, dz);
                 straight(from + lift, end + lift)
             }
             Maneuver::CircularOrbit => {
-                let (r, z) = (
-                    r0 + self.get("extension_m"),
-                    top + self.get("altitude_offset_m") + self.lift_m,
-                );
+                let (r, z) = (r0 + self.get("extension_m"), top + self.get("altitude_offset_m") + self.lift_m);
                 arc(|deg| ring(r, deg, z), bearing, sign * self.get("arc_deg"))
             }
             Maneuver::SpiralOrbit => {
-                let (ra, rb) = (
-                    r0 + self.get("start_extension_m"),
-                    r0 + self.get("end_extension_m"),
-                );
+                let (ra, rb) = (r0 + self.get("start_extension_m"), r0 + self.get("end_extension_m"));
                 let z0 = from.z.max(top) + self.lift_m;
                 let (sweep, rise) = (sign * self.get("arc_deg"), self.get("rise_m"));
                 let n = (sweep.abs().ceil() as usize).max(2);
@@ -552,22 +496,11 @@ impl Element {
                 let square = self.maneuver == Maneuver::SquareOrbit;
                 let inradius = r0 + self.get("extension_m");
                 // Vertices of a square or triangle whose edges keep `inradius` from the centre.
-                let (turn, circum) = if square {
-                    (90.0, inradius * 2f64.sqrt())
-                } else {
-                    (120.0, inradius * 2.0)
-                };
-                let start = bearing
-                    + if square {
-                        0.0
-                    } else {
-                        self.get("rotation_deg")
-                    };
+                let (turn, circum) = if square { (90.0, inradius * 2f64.sqrt()) } else { (120.0, inradius * 2.0) };
+                let start = bearing + if square { 0.0 } else { self.get("rotation_deg") };
                 let z = top + self.get("altitude_offset_m") + self.lift_m;
                 let edges = self.get("edge_count").round().max(1.0) as usize;
-                let corners: Vec<V3> = (0..=edges)
-                    .map(|k| ring(circum, start + sign * turn * k as f64, z))
-                    .collect();
+                let corners: Vec<V3> = (0..=edges).map(|k| ring(circum, start + sign * turn * k as f64, z)).collect();
                 polyline(&corners)
             }
             Maneuver::Figure8Orbit => {
@@ -583,8 +516,7 @@ impl Element {
                 let n = (720.0 * cycles) as usize;
                 (0..=n)
                     .map(|i| {
-                        let t = std::f64::consts::FRAC_PI_2
-                            + std::f64::consts::TAU * cycles * i as f64 / n as f64;
+                        let t = std::f64::consts::FRAC_PI_2 + std::f64::consts::TAU * cycles * i as f64 / n as f64;
                         let d = 1.0 + t.sin().powi(2);
                         let (lx, ly) = (a * t.cos() / d, a * t.sin() * t.cos() / d);
                         let q = cross + axis * lx + side * ly;
@@ -618,10 +550,8 @@ impl Element {
             }
             Maneuver::SurfaceMapping => {
                 // Back-and-forth lanes along the box's x axis over its grown footprint.
-                let (hx, hy) = (
-                    target.size.x / 2.0 + self.get("extension_x_m"),
-                    target.size.y / 2.0 + self.get("extension_y_m"),
-                );
+                let (hx, hy) =
+                    (target.size.x / 2.0 + self.get("extension_x_m"), target.size.y / 2.0 + self.get("extension_y_m"));
                 let lanes = self.get("lane_count").round().max(2.0) as usize;
                 let z = top + self.get("altitude_offset_m") + self.lift_m - c.z;
                 let mut corners = Vec::with_capacity(2 * lanes);
@@ -661,9 +591,7 @@ fn polyline(corners: &[V3]) -> Vec<V3> {
 
 fn arc(at: impl Fn(f64) -> V3, start_deg: f64, sweep_deg: f64) -> Vec<V3> {
     let n = (sweep_deg.abs().ceil() as usize).max(2);
-    (0..=n)
-        .map(|i| at(start_deg + sweep_deg * i as f64 / n as f64))
-        .collect()
+    (0..=n).map(|i| at(start_deg + sweep_deg * i as f64 / n as f64)).collect()
 }
 
 /// The five composite inspections.
@@ -720,47 +648,19 @@ impl Composite {
     /// The steps with drawn parameters: approach (tracking), the orbit twice (looking forward,
     /// then tracking) or one surface mapping, depart (looking forward).
     pub fn elements(self, rng: &mut SynthRng) -> Vec<Element> {
-        let mut out = vec![Element::drawn(
-            Maneuver::GradualApproach,
-            CameraMode::LandmarkTrack,
-            rng,
-        )];
+        let mut out = vec![Element::drawn(Maneuver::GradualApproach, CameraMode::LandmarkTrack, rng)];
         match self.orbit() {
             Some(orbit) => {
                 let size_rule = match orbit {
-                    Maneuver::SquareOrbit => Rule {
-                        name: "edge_count",
-                        min: 4.0,
-                        max: 8.0,
-                        step: 1.0,
-                        mean: 4.0,
-                        spread: 1.0,
-                    },
-                    Maneuver::TriangularOrbit => Rule {
-                        name: "edge_count",
-                        min: 3.0,
-                        max: 6.0,
-                        step: 1.0,
-                        mean: 3.0,
-                        spread: 1.0,
-                    },
-                    _ => Rule {
-                        name: "arc_deg",
-                        min: 180.0,
-                        max: 540.0,
-                        step: 90.0,
-                        mean: 360.0,
-                        spread: 90.0,
-                    },
+                    Maneuver::SquareOrbit => {
+                        Rule { name: "edge_count", min: 4.0, max: 8.0, step: 1.0, mean: 4.0, spread: 1.0 }
+                    }
+                    Maneuver::TriangularOrbit => {
+                        Rule { name: "edge_count", min: 3.0, max: 6.0, step: 1.0, mean: 3.0, spread: 1.0 }
+                    }
+                    _ => Rule { name: "arc_deg", min: 180.0, max: 540.0, step: 90.0, mean: 360.0, spread: 90.0 },
                 };
-                let pitch = Rule {
-                    name: "gaze_pitch_deg",
-                    min: -30.0,
-                    max: 0.0,
-                    step: 5.0,
-                    mean: -15.0,
-                    spread: 8.0,
-                };
+                let pitch = Rule { name: "gaze_pitch_deg", min: -30.0, max: 0.0, step: 5.0, mean: -15.0, spread: 8.0 };
                 let mut first = Element::drawn(orbit, CameraMode::LookForward, rng);
                 first.apply(&pitch, rng);
                 first.apply(&size_rule, rng);
@@ -770,17 +670,9 @@ impl Composite {
                 out.push(first);
                 out.push(second);
             }
-            None => out.push(Element::drawn(
-                Maneuver::SurfaceMapping,
-                CameraMode::LookForward,
-                rng,
-            )),
+            None => out.push(Element::drawn(Maneuver::SurfaceMapping, CameraMode::LookForward, rng)),
         }
-        out.push(Element::drawn(
-            Maneuver::GradualDepart,
-            CameraMode::LookForward,
-            rng,
-        ));
+        out.push(Element::drawn(Maneuver::GradualDepart, CameraMode::LookForward, rng));
         out
     }
 }

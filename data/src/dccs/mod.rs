@@ -13,7 +13,12 @@ pub mod error;
 pub mod geom;
 pub mod instances;
 pub mod maneuvers;
+pub mod pipeline;
+pub mod render;
+pub mod stage3;
+pub mod stage4;
 pub mod trajectory;
 pub mod visibility;
+pub mod world;
 
 pub use error::DccsError;

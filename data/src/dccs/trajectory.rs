@@ -49,10 +49,7 @@ impl Default for TrajectoryConfig {
 
 impl TrajectoryConfig {
     pub fn keepout_margins(&self) -> (f64, f64) {
-        (
-            (0.25 * self.clearance_m).max(0.2),
-            (0.15 * self.clearance_m).max(0.1),
-        )
+        ((0.25 * self.clearance_m).max(0.2), (0.15 * self.clearance_m).max(0.1))
     }
 }
 
@@ -66,11 +63,7 @@ pub struct KinematicLimits {
 
 impl Default for KinematicLimits {
     fn default() -> Self {
-        KinematicLimits {
-            max_speed: 8.0,
-            max_accel: 10.0,
-            max_yaw_rate_deg: 120.0,
-        }
+        KinematicLimits { max_speed: 8.0, max_accel: 10.0, max_yaw_rate_deg: 120.0 }
     }
 }
 
@@ -125,34 +118,18 @@ impl Trajectory {
 
     /// Reads the JSON of [`Trajectory::to_json`] (segments are not part of it).
     pub fn from_json(v: &serde_json::Value) -> Result<Trajectory, String> {
-        let fps = v
-            .get("fps")
-            .and_then(serde_json::Value::as_f64)
-            .ok_or("missing `fps`")?;
-        let frames = v
-            .get("frames")
-            .and_then(serde_json::Value::as_array)
-            .ok_or("missing `frames`")?;
+        let fps = v.get("fps").and_then(serde_json::Value::as_f64).ok_or("missing `fps`")?;
+        let frames = v.get("frames").and_then(serde_json::Value::as_array).ok_or("missing `frames`")?;
         let frames = frames
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let n = |k: &str| {
-                    f.get(k)
-                        .and_then(serde_json::Value::as_f64)
-                        .ok_or(format!("frame {i}: missing `{k}`"))
-                };
-                Ok(Frame {
-                    pos: V3::new(n("x")?, n("y")?, n("z")?),
-                    forward: forward_of(n("yaw")?, n("pitch")?),
-                })
+                let n =
+                    |k: &str| f.get(k).and_then(serde_json::Value::as_f64).ok_or(format!("frame {i}: missing `{k}`"));
+                Ok(Frame { pos: V3::new(n("x")?, n("y")?, n("z")?), forward: forward_of(n("yaw")?, n("pitch")?) })
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok(Trajectory {
-            fps,
-            frames,
-            segments: Vec::new(),
-        })
+        Ok(Trajectory { fps, frames, segments: Vec::new() })
     }
 }
 
@@ -183,11 +160,7 @@ pub fn resample(points: &[V3], spacing: f64) -> Vec<V3> {
             seg += 1;
         }
         let len = cumulative[seg + 1] - cumulative[seg];
-        let t = if len > 0.0 {
-            ((s - cumulative[seg]) / len).clamp(0.0, 1.0)
-        } else {
-            0.0
-        };
+        let t = if len > 0.0 { ((s - cumulative[seg]) / len).clamp(0.0, 1.0) } else { 0.0 };
         out.push(points[seg].lerp(points[seg + 1], t));
     }
     out
@@ -200,9 +173,7 @@ pub fn smooth(points: &[V3], window: usize) -> Vec<V3> {
     (0..points.len())
         .map(|i| {
             let h = half.min(i).min(points.len() - 1 - i);
-            let sum = points[i - h..=i + h]
-                .iter()
-                .fold(V3::default(), |a, &p| a + p);
+            let sum = points[i - h..=i + h].iter().fold(V3::default(), |a, &p| a + p);
             sum * (1.0 / (2 * h + 1) as f64)
         })
         .collect()
@@ -210,22 +181,13 @@ pub fn smooth(points: &[V3], window: usize) -> Vec<V3> {
 
 /// [`smooth`] for unit directions, renormalised (a zero mean keeps the original).
 pub fn smooth_directions(dirs: &[V3], window: usize) -> Vec<V3> {
-    smooth(dirs, window)
-        .into_iter()
-        .zip(dirs)
-        .map(|(m, &d)| m.unit().unwrap_or(d))
-        .collect()
+    smooth(dirs, window).into_iter().zip(dirs).map(|(m, &d)| m.unit().unwrap_or(d)).collect()
 }
 
 /// Flies `elements` in order from `start`: each maneuver's path (joined to the previous end by
 /// a straight leg when it starts elsewhere), resampled at its speed, with the camera of its
 /// mode, a hover where it has one, then smoothed.
-pub fn compose(
-    elements: &[Element],
-    target: &OrientedBox,
-    start: V3,
-    cfg: &TrajectoryConfig,
-) -> Trajectory {
+pub fn compose(elements: &[Element], target: &OrientedBox, start: V3, cfg: &TrajectoryConfig) -> Trajectory {
     let mut positions: Vec<V3> = Vec::new();
     let mut forwards: Vec<V3> = Vec::new();
     let mut segments = Vec::with_capacity(elements.len());
@@ -249,10 +211,7 @@ pub fn compose(
         let begin = positions.len().saturating_sub(skip);
         for i in skip..flown.len() {
             let p = flown[i];
-            let travel = flown
-                .get(i + 1)
-                .map(|&q| q - p)
-                .or_else(|| i.checked_sub(1).map(|j| p - flown[j]));
+            let travel = flown.get(i + 1).map(|&q| q - p).or_else(|| i.checked_sub(1).map(|j| p - flown[j]));
             if let Some(h) = travel.and_then(|t| V3::new(t.x, t.y, 0.0).unit()) {
                 last_heading = h;
             }
@@ -266,11 +225,7 @@ pub fn compose(
             positions.push(p);
             forwards.push(forward);
         }
-        segments.push(Segment {
-            element: k,
-            start: begin,
-            end: positions.len() - 1,
-        });
+        segments.push(Segment { element: k, start: begin, end: positions.len() - 1 });
         here = *positions.last().unwrap_or(&here);
     }
     let frames = smooth(&positions, cfg.pose_window)
@@ -278,11 +233,7 @@ pub fn compose(
         .zip(smooth_directions(&forwards, cfg.forward_window))
         .map(|(pos, forward)| Frame { pos, forward })
         .collect();
-    Trajectory {
-        fps: cfg.fps,
-        frames,
-        segments,
-    }
+    Trajectory { fps: cfg.fps, frames, segments }
 }
 
 /// What the obstacle screening checks against.
@@ -295,32 +246,11 @@ pub struct Obstacles<'a> {
 /// Why a trajectory is unsafe.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Violation {
-    Cloud {
-        frame: usize,
-        at: V3,
-        distance: f64,
-        clearance: f64,
-    },
-    KeepOut {
-        frame: usize,
-        at: V3,
-        landmark: String,
-    },
-    Speed {
-        frame: usize,
-        value: f64,
-        limit: f64,
-    },
-    Accel {
-        frame: usize,
-        value: f64,
-        limit: f64,
-    },
-    YawRate {
-        frame: usize,
-        value: f64,
-        limit: f64,
-    },
+    Cloud { frame: usize, at: V3, distance: f64, clearance: f64 },
+    KeepOut { frame: usize, at: V3, landmark: String },
+    Speed { frame: usize, value: f64, limit: f64 },
+    Accel { frame: usize, value: f64, limit: f64 },
+    YawRate { frame: usize, value: f64, limit: f64 },
 }
 
 impl Violation {
@@ -338,47 +268,25 @@ impl Violation {
 impl fmt::Display for Violation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Violation::Cloud {
-                frame,
-                at,
-                distance,
-                clearance,
-            } => write!(
+            Violation::Cloud { frame, at, distance, clearance } => write!(
                 f,
                 "frame {frame} at ({:.1}, {:.1}, {:.1}) passes {distance:.2} m from the point cloud (clearance {clearance} m)",
                 at.x, at.y, at.z
             ),
-            Violation::KeepOut {
-                frame,
-                at,
-                landmark,
-            } => {
+            Violation::KeepOut { frame, at, landmark } => {
                 write!(
                     f,
                     "frame {frame} at ({:.1}, {:.1}, {:.1}) enters the keep-out box of `{landmark}`",
                     at.x, at.y, at.z
                 )
             }
-            Violation::Speed {
-                frame,
-                value,
-                limit,
-            } => write!(f, "frame {frame}: speed {value:.1} m/s over {limit} m/s"),
-            Violation::Accel {
-                frame,
-                value,
-                limit,
-            } => {
-                write!(
-                    f,
-                    "frame {frame}: acceleration {value:.1} m/s² over {limit} m/s²"
-                )
+            Violation::Speed { frame, value, limit } => {
+                write!(f, "frame {frame}: speed {value:.1} m/s over {limit} m/s")
             }
-            Violation::YawRate {
-                frame,
-                value,
-                limit,
-            } => {
+            Violation::Accel { frame, value, limit } => {
+                write!(f, "frame {frame}: acceleration {value:.1} m/s² over {limit} m/s²")
+            }
+            Violation::YawRate { frame, value, limit } => {
                 write!(f, "frame {frame}: yaw rate {value:.1}°/s over {limit}°/s")
             }
         }
@@ -387,30 +295,17 @@ impl fmt::Display for Violation {
 
 /// The first place the trajectory comes closer than the clearance to a cloud point or enters
 /// a grown keep-out box, checking every frame and points at most 0.5 m apart between frames.
-pub fn screen(
-    traj: &Trajectory,
-    obstacles: &Obstacles<'_>,
-    cfg: &TrajectoryConfig,
-) -> Option<Violation> {
+pub fn screen(traj: &Trajectory, obstacles: &Obstacles<'_>, cfg: &TrajectoryConfig) -> Option<Violation> {
     let (mxy, mz) = cfg.keepout_margins();
     let check = |frame: usize, at: V3| -> Option<Violation> {
         if let Some((_, distance)) = obstacles.grid.nearest_within(at, cfg.clearance_m) {
-            return Some(Violation::Cloud {
-                frame,
-                at,
-                distance,
-                clearance: cfg.clearance_m,
-            });
+            return Some(Violation::Cloud { frame, at, distance, clearance: cfg.clearance_m });
         }
-        obstacles
-            .keepouts
-            .iter()
-            .find(|(_, b)| b.contains_expanded(at, mxy, mz))
-            .map(|(id, _)| Violation::KeepOut {
-                frame,
-                at,
-                landmark: id.to_string(),
-            })
+        obstacles.keepouts.iter().find(|(_, b)| b.contains_expanded(at, mxy, mz)).map(|(id, _)| Violation::KeepOut {
+            frame,
+            at,
+            landmark: id.to_string(),
+        })
     };
     for (i, f) in traj.frames.iter().enumerate() {
         if let Some(v) = check(i, f.pos) {
@@ -431,39 +326,23 @@ pub fn screen(
 /// The first frame over a speed, acceleration or yaw-rate limit.
 pub fn check_kinematics(traj: &Trajectory, limits: &KinematicLimits) -> Option<Violation> {
     let fps = traj.fps;
-    let velocity: Vec<V3> = traj
-        .frames
-        .windows(2)
-        .map(|w| (w[1].pos - w[0].pos) * fps)
-        .collect();
+    let velocity: Vec<V3> = traj.frames.windows(2).map(|w| (w[1].pos - w[0].pos) * fps).collect();
     for (i, v) in velocity.iter().enumerate() {
         let value = v.length();
         if value > limits.max_speed + 1e-9 {
-            return Some(Violation::Speed {
-                frame: i + 1,
-                value,
-                limit: limits.max_speed,
-            });
+            return Some(Violation::Speed { frame: i + 1, value, limit: limits.max_speed });
         }
         if i > 0 {
             let value = (*v - velocity[i - 1]).length() * fps;
             if value > limits.max_accel + 1e-9 {
-                return Some(Violation::Accel {
-                    frame: i + 1,
-                    value,
-                    limit: limits.max_accel,
-                });
+                return Some(Violation::Accel { frame: i + 1, value, limit: limits.max_accel });
             }
         }
         let (ya, _) = traj.frames[i].yaw_pitch();
         let (yb, _) = traj.frames[i + 1].yaw_pitch();
         let value = wrap_deg(yb - ya).abs() * fps;
         if value > limits.max_yaw_rate_deg + 1e-9 {
-            return Some(Violation::YawRate {
-                frame: i + 1,
-                value,
-                limit: limits.max_yaw_rate_deg,
-            });
+            return Some(Violation::YawRate { frame: i + 1, value, limit: limits.max_yaw_rate_deg });
         }
     }
     None
@@ -497,11 +376,7 @@ pub fn plan(
             {
                 return Err(format!("kinematic check: {v}"));
             }
-            return Ok(Planned {
-                elements,
-                trajectory,
-                repairs,
-            });
+            return Ok(Planned { elements, trajectory, repairs });
         };
         let culprit = trajectory
             .segments

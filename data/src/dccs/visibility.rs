@@ -11,15 +11,20 @@ use super::geom::V3;
 /// Camera and thresholds of the visibility test.
 #[derive(Debug, Clone, PartialEq)]
 pub struct VisibilityConfig {
+    /// Size of the rendered images.
     pub width: usize,
     pub height: usize,
+    /// Width the test projects at (the height follows the aspect): counts and ratios then do
+    /// not depend on the size media are rendered at.
+    pub test_width: usize,
     pub hfov_deg: f64,
     pub depth_tolerance_m: f64,
     pub min_points: usize,
     pub min_ratio: f64,
     pub min_box_px: f64,
     /// Obstacle points cover a square of this half-size (metres, at their depth) instead of
-    /// one pixel, so that a sparse cloud still hides what lies behind it.
+    /// one pixel, so that a sparse cloud still hides what lies behind it; the depth tolerance
+    /// grows by as much.
     pub splat_radius_m: f64,
 }
 
@@ -28,6 +33,7 @@ impl Default for VisibilityConfig {
         VisibilityConfig {
             width: 640,
             height: 480,
+            test_width: 640,
             hfov_deg: 90.0,
             depth_tolerance_m: 0.2,
             min_points: 16,
@@ -35,6 +41,14 @@ impl Default for VisibilityConfig {
             min_box_px: 4.0,
             splat_radius_m: 0.0,
         }
+    }
+}
+
+impl VisibilityConfig {
+    /// The test camera at a pose: the images' field of view and aspect, `test_width` wide.
+    pub fn camera(&self, eye: V3, forward: V3) -> Camera {
+        let height = (self.test_width * self.height + self.width / 2) / self.width.max(1);
+        Camera::new(eye, forward, self.test_width, height.max(1), self.hfov_deg)
     }
 }
 
@@ -56,10 +70,7 @@ impl Camera {
     pub fn new(eye: V3, forward: V3, width: usize, height: usize, hfov_deg: f64) -> Self {
         let forward = forward.unit().unwrap_or(V3::new(1.0, 0.0, 0.0));
         // Straight up or down has no defined heading; any right vector does.
-        let right = forward
-            .cross(V3::new(0.0, 0.0, 1.0))
-            .unit()
-            .unwrap_or(V3::new(0.0, -1.0, 0.0));
+        let right = forward.cross(V3::new(0.0, 0.0, 1.0)).unit().unwrap_or(V3::new(0.0, -1.0, 0.0));
         let down = forward.cross(right);
         let focal = (width as f64 / 2.0) / (hfov_deg.to_radians() / 2.0).tan();
         Camera {
@@ -82,11 +93,7 @@ impl Camera {
         if z <= 1e-3 {
             return None;
         }
-        Some((
-            self.cx + self.focal * rel.dot(self.right) / z,
-            self.cy + self.focal * rel.dot(self.down) / z,
-            z,
-        ))
+        Some((self.cx + self.focal * rel.dot(self.right) / z, self.cy + self.focal * rel.dot(self.down) / z, z))
     }
 
     fn pixel(&self, x: f64, y: f64) -> Option<(usize, usize)> {
@@ -98,12 +105,7 @@ impl Camera {
     /// The box of `points` normalised by the image size when every one of them projects
     /// inside the image, in front of the camera, and the box is at least `min_px` a side.
     pub fn full_box(&self, points: &[V3], min_px: f64) -> Option<[f64; 4]> {
-        let mut b = [
-            f64::INFINITY,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NEG_INFINITY,
-        ];
+        let mut b = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
         for &p in points {
             let (x, y, _) = self.project(p)?;
             self.pixel(x, y)?;
@@ -145,22 +147,13 @@ impl FrameVisibility {
     }
 
     pub fn ratio(&self) -> f64 {
-        if self.in_frame == 0 {
-            0.0
-        } else {
-            self.visible_points as f64 / self.in_frame as f64
-        }
+        if self.in_frame == 0 { 0.0 } else { self.visible_points as f64 / self.in_frame as f64 }
     }
 }
 
 /// Projects `support` (the target) and `obstacles` through `camera` and applies the depth test
 /// and thresholds of `cfg`.
-pub fn frame_visibility(
-    camera: &Camera,
-    support: &[V3],
-    obstacles: &[V3],
-    cfg: &VisibilityConfig,
-) -> FrameVisibility {
+pub fn frame_visibility(camera: &Camera, support: &[V3], obstacles: &[V3], cfg: &VisibilityConfig) -> FrameVisibility {
     let (w, h) = (camera.width, camera.height);
     let targets: Vec<(usize, usize, f64, f64, f64)> = support
         .iter()
@@ -170,11 +163,7 @@ pub fn frame_visibility(
             Some((px, py, z, x, y))
         })
         .collect();
-    let none = FrameVisibility {
-        in_frame: targets.len(),
-        visible_points: 0,
-        bbox: None,
-    };
+    let none = FrameVisibility { in_frame: targets.len(), visible_points: 0, bbox: None };
     if targets.is_empty() {
         return none;
     }
@@ -183,19 +172,9 @@ pub fn frame_visibility(
         let Some((x, y, z)) = camera.project(p) else {
             continue;
         };
-        let r = if cfg.splat_radius_m > 0.0 {
-            (camera.focal * cfg.splat_radius_m / z).ceil().min(16.0)
-        } else {
-            0.0
-        };
-        let (x0, x1) = (
-            (x - r).round().max(0.0),
-            (x + r).round().min(w as f64 - 1.0),
-        );
-        let (y0, y1) = (
-            (y - r).round().max(0.0),
-            (y + r).round().min(h as f64 - 1.0),
-        );
+        let r = if cfg.splat_radius_m > 0.0 { (camera.focal * cfg.splat_radius_m / z).round().min(16.0) } else { 0.0 };
+        let (x0, x1) = ((x - r).round().max(0.0), (x + r).round().min(w as f64 - 1.0));
+        let (y0, y1) = ((y - r).round().max(0.0), (y + r).round().min(h as f64 - 1.0));
         if x0 > x1 || y0 > y1 {
             continue;
         }
@@ -208,29 +187,21 @@ pub fn frame_visibility(
             }
         }
     }
-    let mut b = [
-        f64::INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NEG_INFINITY,
-    ];
+    // A splatted point stands for a patch of surface of its radius, which may be tilted by as
+    // much in depth: the test allows for that.
+    let tolerance = cfg.depth_tolerance_m + cfg.splat_radius_m;
+    let mut b = [f64::INFINITY, f64::INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY];
     let mut visible = 0;
     for &(px, py, z, x, y) in &targets {
-        if z <= depth[py * w + px] + cfg.depth_tolerance_m {
+        if z <= depth[py * w + px] + tolerance {
             visible += 1;
             b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
         }
     }
-    let out = FrameVisibility {
-        visible_points: visible,
-        ..none
-    };
+    let out = FrameVisibility { visible_points: visible, ..none };
     let enough = visible >= cfg.min_points && out.ratio() >= cfg.min_ratio;
     let big = b[2] - b[0] + 1.0 >= cfg.min_box_px && b[3] - b[1] + 1.0 >= cfg.min_box_px;
-    FrameVisibility {
-        bbox: (enough && big).then(|| camera.normalise(b)),
-        ..out
-    }
+    FrameVisibility { bbox: (enough && big).then(|| camera.normalise(b)), ..out }
 }
 
 /// Runs of consecutive `true` frames as inclusive `(first, last)` frame ranges.
@@ -255,8 +226,5 @@ pub fn runs(flags: &[bool]) -> Vec<(usize, usize)> {
 
 /// A frame range in seconds, `[first / fps, last / fps]`, as UAV-DualCog writes intervals.
 pub fn seconds(range: (usize, usize), fps: f64) -> [f64; 2] {
-    [
-        super::trajectory::round(range.0 as f64 / fps, 3),
-        super::trajectory::round(range.1 as f64 / fps, 3),
-    ]
+    [super::trajectory::round(range.0 as f64 / fps, 3), super::trajectory::round(range.1 as f64 / fps, 3)]
 }
