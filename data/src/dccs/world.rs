@@ -92,11 +92,8 @@ fn surface_points(l: &SynthLandmark, bbox: &OrientedBox, spacing: f64) -> Vec<V3
                 );
                 let Some(hit) = l.intersect(&ray, f32::INFINITY) else { continue };
                 let p = o + dir * f64::from(hit.t);
-                let key = (
-                    (p.x / spacing).round() as i64,
-                    (p.y / spacing).round() as i64,
-                    (p.z / spacing).round() as i64,
-                );
+                let key =
+                    ((p.x / spacing).round() as i64, (p.y / spacing).round() as i64, (p.z / spacing).round() as i64);
                 if seen.insert(key) {
                     out.push(p);
                 }
