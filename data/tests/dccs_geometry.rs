@@ -305,3 +305,40 @@ fn the_kinematic_check_flags_fast_flights() {
     let traj = compose(&[slow], &tower(), V3::new(60.0, 0.0, 40.0), &cfg);
     assert_eq!(check_kinematics(&traj, &KinematicLimits::default()), None);
 }
+
+#[test]
+fn visibility_flips_when_a_box_occludes_the_target() {
+    use motionvl_data::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, runs, seconds};
+    let cfg = VisibilityConfig::default();
+    // A 4 m square target 30 m ahead, facing the camera.
+    let target: Vec<V3> =
+        (0..=8).flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5))).collect();
+    let camera = Camera::new(V3::new(0.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);
+    let clear = frame_visibility(&camera, &target, &target, &cfg);
+    assert_eq!((clear.in_frame, clear.visible_points), (81, 81));
+    let b = clear.bbox.expect("visible");
+    assert!(b[0] < 0.5 && 0.5 < b[2] && b[1] < 0.5 && 0.5 < b[3], "{b:?}");
+    assert!(b.iter().all(|c| (0.0..=1.0).contains(c)));
+    // A wall of points halfway hides it.
+    let wall: Vec<V3> = (0..=60)
+        .flat_map(|i| (0..=60).map(move |j| V3::new(15.0, -3.0 + i as f64 * 0.1, 7.0 + j as f64 * 0.1)))
+        .chain(target.iter().copied())
+        .collect();
+    // Points 0.1 m apart are 2 pixels apart there: one pixel each leaves holes to see through,
+    // squares of their spacing close them.
+    assert!(frame_visibility(&camera, &target, &wall, &cfg).visible_points > 0);
+    let splat = VisibilityConfig { splat_radius_m: 0.05, ..cfg.clone() };
+    let hidden = frame_visibility(&camera, &target, &wall, &splat);
+    assert_eq!((hidden.in_frame, hidden.visible_points, hidden.bbox), (81, 0, None));
+    // Behind the target the same wall changes nothing.
+    let behind: Vec<V3> = wall.iter().map(|p| if p.x == 15.0 { V3::new(45.0, p.y, p.z) } else { *p }).collect();
+    assert!(frame_visibility(&camera, &target, &behind, &splat).visible());
+    // Too few points, or too small a box, is not visible.
+    assert!(!frame_visibility(&camera, &target[..10], &[], &cfg).visible());
+    let far = Camera::new(V3::new(-3000.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);
+    assert!(!frame_visibility(&far, &target, &[], &cfg).visible());
+
+    let flags = [false, true, true, false, false, true, true, true];
+    assert_eq!(runs(&flags), vec![(1, 2), (5, 7)]);
+    assert_eq!(seconds((5, 7), 10.0), [0.5, 0.7]);
+}
