@@ -89,7 +89,8 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
     }
     let mut format = None;
     // Elements in file order: name, count, properties (name, type).
-    let mut elements: Vec<(String, usize, Vec<(String, String)>)> = Vec::new();
+    type Element = (String, usize, Vec<(String, String)>);
+    let mut elements: Vec<Element> = Vec::new();
     for line in lines {
         let parts: Vec<&str> = line.split_whitespace().collect();
         match parts.as_slice() {

@@ -5,8 +5,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use crate::video::VideoError;
-
 /// Failures of `construct dccs-video`, `dccs-image` and `synth --dccs`. Each names the file,
 /// landmark, mission or setting it concerns.
 #[derive(Debug, thiserror::Error)]
@@ -27,8 +25,6 @@ pub enum DccsError {
     Requests { path: PathBuf, detail: String },
     #[error("{}: cannot write image: {source}", path.display())]
     Image { path: PathBuf, source: image::ImageError },
-    #[error(transparent)]
-    Video(#[from] VideoError),
     #[error(transparent)]
     Synth(#[from] crate::synth::SynthError),
 }

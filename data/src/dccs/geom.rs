@@ -17,10 +17,6 @@ impl V3 {
         V3 { x, y, z }
     }
 
-    pub fn from_array(a: [f64; 3]) -> Self {
-        V3::new(a[0], a[1], a[2])
-    }
-
     pub fn to_array(self) -> [f64; 3] {
         [self.x, self.y, self.z]
     }

@@ -121,10 +121,6 @@ impl OrientedBox {
         self.center.z + self.size.z / 2.0
     }
 
-    pub fn bottom(&self) -> f64 {
-        self.center.z - self.size.z / 2.0
-    }
-
     /// Points on the box's faces at most `spacing` apart.
     pub fn surface_points(&self, spacing: f64) -> Vec<V3> {
         let h = self.size * 0.5;

@@ -151,10 +151,6 @@ impl Maneuver {
         }
     }
 
-    pub fn from_key(s: &str) -> Option<Maneuver> {
-        Maneuver::ALL.into_iter().find(|m| m.key() == s)
-    }
-
     pub fn name(self) -> &'static str {
         match self {
             Maneuver::GradualApproach => "gradual approach",
@@ -395,7 +391,7 @@ impl Element {
     /// while it can grow and `attempt` is even, else lift the path by `lift_step` metres.
     /// Returns what changed, or `None` when nothing is left to change.
     pub fn repair(&mut self, attempt: usize, lift_step: f64, max_lift: f64) -> Option<String> {
-        if attempt % 2 == 0 {
+        if attempt.is_multiple_of(2) {
             let mut changed = Vec::new();
             for name in self.maneuver.widen_params() {
                 let Some(spec) = self.maneuver.spec(name) else {
@@ -557,7 +553,7 @@ impl Element {
                 let mut corners = Vec::with_capacity(2 * lanes);
                 for k in 0..lanes {
                     let y = -hy + 2.0 * hy * k as f64 / (lanes - 1) as f64;
-                    let (a, b) = if k % 2 == 0 { (-hx, hx) } else { (hx, -hx) };
+                    let (a, b) = if k.is_multiple_of(2) { (-hx, hx) } else { (hx, -hx) };
                     corners.push(target.world(V3::new(a, y, z)));
                     corners.push(target.world(V3::new(b, y, z)));
                 }

@@ -35,6 +35,7 @@ pub fn run_stage3(
     cfg: &Stage3Config,
     progress: &dyn Progress,
 ) -> Result<Stage3Summary, DccsError> {
+    cfg.validate()?;
     let landmarks = read_instances(instances)?;
     let cloud = read_cloud(cloud)?;
     progress.start("missions", landmarks.len() as u64);
@@ -52,6 +53,7 @@ pub struct Stage4Summary {
 
 /// Stage 4 from `valid_instances.json` and a point cloud into `out`.
 pub fn run_stage4(instances: &Path, cloud: &Path, out: &Path, cfg: &Stage4Config) -> Result<Stage4Summary, DccsError> {
+    cfg.validate()?;
     let landmarks = read_instances(instances)?;
     let cloud = read_cloud(cloud)?;
     let built = build_stage4(&landmarks, &cloud, cfg)?;

@@ -64,7 +64,7 @@ fn open(path: &Path, stage: u64) -> Result<Requests, DccsError> {
             .ok_or_else(|| bad(format!("camera has no integer `{k}`")))
     };
     let (width, height) = (dim("width")?, dim("height")?);
-    if width % 2 != 0 || height % 2 != 0 || width == 0 || height == 0 {
+    if !width.is_multiple_of(2) || !height.is_multiple_of(2) || width == 0 || height == 0 {
         return Err(bad(format!("camera size {width}x{height} must be positive and even")));
     }
     let hfov = camera.get("hfov_deg").and_then(Value::as_f64).ok_or_else(|| bad("camera has no `hfov_deg`".into()))?;

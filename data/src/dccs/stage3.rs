@@ -54,6 +54,28 @@ impl Default for Stage3Config {
     }
 }
 
+impl Stage3Config {
+    /// Checks the settings before any work: even positive video sizes, a positive frame rate,
+    /// clearance and windows.
+    pub fn validate(&self) -> Result<(), DccsError> {
+        let (v, t) = (&self.visibility, &self.trajectory);
+        let bad = |m: String| Err(DccsError::Config(m));
+        if v.width == 0 || v.height == 0 || !v.width.is_multiple_of(2) || !v.height.is_multiple_of(2) {
+            return bad(format!("video size {}x{} must be positive and even", v.width, v.height));
+        }
+        if !(t.fps > 0.0 && t.clearance_m > 0.0 && v.hfov_deg > 0.0 && v.hfov_deg < 180.0) {
+            return bad(format!(
+                "fps {}, clearance {} m and field of view {}° must be positive (the view under 180°)",
+                t.fps, t.clearance_m, v.hfov_deg
+            ));
+        }
+        if t.pose_window == 0 || t.forward_window == 0 || v.test_width == 0 {
+            return bad("smoothing windows and the test width must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
 /// What a mission flies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MissionKind {

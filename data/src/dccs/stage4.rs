@@ -76,7 +76,7 @@ impl Default for Stage4Config {
 impl Stage4Config {
     pub fn validate(&self) -> Result<(), DccsError> {
         let v = &self.visibility;
-        if v.width * 3 != v.height * 4 || v.width == 0 || v.width % 2 != 0 || v.height % 2 != 0 {
+        if v.width * 3 != v.height * 4 || v.width == 0 || !v.width.is_multiple_of(2) || !v.height.is_multiple_of(2) {
             return Err(DccsError::Config(format!(
                 "Stage 4 images are 4:3 with even sides; {}x{} is not",
                 v.width, v.height
