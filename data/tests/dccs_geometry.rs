@@ -8,7 +8,7 @@ use motionvl_data::dccs::geom::V3;
 use motionvl_data::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
 use motionvl_data::dccs::maneuvers::{Composite, Direction, Element, Maneuver};
 use motionvl_data::dccs::trajectory::{
-    KinematicLimits, Obstacles, TrajectoryConfig, check_kinematics, compose, plan, resample, screen, smooth,
+    KinematicLimits, Kinematics, Obstacles, TrajectoryConfig, check_kinematics, compose, plan, resample, screen, smooth,
 };
 use motionvl_data::synth::rng::SynthRng;
 use serde_json::json;
@@ -302,8 +302,17 @@ fn the_kinematic_check_flags_fast_flights() {
     assert!(v.to_string().contains("speed"), "{v}");
     let mut slow = at_defaults(Maneuver::GradualApproach);
     slow.params.insert("speed_mps".into(), 5.0);
-    let traj = compose(&[slow], &tower(), V3::new(60.0, 0.0, 40.0), &cfg);
+    let traj = compose(std::slice::from_ref(&slow), &tower(), V3::new(60.0, 0.0, 40.0), &cfg);
     assert_eq!(check_kinematics(&traj, &KinematicLimits::default()), None);
+
+    // With the check on, a plan records the verdict and keeps the mission.
+    let checked = TrajectoryConfig { kinematics: Some(KinematicLimits::default()), ..cfg };
+    let grid = VoxelGrid::new(&[V3::new(500.0, 500.0, 0.0)], 2.0);
+    let open = Obstacles { grid: &grid, keepouts: Vec::new() };
+    let fast = plan(vec![at_defaults(Maneuver::GradualApproach)], &tower(), V3::new(60.0, 0.0, 40.0), &open, &checked);
+    assert!(matches!(fast.unwrap().kinematics, Kinematics::Infeasible(v) if v.contains("speed")));
+    let ok = plan(vec![slow], &tower(), V3::new(60.0, 0.0, 40.0), &open, &checked).unwrap();
+    assert_eq!(ok.kinematics, Kinematics::Feasible);
 }
 
 #[test]
@@ -311,8 +320,9 @@ fn visibility_flips_when_a_box_occludes_the_target() {
     use motionvl_data::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, runs, seconds};
     let cfg = VisibilityConfig::default();
     // A 4 m square target 30 m ahead, facing the camera.
-    let target: Vec<V3> =
-        (0..=8).flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5))).collect();
+    let target: Vec<V3> = (0..=8)
+        .flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5)))
+        .collect();
     let camera = Camera::new(V3::new(0.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);
     let clear = frame_visibility(&camera, &target, &target, &cfg);
     assert_eq!((clear.in_frame, clear.visible_points), (81, 81));

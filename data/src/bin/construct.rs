@@ -90,7 +90,8 @@ struct DccsVideoArgs {
     /// Clearance from every cloud point, metres.
     #[arg(long, default_value_t = 2.0)]
     clearance: f64,
-    /// Reject missions over 8 m/s, 10 m/s² or 120°/s.
+    /// Check every mission against 8 m/s, 10 m/s² and 120°/s and record the verdict in its rows
+    /// (`kinematics_feasible`); missions are kept either way, as in UAV-DualCog.
     #[arg(long)]
     check_kinematics: bool,
     /// Obstacle points cover this half-size in metres in the visibility test (0: one pixel).
@@ -295,12 +296,12 @@ fn dccs_image(args: &DccsImageArgs) -> Result<()> {
         scene: c.scene()?,
         ..Stage4Config::default()
     };
-    let s = pipeline::run_stage4(&c.instances, &c.cloud, &c.out, &cfg).context("Stage 4")?;
+    let bar = Bar::new();
+    let s = pipeline::run_stage4(&c.instances, &c.cloud, &c.out, &cfg, &bar).context("Stage 4")?;
     if c.render {
-        let bar = Bar::new();
         pipeline::render(&c.out.join("stage4_render_requests.json"), 4, &bar).context("rendering Stage 4")?;
-        bar.0.finish_and_clear();
     }
+    bar.0.finish_and_clear();
     println!(
         "stage4.json in {}: {} rows, {} images requested; {} rejections (stage4_rejections.json)",
         c.out.display(),

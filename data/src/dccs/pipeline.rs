@@ -52,11 +52,18 @@ pub struct Stage4Summary {
 }
 
 /// Stage 4 from `valid_instances.json` and a point cloud into `out`.
-pub fn run_stage4(instances: &Path, cloud: &Path, out: &Path, cfg: &Stage4Config) -> Result<Stage4Summary, DccsError> {
+pub fn run_stage4(
+    instances: &Path,
+    cloud: &Path,
+    out: &Path,
+    cfg: &Stage4Config,
+    progress: &dyn Progress,
+) -> Result<Stage4Summary, DccsError> {
     cfg.validate()?;
     let landmarks = read_instances(instances)?;
     let cloud = read_cloud(cloud)?;
-    let built = build_stage4(&landmarks, &cloud, cfg)?;
+    progress.start("views", landmarks.len() as u64);
+    let built = build_stage4(&landmarks, &cloud, cfg, &|| progress.tick())?;
     write_stage4(out, &built, cfg)?;
     Ok(Stage4Summary { rows: built.samples.len(), assets: built.requests.len(), rejections: built.rejections.len() })
 }
@@ -142,7 +149,7 @@ pub fn synthetic(out: &Path, cfg: &SynthDccsConfig, progress: &dyn Progress) -> 
         ..VisibilityConfig::default()
     };
     let s4 = Stage4Config { seed: cfg.seed, scene_id, visibility: image, scene, ..Stage4Config::default() };
-    let stage4 = run_stage4(&instances, &cloud, &dir, &s4)?;
+    let stage4 = run_stage4(&instances, &cloud, &dir, &s4, progress)?;
     render(&dir.join("stage3_render_requests.json"), 3, progress)?;
     render(&dir.join("stage4_render_requests.json"), 4, progress)?;
     Ok(SynthDccsSummary { dir, landmarks: landmarks.len(), stage3, stage4 })

@@ -23,7 +23,7 @@ use super::error::{DccsError, write_json_atomic};
 use super::geom::{V3, heading};
 use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};
-use super::trajectory::{Obstacles, Planned, TrajectoryConfig, plan};
+use super::trajectory::{Kinematics, Obstacles, Planned, TrajectoryConfig, plan};
 use super::visibility::{FrameVisibility, VisibilityConfig, frame_visibility, runs, seconds};
 use crate::synth::rng::{SynthRng, derive_seed};
 
@@ -411,6 +411,21 @@ fn base_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, task_name: &str, fam
         ("element_sequence", json!(m.planned.elements.iter().map(|e| e.maneuver.key()).collect::<Vec<_>>())),
         ("behavior_intervals_sec", json!(behaviour)),
         ("repairs", json!(m.planned.repairs)),
+        ("kinematics_checked", json!(m.planned.kinematics != Kinematics::NotChecked)),
+        (
+            "kinematics_feasible",
+            match &m.planned.kinematics {
+                Kinematics::NotChecked => Value::Null,
+                k => json!(*k == Kinematics::Feasible),
+            },
+        ),
+        (
+            "kinematics_violation",
+            match &m.planned.kinematics {
+                Kinematics::Infeasible(v) => json!(v),
+                _ => Value::Null,
+            },
+        ),
         ("landmark_id", json!(lm.id)),
         ("landmark_ids", json!([lm.id])),
         ("landmark_category", json!(lm.category.name())),

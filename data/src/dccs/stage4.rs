@@ -174,48 +174,76 @@ pub struct Stage4Output {
     pub rejections: Vec<Rejection>,
 }
 
-/// Builds every landmark's eight rows and the render requests of their assets.
-pub fn build_stage4(landmarks: &[Landmark], cloud: &PointCloud, cfg: &Stage4Config) -> Result<Stage4Output, DccsError> {
+/// Builds every landmark's eight rows and the render requests of their assets; `progress` is
+/// called once per landmark.
+pub fn build_stage4(
+    landmarks: &[Landmark],
+    cloud: &PointCloud,
+    cfg: &Stage4Config,
+    progress: &(dyn Fn() + Sync),
+) -> Result<Stage4Output, DccsError> {
+    use rayon::prelude::*;
     cfg.validate()?;
+    let parts: Vec<(Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>)> = landmarks
+        .par_iter()
+        .map(|lm| {
+            let part = landmark_rows(lm, cloud, cfg);
+            progress();
+            part
+        })
+        .collect();
     let mut out = Stage4Output { samples: Vec::new(), requests: Vec::new(), rejections: Vec::new() };
     let mut requested = BTreeMap::new();
-    for lm in landmarks {
-        let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4734, fnv(&lm.id)));
-        let mut views = Vec::with_capacity(8);
-        for (label, angle) in VIEWS {
-            match orbit_view(lm, angle, cloud, cfg, &mut rng) {
-                Some(v) => views.push(v),
-                None => {
-                    out.rejections.push(Rejection {
-                        landmark: lm.id.clone(),
-                        mission: format!("stage4 view {label}"),
-                        reason: format!("no pose with the landmark fully visible in {} draws", cfg.pose_attempts),
-                    });
-                    break;
-                }
-            }
-        }
-        if views.len() < VIEWS.len() {
-            continue;
-        }
-        let prepared = Prepared { lm, views };
-        for difficulty in ["4way", "8way"] {
-            let self_rows = self_pair(&prepared, difficulty, cfg, &mut rng, &mut requested);
-            match env_pair(&prepared, difficulty, cloud, cfg, &mut rng, &mut requested) {
-                Some(env_rows) => {
-                    out.samples.extend(self_rows);
-                    out.samples.extend(env_rows);
-                }
-                None => out.rejections.push(Rejection {
-                    landmark: lm.id.clone(),
-                    mission: format!("stage4 {difficulty} observation"),
-                    reason: "no observation yaw keeps the whole box in view".into(),
-                }),
-            }
-        }
+    for (samples, requests, rejections) in parts {
+        out.samples.extend(samples);
+        requested.extend(requests);
+        out.rejections.extend(rejections);
     }
     out.requests = requested.into_values().collect();
     Ok(out)
+}
+
+/// One landmark's rows, the requests of their images (by output path) and its rejections; a
+/// difficulty whose observation fails adds neither rows nor requests.
+fn landmark_rows(
+    lm: &Landmark,
+    cloud: &PointCloud,
+    cfg: &Stage4Config,
+) -> (Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>) {
+    let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4734, fnv(&lm.id)));
+    let (mut samples, mut requested, mut rejections) = (Vec::new(), BTreeMap::new(), Vec::new());
+    let mut views = Vec::with_capacity(VIEWS.len());
+    for (label, angle) in VIEWS {
+        match orbit_view(lm, angle, cloud, cfg, &mut rng) {
+            Some(v) => views.push(v),
+            None => {
+                rejections.push(Rejection {
+                    landmark: lm.id.clone(),
+                    mission: format!("stage4 view {label}"),
+                    reason: format!("no pose with the landmark fully visible in {} draws", cfg.pose_attempts),
+                });
+                return (samples, requested, rejections);
+            }
+        }
+    }
+    let prepared = Prepared { lm, views };
+    for difficulty in ["4way", "8way"] {
+        let mut these = BTreeMap::new();
+        let self_rows = self_pair(&prepared, difficulty, cfg, &mut rng, &mut these);
+        match env_pair(&prepared, difficulty, cloud, cfg, &mut rng, &mut these) {
+            Some(env_rows) => {
+                samples.extend(self_rows);
+                samples.extend(env_rows);
+                requested.extend(these);
+            }
+            None => rejections.push(Rejection {
+                landmark: lm.id.clone(),
+                mission: format!("stage4 {difficulty} observation"),
+                reason: "no observation yaw keeps the whole box in view".into(),
+            }),
+        }
+    }
+    (samples, requested, rejections)
 }
 
 /// Adds (once) the request for the image of `view`, optionally with its box drawn; returns the

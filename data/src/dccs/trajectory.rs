@@ -6,8 +6,9 @@
 //! Defaults follow UAV-DualCog: 10 FPS, pose window 7, camera window 15, 2.0 m clearance,
 //! keep-out boxes grown by max(0.2, 0.25·clearance) sideways and max(0.1, 0.15·clearance)
 //! vertically, 8 repair attempts lifting at most 2 m a step and 24 m in all, and limits of
-//! 8 m/s, 10 m/s², 120°/s when the kinematic check is on (it is off by default, as there:
-//! the library's 15–25 m/s maneuvers are faster than those limits).
+//! 8 m/s, 10 m/s², 120°/s when the kinematic check is on. As there, the check is off by
+//! default and, when on, records whether each mission is feasible rather than rejecting it:
+//! the library's 15–25 m/s maneuvers are faster than those limits.
 
 use std::fmt;
 
@@ -348,17 +349,27 @@ pub fn check_kinematics(traj: &Trajectory, limits: &KinematicLimits) -> Option<V
     None
 }
 
-/// A trajectory that passed screening, and the repairs it took.
+/// The kinematic check's verdict.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Kinematics {
+    NotChecked,
+    Feasible,
+    /// The first limit broken.
+    Infeasible(String),
+}
+
+/// A trajectory that passed screening, the repairs it took, and its kinematic verdict.
 #[derive(Debug, Clone)]
 pub struct Planned {
     pub elements: Vec<Element>,
     pub trajectory: Trajectory,
     pub repairs: Vec<String>,
+    pub kinematics: Kinematics,
 }
 
 /// Composes, screens and repairs: each failure widens or lifts the element flying the
 /// offending frame, up to `cfg.repair_attempts` times; then the mission is rejected with the
-/// last violation as its reason. A kinematic failure is not repairable.
+/// last violation as its reason. A passing trajectory gets the kinematic check when it is on.
 pub fn plan(
     mut elements: Vec<Element>,
     target: &OrientedBox,
@@ -371,12 +382,14 @@ pub fn plan(
     loop {
         let trajectory = compose(&elements, target, start, cfg);
         let Some(violation) = screen(&trajectory, obstacles, cfg) else {
-            if let Some(limits) = &cfg.kinematics
-                && let Some(v) = check_kinematics(&trajectory, limits)
-            {
-                return Err(format!("kinematic check: {v}"));
-            }
-            return Ok(Planned { elements, trajectory, repairs });
+            let kinematics = match &cfg.kinematics {
+                None => Kinematics::NotChecked,
+                Some(limits) => match check_kinematics(&trajectory, limits) {
+                    None => Kinematics::Feasible,
+                    Some(v) => Kinematics::Infeasible(v.to_string()),
+                },
+            };
+            return Ok(Planned { elements, trajectory, repairs, kinematics });
         };
         let culprit = trajectory
             .segments
