@@ -67,6 +67,16 @@ fn instances_round_trip_and_bad_ones_name_the_landmark() {
         let e = read_instances(&p).unwrap_err().to_string();
         assert!(e.contains(id) && e.contains(needle) && e.contains(&*p.to_string_lossy()), "{e}");
     }
+    // Rows the review dropped or left unlabeled are not landmarks.
+    let mut dropped = instance("gone", "castle", [1.0, 1.0, 1.0]);
+    dropped["review_action"] = json!("delete");
+    let mut pending = instance("pending", "castle", [1.0, 1.0, 1.0]);
+    pending["annotation_status"] = json!("pending");
+    let reviewed = dir.path().join("reviewed.json");
+    std::fs::write(&reviewed, json!([dropped, pending, instance("kept", "vehicle", [4.0, 2.0, 1.5])]).to_string())
+        .unwrap();
+    assert_eq!(read_instances(&reviewed).unwrap().iter().map(|l| l.id.as_str()).collect::<Vec<_>>(), ["kept"]);
+
     let twice = dir.path().join("twice.json");
     std::fs::write(
         &twice,

@@ -160,7 +160,8 @@ struct SynthArgs {
     #[arg(long)]
     force: bool,
     /// Build a UAV-DualCog (DCCS) set instead: landmarks, point cloud, Stage 3 and Stage 4
-    /// manifests and their rendered media under `--out/dccs`.
+    /// manifests and their rendered media (160×120) under `--out/dccs`, from `--seed` and
+    /// `--dccs-landmarks`.
     #[arg(long)]
     dccs: bool,
     /// Landmarks of the DCCS world.

@@ -12,7 +12,7 @@
 //! | `center_3d` | box centre `[x, y, z]`, metres, z up |
 //! | `bbox_3d` | `{"size": [sx, sy, sz], "yaw_deg": a}`, `{"min": [..], "max": [..]}` or `[cx, cy, cz, sx, sy, sz, yaw_deg]` |
 //! | `support_points` | optional `[[x, y, z], ...]` on the landmark's surface, the points visibility tests |
-//! | `review_action` | optional; rows whose action is not `keep` are left out, as UAV-DualCog does |
+//! | `review_action`, `annotation_status` | optional; rows whose action is not `keep` or whose status is not `labeled` are left out, as UAV-DualCog does |
 //!
 //! Without `support_points` the surface of the box stands in for them (a 1 m grid on its faces).
 //! Bad input — a category outside the list, a degenerate box, a long description, a duplicate
@@ -197,10 +197,10 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
             DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i} has no string `instance_id`") }
         })?;
         let bad = |detail: String| DccsError::Landmark { path: path.to_path_buf(), landmark: id.clone(), detail };
-        if let Some(action) = item.get("review_action").and_then(Value::as_str)
-            && !action.is_empty()
-            && !action.eq_ignore_ascii_case("keep")
-        {
+        let field = |k: &str| item.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
+        let dropped = field("review_action").is_some_and(|a| !a.eq_ignore_ascii_case("keep"));
+        let unlabeled = field("annotation_status").is_some_and(|a| !a.eq_ignore_ascii_case("labeled"));
+        if dropped || unlabeled {
             continue;
         }
         if out.iter().any(|l| l.id == id) {
