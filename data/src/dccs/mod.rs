@@ -6,7 +6,8 @@
 //! [`maneuvers`] (the behaviour library) → [`trajectory`] (flown, screened, repaired) →
 //! [`visibility`] → [`stage3`] (missions, video rows, render requests) → [`stage4`] (image
 //! rows, render requests) → [`render`] (the synthetic world renders both) and [`world`] (the
-//! synthetic world's landmarks and point cloud as Stage 2 files).
+//! synthetic world's landmarks and point cloud as Stage 2 files); [`pipeline`] runs them as
+//! `construct dccs-video`, `construct dccs-image` and `construct synth --dccs` do.
 
 pub mod cloud;
 pub mod error;
