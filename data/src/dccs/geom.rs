@@ -104,3 +104,9 @@ pub fn wrap_deg(d: f64) -> f64 {
     let r = d.rem_euclid(360.0);
     if r > 180.0 { r - 360.0 } else { r }
 }
+
+/// `v` rounded to `digits` decimals, as files store numbers.
+pub fn round(v: f64, digits: i32) -> f64 {
+    let s = 10f64.powi(digits);
+    (v * s).round() / s
+}

@@ -23,10 +23,9 @@ use serde_json::{Value, json};
 
 use super::cloud::PointCloud;
 use super::error::{DccsError, write_json_atomic};
-use super::geom::{V3, forward_of, heading, yaw_pitch};
+use super::geom::{V3, forward_of, heading, round, yaw_pitch};
 use super::instances::Landmark;
 use super::stage3::{RENDER_FORMAT, Rejection, fnv};
-use super::trajectory::round;
 use super::visibility::{Camera, VisibilityConfig, frame_visibility};
 use crate::synth::rng::{SynthRng, derive_seed};
 

@@ -15,7 +15,7 @@ use std::fmt;
 use serde::Serialize;
 
 use super::cloud::VoxelGrid;
-use super::geom::{V3, forward_of, heading, wrap_deg, yaw_pitch};
+use super::geom::{V3, forward_of, heading, round, wrap_deg, yaw_pitch};
 use super::instances::OrientedBox;
 use super::maneuvers::{CameraMode, Element, straight};
 
@@ -132,11 +132,6 @@ impl Trajectory {
             .collect::<Result<Vec<_>, String>>()?;
         Ok(Trajectory { fps, frames, segments: Vec::new() })
     }
-}
-
-pub(crate) fn round(v: f64, digits: i32) -> f64 {
-    let s = 10f64.powi(digits);
-    (v * s).round() / s
 }
 
 /// Points `spacing` apart along the polyline's arc length, first and last kept.

@@ -6,7 +6,7 @@
 //! The camera never rolls: image x is `forward × up`, image y points down; pixel centres sit
 //! at integer coordinates, as in the synthetic renderer.
 
-use super::geom::V3;
+use super::geom::{V3, round};
 
 /// Camera and thresholds of the visibility test.
 #[derive(Debug, Clone, PartialEq)]
@@ -226,5 +226,5 @@ pub fn runs(flags: &[bool]) -> Vec<(usize, usize)> {
 
 /// A frame range in seconds, `[first / fps, last / fps]`, as UAV-DualCog writes intervals.
 pub fn seconds(range: (usize, usize), fps: f64) -> [f64; 2] {
-    [super::trajectory::round(range.0 as f64 / fps, 3), super::trajectory::round(range.1 as f64 / fps, 3)]
+    [round(range.0 as f64 / fps, 3), round(range.1 as f64 / fps, 3)]
 }
