@@ -339,20 +339,18 @@ fn visibility_flips_when_a_box_occludes_the_target() {
     let b = clear.bbox.expect("visible");
     assert!(b[0] < 0.5 && 0.5 < b[2] && b[1] < 0.5 && 0.5 < b[3], "{b:?}");
     assert!(b.iter().all(|c| (0.0..=1.0).contains(c)));
-    // A wall of points halfway hides it.
-    let wall: Vec<V3> = (0..=60)
-        .flat_map(|i| (0..=60).map(move |j| V3::new(15.0, -3.0 + i as f64 * 0.1, 7.0 + j as f64 * 0.1)))
-        .chain(target.iter().copied())
-        .collect();
+    // A box's surface points halfway hide it.
+    let boxed = |x: f64| OrientedBox { center: V3::new(x, 0.0, 10.0), size: V3::new(2.0, 6.0, 6.0), yaw_deg: 0.0 };
+    let scene = |x: f64| boxed(x).surface_points(0.1).into_iter().chain(target.iter().copied()).collect::<Vec<_>>();
+    let occluded = scene(15.0);
     // Points 0.1 m apart are 2 pixels apart there: one pixel each leaves holes to see through,
     // squares of their spacing close them.
-    assert!(frame_visibility(&camera, &target, &wall, &cfg).visible_points > 0);
+    assert!(frame_visibility(&camera, &target, &occluded, &cfg).visible_points > 0);
     let splat = VisibilityConfig { splat_radius_m: 0.05, ..cfg.clone() };
-    let hidden = frame_visibility(&camera, &target, &wall, &splat);
+    let hidden = frame_visibility(&camera, &target, &occluded, &splat);
     assert_eq!((hidden.in_frame, hidden.visible_points, hidden.bbox), (81, 0, None));
-    // Behind the target the same wall changes nothing.
-    let behind: Vec<V3> = wall.iter().map(|p| if p.x == 15.0 { V3::new(45.0, p.y, p.z) } else { *p }).collect();
-    assert!(frame_visibility(&camera, &target, &behind, &splat).visible());
+    // Behind the target the same box changes nothing.
+    assert!(frame_visibility(&camera, &target, &scene(45.0), &splat).visible());
     // Too few points, or too small a box, is not visible.
     assert!(!frame_visibility(&camera, &target[..10], &[], &cfg).visible());
     let far = Camera::new(V3::new(-3000.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);
