@@ -327,7 +327,9 @@ fn the_kinematic_check_flags_fast_flights() {
 
 #[test]
 fn visibility_flips_when_a_box_occludes_the_target() {
-    use motionvl_data::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, runs, seconds};
+    use motionvl_data::dccs::visibility::{
+        Camera, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds,
+    };
     let cfg = VisibilityConfig::default();
     // A 4 m square target 30 m ahead, facing the camera.
     let target: Vec<V3> = (0..=8)
@@ -351,6 +353,13 @@ fn visibility_flips_when_a_box_occludes_the_target() {
     assert_eq!((hidden.in_frame, hidden.visible_points, hidden.bbox), (81, 0, None));
     // Behind the target the same box changes nothing.
     assert!(frame_visibility(&camera, &target, &scene(45.0), &splat).visible());
+    // Only points between the eye and the target can occlude: the crop changes no verdict.
+    for x in [15.0, 45.0] {
+        let all = scene(x);
+        let crop = possible_occluders(&all, &[camera.eye], &target, splat.splat_radius_m);
+        assert!(crop.len() < all.len() || x == 15.0);
+        assert_eq!(frame_visibility(&camera, &target, &crop, &splat), frame_visibility(&camera, &target, &all, &splat));
+    }
     // Too few points, or too small a box, is not visible.
     assert!(!frame_visibility(&camera, &target[..10], &[], &cfg).visible());
     let far = Camera::new(V3::new(-3000.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);

@@ -24,7 +24,7 @@ use super::geom::{V3, heading};
 use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};
 use super::trajectory::{Kinematics, Obstacles, Planned, TrajectoryConfig, plan};
-use super::visibility::{FrameVisibility, VisibilityConfig, frame_visibility, runs, seconds};
+use super::visibility::{FrameVisibility, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// Settings of `construct dccs-video`.
@@ -210,14 +210,14 @@ fn plan_landmark(
             let id = format!("{}_{}", target.id, kind.set_id());
             match plan(elements, &target.bbox, start, obstacles, &cfg.trajectory) {
                 Ok(planned) => {
+                    let eyes: Vec<V3> = planned.trajectory.frames.iter().map(|f| f.pos).collect();
+                    let v = &cfg.visibility;
+                    let occluders = possible_occluders(&cloud.points, &eyes, &target.support_points, v.splat_radius_m);
                     let visibility = planned
                         .trajectory
                         .frames
                         .iter()
-                        .map(|f| {
-                            let camera = cfg.visibility.camera(f.pos, f.forward);
-                            frame_visibility(&camera, &target.support_points, &cloud.points, &cfg.visibility)
-                        })
+                        .map(|f| frame_visibility(&v.camera(f.pos, f.forward), &target.support_points, &occluders, v))
                         .collect();
                     missions.push(Mission { id, landmark: li, kind, planned, visibility });
                     break;

@@ -26,7 +26,7 @@ use super::error::{DccsError, write_json_atomic};
 use super::geom::{V3, forward_of, heading, round, yaw_pitch};
 use super::instances::Landmark;
 use super::stage3::{RENDER_FORMAT, Rejection, fnv};
-use super::visibility::{Camera, VisibilityConfig, frame_visibility};
+use super::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders};
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// The eight orbit views in the source's order, with the camera's angle clockwise from the
@@ -111,17 +111,25 @@ fn check_view(eye: V3, yaw: f64, pitch: f64, lm: &Landmark, cloud: &PointCloud, 
 fn orbit_view(lm: &Landmark, angle: f64, cloud: &PointCloud, cfg: &Stage4Config, rng: &mut SynthRng) -> Option<View> {
     let v = &cfg.visibility;
     let b = &lm.bbox;
-    let radius = 0.5 * b.size.length();
-    let half_vfov = ((v.height as f64 / v.width as f64) * (v.hfov_deg.to_radians() / 2.0).tan()).atan();
-    let fit = radius / half_vfov.sin();
+    let fit = fit_distance(lm, cfg);
     let outward = heading(b.yaw_deg - angle);
     (0..cfg.pose_attempts).find_map(|_| {
-        let distance = fit * rng.range(1.15, 1.8);
+        let distance = fit * rng.range(1.15, MAX_FIT);
         let elevation = rng.range(15.0, 40.0).to_radians();
         let eye = b.center + outward * (distance * elevation.cos()) + V3::new(0.0, 0.0, distance * elevation.sin());
         let (yaw, pitch) = yaw_pitch(b.center - eye);
         check_view(eye, yaw + rng.range(-5.0, 5.0), pitch, lm, cloud, v)
     })
+}
+
+/// Views stand at most this many fit distances from the landmark's centre.
+const MAX_FIT: f64 = 1.8;
+
+/// The distance at which the box's bounding sphere just fills the vertical field of view.
+fn fit_distance(lm: &Landmark, cfg: &Stage4Config) -> f64 {
+    let v = &cfg.visibility;
+    let half_vfov = ((v.height as f64 / v.width as f64) * (v.hfov_deg.to_radians() / 2.0).tan()).atan();
+    0.5 * lm.bbox.size.length() / half_vfov.sin()
 }
 
 /// A landmark with all eight of its views.
@@ -211,6 +219,17 @@ fn landmark_rows(
 ) -> (Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>) {
     let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4734, fnv(&lm.id)));
     let (mut samples, mut requested, mut rejections) = (Vec::new(), BTreeMap::new(), Vec::new());
+    // Every eye lies within MAX_FIT fit distances of the centre: the corners of that cube bound them.
+    let reach = MAX_FIT * fit_distance(lm, cfg);
+    let corners: Vec<V3> = (0..8)
+        .map(|i| {
+            let pick = |bit: usize| if i & bit == 0 { -reach } else { reach };
+            lm.bbox.center + V3::new(pick(1), pick(2), pick(4))
+        })
+        .collect();
+    let cloud = &PointCloud {
+        points: possible_occluders(&cloud.points, &corners, &lm.support_points, cfg.visibility.splat_radius_m),
+    };
     let mut views = Vec::with_capacity(VIEWS.len());
     for (label, angle) in VIEWS {
         match orbit_view(lm, angle, cloud, cfg, &mut rng) {

@@ -204,6 +204,28 @@ pub fn frame_visibility(camera: &Camera, support: &[V3], obstacles: &[V3], cfg: 
     FrameVisibility { bbox: (enough && big).then(|| camera.normalise(b)), ..out }
 }
 
+/// The obstacle points that can stand between any of `eyes` and any of `targets`: those in the
+/// axis-aligned box around both (an occluder lies on a segment from an eye to a target point,
+/// so inside their convex hull), grown by `margin` (a splat's radius). Testing against these
+/// gives the same verdicts as against the whole cloud, at a cost that does not grow with it.
+pub fn possible_occluders(obstacles: &[V3], eyes: &[V3], targets: &[V3], margin: f64) -> Vec<V3> {
+    let mut lo = V3::new(f64::INFINITY, f64::INFINITY, f64::INFINITY);
+    let mut hi = V3::new(f64::NEG_INFINITY, f64::NEG_INFINITY, f64::NEG_INFINITY);
+    for p in eyes.iter().chain(targets) {
+        lo = V3::new(lo.x.min(p.x), lo.y.min(p.y), lo.z.min(p.z));
+        hi = V3::new(hi.x.max(p.x), hi.y.max(p.y), hi.z.max(p.z));
+    }
+    let inside = |p: &V3| {
+        p.x >= lo.x - margin
+            && p.x <= hi.x + margin
+            && p.y >= lo.y - margin
+            && p.y <= hi.y + margin
+            && p.z >= lo.z - margin
+            && p.z <= hi.z + margin
+    };
+    obstacles.iter().copied().filter(inside).collect()
+}
+
 /// Runs of consecutive `true` frames as inclusive `(first, last)` frame ranges.
 pub fn runs(flags: &[bool]) -> Vec<(usize, usize)> {
     let mut out = Vec::new();
