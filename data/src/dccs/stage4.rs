@@ -191,7 +191,7 @@ pub fn build_stage4(
 ) -> Result<Stage4Output, DccsError> {
     use rayon::prelude::*;
     cfg.validate()?;
-    let parts: Vec<(Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>)> = landmarks
+    let parts: Vec<LandmarkRows> = landmarks
         .par_iter()
         .map(|lm| {
             let part = landmark_rows(lm, cloud, cfg);
@@ -210,13 +210,12 @@ pub fn build_stage4(
     Ok(out)
 }
 
-/// One landmark's rows, the requests of their images (by output path) and its rejections; a
-/// difficulty whose observation fails adds neither rows nor requests.
-fn landmark_rows(
-    lm: &Landmark,
-    cloud: &PointCloud,
-    cfg: &Stage4Config,
-) -> (Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>) {
+/// One landmark's rows, the requests of their images (by output path) and its rejections.
+type LandmarkRows = (Vec<Value>, BTreeMap<String, Value>, Vec<Rejection>);
+
+/// [`LandmarkRows`] of one landmark; a difficulty whose observation fails adds neither rows nor
+/// requests.
+fn landmark_rows(lm: &Landmark, cloud: &PointCloud, cfg: &Stage4Config) -> LandmarkRows {
     let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4734, fnv(&lm.id)));
     let (mut samples, mut requested, mut rejections) = (Vec::new(), BTreeMap::new(), Vec::new());
     // Every eye lies within MAX_FIT fit distances of the centre: the corners of that cube bound them.

@@ -119,7 +119,7 @@ pub fn synth(out: &Path, seed: u64, landmarks: usize) -> Result<()> {
     let cfg = SynthDccsConfig { seed, landmarks, ..SynthDccsConfig::default() };
     let bar = Bar::new();
     let start = Instant::now();
-    let s = pipeline::synthetic(&out, &cfg, &bar)
+    let s = pipeline::synthetic(out, &cfg, &bar)
         .with_context(|| format!("building the synthetic DCCS set in {}", out.display()))?;
     bar.0.finish_and_clear();
     println!("UAV-DualCog set in {} ({:.1} s)", s.dir.display(), start.elapsed().as_secs_f64());
