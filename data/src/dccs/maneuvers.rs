@@ -431,7 +431,6 @@ impl Element {
             Maneuver::SurfaceMapping => {
                 parts.push(format!("using {} back-and-forth passes", self.get("lane_count").round()))
             }
-            Maneuver::Comet => {}
             _ => {}
         }
         if m.has_direction() {
