@@ -5,6 +5,7 @@
 //! loader threads never touch a device.
 
 pub mod budget;
+pub mod dccs;
 pub mod digest;
 pub mod files;
 pub mod frames;

@@ -5,6 +5,7 @@
 //! | SIS-Bench | `question_id`, `video_name`, `video_path`, `concat_num`, `task_type`, `question`, `options` {A..D}, `answer` | letter |
 //! | UrbanVideo-Bench | `Question_id`, `video_id`, `question_category`, `question` (options inside the text, up to A–G), `answer` | letter |
 //! | UAV-DualCog (Stage 3 video rows) | `sample_id`, `task_name`, `video_path`, `fps`, `user_prompt`/`prompt_text`, `choice_options` [{option_id, label}], `answer_option_id(s)`, `answer_items[].intervals_sec`, `gold_environment_answer` | letter(s), or a count plus visibility intervals |
+//! | UAV-DualCog (Stage 4 image rows) | `sample_id`, `task_type`, `user_prompt`/`prompt_text`, `reference_image(_with_bbox)`, `target_image` or `candidates` [{option_id, image}], `label_options`, `answer_option_id` | letter |
 //! | LinkS²Bench | `question_id`, `task`, `question`, `options`?, `answer`, `video_path`?, `satellite_image`? | letter, yes/no, number or timestamp, by task |
 //!
 //! LinkS²Bench has no public release (see `shared/notes/cvaa_bench.md`); its row schema above is
@@ -417,7 +418,8 @@ impl UrbanVideoTask {
     }
 }
 
-/// UAV-DualCog Stage 3 video tasks (`TASK_SPECS` of its `stage3_task_suite.py`).
+/// UAV-DualCog tasks: Stage 3 video tasks (`TASK_SPECS` of its `stage3_task_suite.py`) and
+/// Stage 4 image tasks (`TASK_SPECS` of its `stage4_qa_generate_and_eval.py`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum DualCogTask {
     JointBehaviorRecognition,
@@ -426,17 +428,34 @@ pub enum DualCogTask {
     CompositeInstanceRecognition,
     AtomicInstanceRecognition,
     EnvVisibilityReasoning,
+    /// Landmark-relative position reasoning.
+    SelfWhere,
+    /// Action-conditioned future observation prediction.
+    SelfWhat,
+    /// Self-relative position reasoning.
+    EnvWhere,
+    /// Goal-conditioned action decision.
+    EnvHow,
 }
 
 impl DualCogTask {
-    pub const ALL: [DualCogTask; 6] = [
+    pub const ALL: [DualCogTask; 10] = [
         DualCogTask::JointBehaviorRecognition,
         DualCogTask::SetInstanceRecognition,
         DualCogTask::ElementInstanceRecognition,
         DualCogTask::CompositeInstanceRecognition,
         DualCogTask::AtomicInstanceRecognition,
         DualCogTask::EnvVisibilityReasoning,
+        DualCogTask::SelfWhere,
+        DualCogTask::SelfWhat,
+        DualCogTask::EnvWhere,
+        DualCogTask::EnvHow,
     ];
+
+    /// Whether the task is one of Stage 4's image tasks.
+    pub fn is_image_task(self) -> bool {
+        matches!(self, DualCogTask::SelfWhere | DualCogTask::SelfWhat | DualCogTask::EnvWhere | DualCogTask::EnvHow)
+    }
 
     /// The `task_name` string of the manifests.
     pub fn name(self) -> &'static str {
@@ -448,6 +467,10 @@ impl DualCogTask {
             CompositeInstanceRecognition => "self_composite_instance_recognition",
             AtomicInstanceRecognition => "self_atomic_instance_recognition",
             EnvVisibilityReasoning => "env_visibility_reasoning",
+            SelfWhere => "self_where",
+            SelfWhat => "self_what",
+            EnvWhere => "env_where",
+            EnvHow => "env_how",
         }
     }
 
@@ -457,7 +480,7 @@ impl DualCogTask {
 
     pub fn dimension(self) -> Dimension {
         match self {
-            DualCogTask::EnvVisibilityReasoning => Dimension::Environment,
+            DualCogTask::EnvVisibilityReasoning | DualCogTask::EnvWhere | DualCogTask::EnvHow => Dimension::Environment,
             _ => Dimension::SelfState,
         }
     }
@@ -723,18 +746,23 @@ pub fn read_urbanvideo(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Qu
     )
 }
 
-/// UAV-DualCog Stage 3 manifests (`{"samples": [...]}` or JSONL). Choice tasks give their
-/// letters in `answer_option_ids` (multi-select) or `answer_option_id`, and the intervals of
-/// the correct items; `env_visibility_reasoning` gives the visible-frame count as a number
-/// and the visibility intervals. Multi-landmark visibility rows (one count per target) have
-/// no single answer and are refused as unsupported.
+/// UAV-DualCog Stage 3 and Stage 4 manifests (`{"samples": [...]}` or JSONL). Choice tasks
+/// give their letters in `answer_option_ids` (multi-select) or `answer_option_id`, and the
+/// intervals of the correct items; `env_visibility_reasoning` gives the visible count as a
+/// number and the visibility intervals — for multi-landmark rows (`targets`, one count per
+/// landmark) the total over the targets and every target's intervals. Stage 4 rows
+/// (`task_type`) are image questions: the reference image (with its box drawn, when given),
+/// then the query image or the four candidate images that `candidates` offers as options.
 pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
     let media = MediaResolver::new(path, opts);
     read_questions(Benchmark::UavDualCog, path, opts, &["sample_id"], media, |row, id, base, media| {
-        let task_name = row.required_string(&["task_name", "form"])?;
+        let task_name = row.required_string(&["task_name", "form", "task_type"])?;
         let task = DualCogTask::from_name(&task_name)
             .ok_or_else(|| unknown_task(&task_name, DualCogTask::ALL.iter().map(|t| t.name())))?;
         let question = row.required_string(&["user_prompt", "prompt_text", "question"])?;
+        if task.is_image_task() {
+            return read_dualcog_image(row, id, base, media, task, question);
+        }
         let video = row.required_string(&["video_path"])?;
         let fps = row.number(&["fps"])?;
         let (options, answer, intervals) = if task == DualCogTask::EnvVisibilityReasoning {
@@ -744,13 +772,28 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
                 field: "gold_environment_answer".into(),
                 expected: "an object",
             })?;
-            if gold.get(&["targets"]).is_some() {
-                return Err(RowProblem::Unsupported("multi-landmark visibility rows (one answer per target)".into()));
-            }
-            let count = gold.number(&["visible_count"])?.ok_or(RowProblem::MissingField("visible_count"))?;
-            let intervals = match gold.get(&["visible_intervals_sec"]) {
-                Some((_, v)) => parse_intervals(v, "visible_intervals_sec")?,
-                None => Vec::new(),
+            let (count, intervals) = match gold.get(&["targets"]) {
+                Some((_, Value::Array(targets))) if !targets.is_empty() => {
+                    let mut total = 0.0;
+                    let mut intervals = Vec::new();
+                    for t in targets {
+                        let t = Row::new(t).map_err(|_| RowProblem::WrongType {
+                            field: "gold_environment_answer.targets".into(),
+                            expected: "a list of objects",
+                        })?;
+                        let (count, mut ivs) = visible_count_and_intervals(&t)?;
+                        total += count;
+                        intervals.append(&mut ivs);
+                    }
+                    (total, intervals)
+                }
+                Some(_) => {
+                    return Err(RowProblem::WrongType {
+                        field: "gold_environment_answer.targets".into(),
+                        expected: "a non-empty list of targets",
+                    });
+                }
+                None => visible_count_and_intervals(&gold)?,
             };
             (Vec::new(), Answer::Number(count), intervals)
         } else {
@@ -800,6 +843,55 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
         q.intervals = intervals;
         Ok(q)
     })
+}
+
+/// `visible_count` and `visible_intervals_sec` of a visibility answer or of one of its targets.
+fn visible_count_and_intervals(gold: &Row<'_>) -> Result<(f64, Vec<Interval>), RowProblem> {
+    let count = gold.number(&["visible_count"])?.ok_or(RowProblem::MissingField("visible_count"))?;
+    let intervals = match gold.get(&["visible_intervals_sec"]) {
+        Some((_, v)) => parse_intervals(v, "visible_intervals_sec")?,
+        None => Vec::new(),
+    };
+    Ok((count, intervals))
+}
+
+/// A UAV-DualCog Stage 4 row: options from `label_options`, or `Image 2` … `Image 5` for the
+/// `candidates`, whose images follow the reference image.
+fn read_dualcog_image(
+    row: &Row<'_>,
+    id: String,
+    base: &Base,
+    media: &MediaResolver,
+    task: DualCogTask,
+    question: String,
+) -> Result<Question, RowProblem> {
+    let reference = row.required_string(&["reference_image_with_bbox", "reference_image"])?;
+    let mut images = vec![media.resolve(&reference)?];
+    let options = match row.get(&["candidates"]) {
+        Some((_, Value::Array(candidates))) if !candidates.is_empty() => {
+            let wrong = || RowProblem::WrongType {
+                field: "candidates".into(),
+                expected: "a list of {option_id, image} objects",
+            };
+            let mut options = Vec::with_capacity(candidates.len());
+            for c in candidates {
+                let letter = c.get("option_id").and_then(Value::as_str).and_then(option_letter).ok_or_else(wrong)?;
+                let image = c.get("image").and_then(Value::as_str).ok_or_else(wrong)?;
+                images.push(media.resolve(image)?);
+                options.push(AnswerOption { label: letter, text: format!("Image {}", images.len()) });
+            }
+            options
+        }
+        Some(_) => return Err(RowProblem::WrongType { field: "candidates".into(), expected: "a non-empty list" }),
+        None => {
+            images.push(media.resolve(&row.required_string(&["target_image"])?)?);
+            parse_options(row, &["label_options", "choice_options"])?
+        }
+    };
+    let answer = parse_choice(&row.required_string(&["answer_option_id"])?, &options)?;
+    let mut q = base.question(id, Task::DualCog(task), question, options, answer);
+    q.images = images;
+    Ok(q)
 }
 
 /// LinkS²Bench-style rows (our schema, see the module docs). The task decides the answer's

@@ -195,7 +195,7 @@ fn urbanvideo_options_come_out_of_the_question_text() {
 fn dualcog_choice_and_visibility_rows() {
     let path = data("dualcog.json");
     let out = read_dualcog(&path, &skip_bad()).expect("read");
-    assert_eq!(out.items.len(), 3);
+    assert_eq!(out.items.len(), 4);
 
     let joint = &out.items[0];
     assert_eq!(joint.task, Task::DualCog(DualCogTask::JointBehaviorRecognition));
@@ -219,15 +219,15 @@ fn dualcog_choice_and_visibility_rows() {
     assert!(env.options.is_empty());
     assert_eq!(env.intervals, vec![Interval { start: 1.0, end: 2.5 }, Interval { start: 6.0, end: 8.0 }]);
 
+    // Multi-landmark visibility: the total over the targets.
+    let multi = &out.items[3];
+    assert_eq!((multi.id.as_str(), &multi.answer), ("dc-env-2", &Answer::Number(3.0)));
+
     let lines: Vec<usize> = out.skipped.iter().map(|e| e.line).collect();
-    assert_eq!(
-        lines,
-        vec![line_of(&path, "\"dc-env-2\""), line_of(&path, "\"dc-bad-task\""), line_of(&path, "\"dc-bad-answer\"")]
-    );
+    assert_eq!(lines, vec![line_of(&path, "\"dc-bad-task\""), line_of(&path, "\"dc-bad-answer\"")]);
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
-    assert!(matches!(problems[0], RowProblem::Unsupported(_)));
-    assert!(matches!(problems[1], RowProblem::UnknownTask { task, .. } if task == "self_where"));
-    assert!(matches!(problems[2], RowProblem::AnswerNotInOptions { answer, .. } if answer == "H"));
+    assert!(matches!(problems[0], RowProblem::UnknownTask { task, .. } if task == "self_teleport"));
+    assert!(matches!(problems[1], RowProblem::AnswerNotInOptions { answer, .. } if answer == "H"));
 }
 
 #[test]

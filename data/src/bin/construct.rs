@@ -2,6 +2,9 @@
 //!
 //! ```text
 //! construct synth --out data/synth            # the demo's synthetic UAV world
+//! construct synth --dccs --out data/synth      # a UAV-DualCog set from it, under data/synth/dccs
+//! construct dccs-video --instances valid_instances.json --cloud points.ply --out OUT
+//! construct dccs-image --instances valid_instances.json --cloud points.ply --out OUT
 //! ```
 
 use std::path::PathBuf;
@@ -9,7 +12,11 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use motionvl_data::dccs::pipeline::SynthDccsConfig;
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
+
+#[path = "construct/dccs.rs"]
+mod dccs;
 
 #[derive(Parser)]
 #[command(name = "construct", about = "Build benchmark and training data for motionvl")]
@@ -23,6 +30,11 @@ enum Command {
     /// Render the synthetic UAV world: clips with exact depth and flow, SIS-Bench-style
     /// questions for a training split and a held-out split of different worlds.
     Synth(SynthArgs),
+    /// UAV-DualCog Stage 3: flight missions, trajectories, render requests and video task rows
+    /// (`stage3.json`) from reviewed landmarks and the scene's point cloud.
+    DccsVideo(dccs::VideoArgs),
+    /// UAV-DualCog Stage 4: image task rows (`stage4.json`) and render requests.
+    DccsImage(dccs::ImageArgs),
 }
 
 #[derive(Args)]
@@ -70,6 +82,14 @@ struct SynthArgs {
     /// Replace a world already in --out.
     #[arg(long)]
     force: bool,
+    /// Build a UAV-DualCog (DCCS) set instead: landmarks, point cloud, Stage 3 and Stage 4
+    /// manifests and their rendered media (160×120) under `--out/dccs`, from `--seed` and
+    /// `--dccs-landmarks`.
+    #[arg(long)]
+    dccs: bool,
+    /// Landmarks of the DCCS world.
+    #[arg(long, default_value_t = SynthDccsConfig::default().landmarks)]
+    dccs_landmarks: usize,
 }
 
 impl SynthArgs {
@@ -98,9 +118,13 @@ impl SynthArgs {
 
 fn main() -> Result<()> {
     match Cli::parse().command {
+        Command::Synth(args) if args.dccs => dccs::synth(&args.out, args.seed, args.dccs_landmarks),
         Command::Synth(args) => synth(&args),
+        Command::DccsVideo(args) => dccs::video(&args),
+        Command::DccsImage(args) => dccs::image(&args),
     }
 }
+
 
 fn synth(args: &SynthArgs) -> Result<()> {
     let config = args.config()?;

@@ -1,6 +1,7 @@
 //! UAV-DualCog Stage 3 video tasks: behaviour recognition (single or multi-select option letters,
 //! each with the time intervals it happens in) and landmark visibility (how many separate times
-//! a landmark is visible, and when).
+//! a landmark is visible, and when); and Stage 4 image tasks (one option letter, with the
+//! landmark's box, which is not scored here).
 //!
 //! The benchmark asks for a JSON object (its system prompts give the schema; the manifest keeps
 //! only the user prompt, so the schema is appended to it here) and its scorer reads the span
@@ -9,7 +10,9 @@
 //!   or set — exact match is the accuracy, option-set F1 a side metric — and the intervals of
 //!   the chosen options against the true ones by mean best temporal IoU (`tiou`);
 //! - visibility: `visible_count` exact (accuracy), within one (`within_1`), absolute error, and
-//!   `visible_intervals_sec` by mean best temporal IoU.
+//!   `visible_intervals_sec` by mean best temporal IoU; multi-landmark rows compare the total
+//!   count and every target's intervals (an answer's `targets` are summed the same way);
+//! - image tasks: `answer_option_id` against the true letter.
 //!
 //! Outputs that hold no JSON fall back to the text extractors (letters, numbers), without
 //! intervals.
@@ -28,13 +31,17 @@ use crate::metrics::{Metric, Score, mean_best_tiou, random_choice, random_multi,
 
 pub struct DualCog;
 
-const COLUMNS: [(&str, &str, &str); 6] = [
+const COLUMNS: [(&str, &str, &str); 10] = [
     ("self_instance_recognition_joint", "JBR", "self-state"),
     ("self_set_instance_recognition", "SIR", "self-state"),
     ("self_element_instance_recognition", "EIR", "self-state"),
     ("self_composite_instance_recognition", "CIR", "self-state"),
     ("self_atomic_instance_recognition", "AIR", "self-state"),
+    ("self_where", "SWh", "self-state"),
+    ("self_what", "SWt", "self-state"),
     ("env_visibility_reasoning", "EVR", "environment"),
+    ("env_where", "EWh", "environment"),
+    ("env_how", "EHw", "environment"),
 ];
 
 impl Bench for DualCog {
@@ -70,6 +77,7 @@ impl Bench for DualCog {
         s.push_str("\n\nReturn exactly one valid JSON object and nothing else, following this schema:\n");
         s.push_str(match item.answer {
             Answer::Number(_) => r#"{"visible_count":2,"visible_intervals_sec":[[0.0,9.1],[17.7,26.8]]}"#,
+            _ if item.videos.is_empty() => r#"{"answer_option_id":"A","bbox_xyxy_norm":[0.1,0.2,0.3,0.4]}"#,
             _ => r#"{"answers":[{"option_id":"A","intervals_sec":[[0.0,1.2]]}]}"#,
         });
         s
@@ -78,7 +86,9 @@ impl Bench for DualCog {
     fn score(&self, item: &Item, output: &str) -> Score {
         let json = parse_json_lenient(&crate::extract::clean(output));
         match (&item.answer, json) {
-            (Answer::Number(truth), Some(obj)) if obj.contains_key("visible_count") => score_count(item, *truth, &obj),
+            (Answer::Number(truth), Some(obj)) if obj.contains_key("visible_count") || obj.contains_key("targets") => {
+                score_count(item, *truth, &obj)
+            }
             (Answer::Choice(_) | Answer::Choices(_), Some(obj)) => match chosen(&obj) {
                 Some((letters, intervals)) => score_choice(item, letters, &intervals),
                 None => with_intervals_zero(item, default_score(item, output)),
@@ -192,18 +202,26 @@ fn score_choice(item: &Item, letters: Vec<char>, intervals: &[Interval]) -> Scor
     }
 }
 
-fn score_count(item: &Item, truth: f64, obj: &Map<String, Value>) -> Score {
+/// A visibility answer's count and intervals; with `targets`, their sum and all of theirs.
+fn count_and_intervals(obj: &Map<String, Value>) -> (Option<f64>, Vec<Interval>) {
+    if let Some(Value::Array(targets)) = obj.get("targets") {
+        let parts: Vec<(Option<f64>, Vec<Interval>)> =
+            targets.iter().filter_map(Value::as_object).map(count_and_intervals).collect();
+        let total = parts.iter().map(|(c, _)| *c).sum::<Option<f64>>().filter(|_| !parts.is_empty());
+        return (total, parts.into_iter().flat_map(|(_, i)| i).collect());
+    }
     let count = match obj.get("visible_count") {
         Some(Value::Number(n)) => n.as_f64(),
         Some(Value::String(s)) => s.trim().parse::<f64>().ok(),
         _ => None,
     }
     .filter(|c| c.is_finite() && *c >= 0.0);
-    let intervals = obj
-        .get("visible_intervals_sec")
-        .or(obj.get("intervals_sec"))
-        .map(intervals_of)
-        .unwrap_or_default();
+    let intervals = obj.get("visible_intervals_sec").or(obj.get("intervals_sec")).map(intervals_of).unwrap_or_default();
+    (count, intervals)
+}
+
+fn score_count(item: &Item, truth: f64, obj: &Map<String, Value>) -> Score {
+    let (count, intervals) = count_and_intervals(obj);
     let base = Score::unanswered(Metric::Accuracy, Rule::Json, None);
     let score = match count {
         Some(c) => {
@@ -265,6 +283,19 @@ mod tests {
                 "{task}"
             );
         }
+    }
+
+    #[test]
+    fn multi_landmark_answers_are_summed() {
+        let obj = serde_json::json!({"targets": [
+            {"visible_count": 2, "visible_intervals_sec": [[0.0, 1.0]]},
+            {"visible_count": "1", "visible_intervals_sec": [[3.0, 4.0]]}
+        ]});
+        let (count, intervals) = count_and_intervals(obj.as_object().unwrap());
+        assert_eq!(count, Some(3.0));
+        assert_eq!(intervals, vec![Interval { start: 0.0, end: 1.0 }, Interval { start: 3.0, end: 4.0 }]);
+        let missing = serde_json::json!({"targets": [{"visible_count": 2}, {"visible_intervals_sec": []}]});
+        assert_eq!(count_and_intervals(missing.as_object().unwrap()).0, None);
     }
 
     #[test]
