@@ -276,8 +276,8 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
         writer.push(frame.view()).expect("push");
     }
     writer.finish().expect("finish");
-    for i in 1..=6 {
-        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 30, 90, 200]))
+    for i in 1..=8 {
+        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 25, 90, 200]))
             .save(frames_dir.join(format!("{i:07}.png")))
             .expect("png");
     }
@@ -311,10 +311,10 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     assert_eq!(v.pixel_values.dim(), (64, 3 * 2 * 14 * 14));
     let spg = v.second_per_grid.expect("video timing");
     assert!((spg - 2.0 / (10.0 / (19.0 / 7.0))).abs() < 1e-9, "second_per_grid {spg} uses the actual rate");
-    // A folder of six 32×32 frames at the declared 15 FPS: the plan never asks for more
-    // frames than the clip has, so all six are kept → t = 3; min_pixels lifts 32² to 56².
+    // A folder of eight 32×32 frames at the declared 15 FPS (0.53 s): 2 frames at 2 FPS, raised
+    // to the plan's minimum of 8, i.e. all of them → t = 4; min_pixels lifts 32² to 56².
     let f = &loaded.videos[1];
-    assert_eq!(f.grid_thw, [3, 4, 4]);
+    assert_eq!(f.grid_thw, [4, 4, 4]);
     assert!((f.second_per_grid.expect("timing") - 2.0 / 15.0).abs() < 1e-9);
     let img = &loaded.images[0];
     assert_eq!(img.grid_thw[0], 1);

@@ -16,7 +16,7 @@ use motionvl_flow::extract::plan_jobs;
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::{Trainer, check_data};
+use motionvl_train::sft::{Start, Trainer, check_data};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -254,6 +254,6 @@ fn samples_over_max_seq_len_are_trained_at_a_fitted_size() {
 
     // Nothing fits at all: an error before the first step naming the longest sample.
     let none = recipe_with(10);
-    let err = Trainer::new(&none, None).err().expect("refused").to_string();
+    let err = Trainer::start(&none, Start::Overwrite).err().expect("refused").to_string();
     assert!(err.contains("no sample of") && err.contains("the longest is sample"), "{err}");
 }

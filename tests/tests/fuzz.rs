@@ -1,0 +1,159 @@
+//! Bounded fuzzing of everything that parses user files: the training-row and benchmark
+//! manifest readers, the predictions reader, inline option splitting and answer extraction.
+//! Inputs are the repository's own data files, mutated by a seeded generator (byte flips,
+//! insertions, deletions, truncations, spliced chunks, JSON-significant bytes); every reader
+//! must return `Ok` or a typed error — never panic. CI runs the default bound; set
+//! `MOTIONVL_FUZZ_ITERS` for a longer pass (the seed of a failing case is printed).
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
+
+use motionvl_data::manifest::{AnswerOption, Benchmark, read_manifest, split_inline_options};
+use motionvl_data::samples::{ReadOptions, read_training_samples};
+use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
+use motionvl_eval::predictions::read_predictions;
+
+fn iterations() -> u64 {
+    std::env::var("MOTIONVL_FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
+}
+
+/// SplitMix64: a tiny seeded generator, so a failing case replays from its seed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n.max(1) as u64) as usize
+    }
+}
+
+const SPECIAL: &[u8] = b"{}[]\":,\n\\ 0-.eE\xff\xc3\xa9AB()";
+
+fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+    let mut out = seed.to_vec();
+    for _ in 0..1 + rng.below(8) {
+        let at = rng.below(out.len() + 1);
+        match rng.below(6) {
+            0 if !out.is_empty() => {
+                let i = at.min(out.len() - 1);
+                out[i] ^= 1 << rng.below(8);
+            }
+            1 => out.insert(at, SPECIAL[rng.below(SPECIAL.len())]),
+            2 if at < out.len() => {
+                let end = (at + 1 + rng.below(16)).min(out.len());
+                out.drain(at..end);
+            }
+            3 => out.truncate(at),
+            4 if !out.is_empty() => {
+                let from = rng.below(out.len());
+                let chunk: Vec<u8> = out[from..(from + 1 + rng.below(64)).min(out.len())].to_vec();
+                out.splice(at..at, chunk);
+            }
+            _ => {
+                let i = at.min(out.len().saturating_sub(1));
+                if let Some(b) = out.get_mut(i) {
+                    *b = SPECIAL[rng.below(SPECIAL.len())];
+                }
+            }
+        }
+    }
+    out
+}
+
+fn corpus() -> Vec<PathBuf> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let files: Vec<PathBuf> = ["data/tests/data/dualcog.json", "data/tests/data/lf.jsonl", "data/tests/data/links2bench.jsonl", "data/tests/data/llava.json", "data/tests/data/sisbench.json", "tests/data/tiny-sft/train.jsonl"]
+        .iter()
+        .map(|f| root.join(f))
+        .collect();
+    for f in &files {
+        assert!(f.is_file(), "fuzz seed {} is missing", f.display());
+    }
+    files
+}
+
+/// Runs `check` on `iterations()` mutants of each seed file written under `dir`; a panic
+/// fails the test with the seed that reproduces it.
+fn fuzz_files(name: &str, check: impl Fn(&Path, &Path)) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let seeds = corpus();
+    let mut cases = 0;
+    for (s, seed_file) in seeds.iter().enumerate() {
+        let seed = std::fs::read(seed_file).expect("seed");
+        // Media resolve against the seed's folder, so media checks run too.
+        let media_root = seed_file.parent().unwrap_or(dir.path());
+        let path = dir.path().join(format!("{name}-{s}.json"));
+        for i in 0..iterations() {
+            let case_seed = (s as u64) << 32 | i;
+            let bytes = mutate(&seed, &mut Rng(case_seed));
+            std::fs::write(&path, &bytes).expect("write mutant");
+            let outcome = catch_unwind(AssertUnwindSafe(|| check(&path, media_root)));
+            if outcome.is_err() {
+                let kept = dir.path().join("crash.json");
+                let _ = std::fs::write(&kept, &bytes);
+                panic!("{name} panicked on a mutant of {} (case seed {case_seed}; bytes saved in {})", seed_file.display(), kept.display());
+            }
+            cases += 1;
+        }
+    }
+    assert_eq!(cases as u64, iterations() * seeds.len() as u64);
+}
+
+#[test]
+fn training_row_readers_never_panic() {
+    for skip_bad in [false, true] {
+        fuzz_files("training", |p, media_root| {
+            let _ = read_training_samples(p, &ReadOptions { skip_bad, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() });
+        });
+    }
+}
+
+#[test]
+fn benchmark_manifest_readers_never_panic() {
+    fuzz_files("manifest", |p, media_root| {
+        let opts = ReadOptions { skip_bad: true, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() };
+        for b in Benchmark::ALL {
+            let _ = read_manifest(b, p, &opts);
+        }
+    });
+}
+
+#[test]
+fn the_predictions_reader_never_panics() {
+    fuzz_files("predictions", |p, _| {
+        let _ = read_predictions(p);
+        let _ = motionvl_eval::predictions::PredictionWriter::resume(p);
+    });
+}
+
+#[test]
+fn option_splitting_and_answer_extraction_never_panic() {
+    let options: Vec<AnswerOption> = ["move forward", "turn left", "ascend", "3.5 m"]
+        .iter()
+        .enumerate()
+        .map(|(i, t)| AnswerOption { label: (b'A' + i as u8) as char, text: t.to_string() })
+        .collect();
+    let seeds = ["The answer is B. turn left", "A. up\nB. down\nC) left (D) right", "{\"answer\": \"C\", \"time\": \"00:12\"}", "Yes, 12.5 meters at 1:02.5", "B and D"];
+    for (s, seed) in seeds.iter().enumerate() {
+        for i in 0..iterations() * 4 {
+            let case_seed = (s as u64) << 32 | i;
+            let text = String::from_utf8_lossy(&mutate(seed.as_bytes(), &mut Rng(case_seed))).into_owned();
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let _ = split_inline_options(&text);
+                let _ = extract_choice(&text, &options);
+                let _ = extract_choices(&text, &options);
+                let _ = extract_yes_no(&text);
+                let _ = extract_number(&text);
+                let _ = extract_timestamp(&text);
+                let _ = parse_json_lenient(&text);
+            }));
+            assert!(outcome.is_ok(), "answer extraction panicked on {text:?} (case seed {case_seed})");
+        }
+    }
+}
