@@ -2,6 +2,8 @@
 //!
 //! ```text
 //! construct synth --out data/synth            # the demo's synthetic UAV world
+//! construct split --input airscape/videos --out airscape/split
+//! construct nav --input merged_data.json --out bench/nav
 //! ```
 
 use std::path::PathBuf;
@@ -9,6 +11,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use motionvl_data::construct::{nav, split};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
 #[derive(Parser)]
@@ -23,6 +26,41 @@ enum Command {
     /// Render the synthetic UAV world: clips with exact depth and flow, SIS-Bench-style
     /// questions for a training split and a held-out split of different worlds.
     Synth(SynthArgs),
+    /// The AirScape train / benchmark split from clip file names (`{id}_{source}_{split}_...`).
+    Split(SplitArgs),
+    /// Navigation MCQ from flown trajectories (TravelUAV `merged_data.json` or a CSV of x,y,z).
+    Nav(NavArgs),
+}
+
+#[derive(Args)]
+struct SplitArgs {
+    /// A folder of clips, or a text file of clip names (one per line).
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder: train.txt, benchmark.txt and split.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// WebUAV3M clips kept on the benchmark side.
+    #[arg(long, default_value_t = split::SplitConfig::default().webuav_benchmark)]
+    webuav_benchmark: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct NavArgs {
+    /// TravelUAV / OpenUAV `merged_data.json`, or a CSV with x,y,z (and optional episode) columns.
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder; the rows go to DIR/nav.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// Each row's video or frame folder, `{id}` standing for the episode id (an episode's own
+    /// `video_path` wins).
+    #[arg(long, default_value = "{id}")]
+    video_pattern: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -99,7 +137,34 @@ impl SynthArgs {
 fn main() -> Result<()> {
     match Cli::parse().command {
         Command::Synth(args) => synth(&args),
+        Command::Split(args) => split_clips(&args),
+        Command::Nav(args) => nav(&args),
     }
+}
+
+fn split_clips(args: &SplitArgs) -> Result<()> {
+    let clips = split::read_clip_names(&args.input)?;
+    let config = split::SplitConfig { webuav_benchmark: args.webuav_benchmark, seed: args.seed };
+    let outcome = split::split_clips(&clips, &config).with_context(|| format!("splitting {}", args.input.display()))?;
+    split::write_split(&args.out, &outcome)?;
+    println!("{} clips split into {}", clips.len(), args.out.display());
+    println!("  {:<11} {:>8} {:>10}", "source", "training", "benchmark");
+    for (source, counts) in &outcome.counts {
+        println!("  {:<11} {:>8} {:>10}", source.name(), counts.train, counts.benchmark);
+    }
+    println!("  {:<11} {:>8} {:>10}", "total", outcome.train.len(), outcome.benchmark.len());
+    Ok(())
+}
+
+fn nav(args: &NavArgs) -> Result<()> {
+    let episodes = nav::read_episodes(&args.input, &args.video_pattern)?;
+    let (rows, skipped) = nav::build_rows(&episodes, &nav::StepRules::default(), args.seed);
+    for (id, why) in &skipped {
+        eprintln!("episode {id} left out: {why}");
+    }
+    let path = nav::write_rows(&args.out, &rows)?;
+    println!("{} navigation questions from {} episodes in {}", rows.len(), episodes.len(), path.display());
+    Ok(())
 }
 
 fn synth(args: &SynthArgs) -> Result<()> {
