@@ -9,6 +9,7 @@ pub mod frames;
 pub mod loader;
 pub mod manifest;
 pub mod preprocess;
+pub mod rng;
 pub mod samples;
 pub mod synth;
 pub mod text;

@@ -4,6 +4,7 @@
 //! construct synth --out data/synth            # the demo's synthetic UAV world
 //! construct split --input airscape/videos --out airscape/split
 //! construct nav --input merged_data.json --out bench/nav
+//! construct sisbench-qa --annotations bench/annotations.jsonl --out bench/sisbench.json
 //! ```
 
 use std::path::PathBuf;
@@ -11,7 +12,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use motionvl_data::construct::{nav, split};
+use motionvl_data::construct::{nav, sisbench_qa, split};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
 #[derive(Parser)]
@@ -30,6 +31,24 @@ enum Command {
     Split(SplitArgs),
     /// Navigation MCQ from flown trajectories (TravelUAV `merged_data.json` or a CSV of x,y,z).
     Nav(NavArgs),
+    /// SIS-Bench questions for all 13 tasks from per-video annotations (JSONL; schema in
+    /// `motionvl_data::construct::sisbench_qa`).
+    SisbenchQa(SisbenchQaArgs),
+}
+
+#[derive(Args)]
+struct SisbenchQaArgs {
+    /// Annotations: one JSON object per video (JSONL or a JSON list).
+    #[arg(long)]
+    annotations: PathBuf,
+    /// The SIS-Bench manifest to write (a JSON list); its video paths are as annotated.
+    #[arg(long)]
+    out: PathBuf,
+    /// Start of every question id.
+    #[arg(long, default_value = "sis")]
+    prefix: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -139,7 +158,19 @@ fn main() -> Result<()> {
         Command::Synth(args) => synth(&args),
         Command::Split(args) => split_clips(&args),
         Command::Nav(args) => nav(&args),
+        Command::SisbenchQa(args) => sisbench_qa_manifest(&args),
     }
+}
+
+fn sisbench_qa_manifest(args: &SisbenchQaArgs) -> Result<()> {
+    let videos = sisbench_qa::read_annotations(&args.annotations)?;
+    let questions = sisbench_qa::build_questions(&videos, &args.prefix, args.seed);
+    sisbench_qa::write_manifest(&args.out, &questions)?;
+    println!("{} questions about {} videos in {}", questions.len(), videos.len(), args.out.display());
+    for (task, n) in sisbench_qa::count_by_task(&questions) {
+        println!("  {:<28} {n:>6}", task.name());
+    }
+    Ok(())
 }
 
 fn split_clips(args: &SplitArgs) -> Result<()> {

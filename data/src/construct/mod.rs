@@ -13,6 +13,7 @@
 
 pub mod error;
 pub mod nav;
+pub mod sisbench_qa;
 
 pub mod split;
 

@@ -35,7 +35,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{ConstructError, write_json_atomic};
-use crate::synth::rng::{SynthRng, derive_seed};
+use crate::rng::{SynthRng, derive_seed};
 
 /// The option letters of a row.
 const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];

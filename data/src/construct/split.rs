@@ -20,7 +20,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use super::{ConstructError, write_atomic, write_json_atomic};
-use crate::synth::rng::SynthRng;
+use crate::rng::SynthRng;
 
 /// The source dataset of an AirScape clip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

@@ -17,7 +17,7 @@ pub mod generate;
 pub mod geometry;
 pub mod qa;
 pub mod render;
-pub mod rng;
+pub use crate::rng;
 pub mod scene;
 pub mod terrain;
 pub mod write;
