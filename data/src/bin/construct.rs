@@ -5,6 +5,7 @@
 //! construct split --input airscape/videos --out airscape/split
 //! construct nav --input merged_data.json --out bench/nav
 //! construct sisbench-qa --annotations bench/annotations.jsonl --out bench/sisbench.json
+//! construct sisbench-videos --input visdrone/sequences --out bench --concatenated 300 --shuffled 120
 //! ```
 
 use std::path::PathBuf;
@@ -12,7 +13,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use motionvl_data::construct::{nav, sisbench_qa, split};
+use motionvl_data::construct::{nav, sisbench_qa, sisbench_videos, split};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
 #[derive(Parser)]
@@ -34,6 +35,36 @@ enum Command {
     /// SIS-Bench questions for all 13 tasks from per-video annotations (JSONL; schema in
     /// `motionvl_data::construct::sisbench_qa`).
     SisbenchQa(SisbenchQaArgs),
+    /// SIS-Bench videos from frame folders and video files: converted (single and long),
+    /// concatenated and shuffled, at 15 FPS, with an index of their pieces.
+    SisbenchVideos(SisbenchVideosArgs),
+}
+
+#[derive(Args)]
+struct SisbenchVideosArgs {
+    /// Folder of sources: sub-folders of numbered frames and video files.
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder: videos/{single,long,concatenated,shuffled_*}/ and videos.jsonl.
+    #[arg(long)]
+    out: PathBuf,
+    /// Concatenated videos to make (2, 3 and 4 clips equally often).
+    #[arg(long, default_value_t = 0)]
+    concatenated: usize,
+    /// Shuffled videos of each kind (spatial and spatio-temporal) to make.
+    #[arg(long, default_value_t = 0)]
+    shuffled: usize,
+    /// Frame rate of the outputs.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().fps)]
+    fps: u32,
+    /// Declared frame rate of frame-folder sources.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().frame_folder_fps)]
+    frame_folder_fps: f64,
+    /// Sources at least this long (seconds) are long videos, the rest short clips.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().long_min_s)]
+    long_min_s: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -134,7 +165,10 @@ impl SynthArgs {
         let recognition_movements = self
             .recognition_movements
             .iter()
-            .map(|name| serde_json::from_value(serde_json::Value::String(name.clone())).with_context(|| format!("unknown movement `{name}`")))
+            .map(|name| {
+                serde_json::from_value(serde_json::Value::String(name.clone()))
+                    .with_context(|| format!("unknown movement `{name}`"))
+            })
             .collect::<Result<Vec<_>>>()?;
         Ok(SynthConfig {
             train_worlds: self.train_worlds,
@@ -159,7 +193,42 @@ fn main() -> Result<()> {
         Command::Split(args) => split_clips(&args),
         Command::Nav(args) => nav(&args),
         Command::SisbenchQa(args) => sisbench_qa_manifest(&args),
+        Command::SisbenchVideos(args) => sisbench_videos_build(&args),
     }
+}
+
+fn sisbench_videos_build(args: &SisbenchVideosArgs) -> Result<()> {
+    let config = sisbench_videos::VideosConfig {
+        fps: args.fps,
+        frame_folder_fps: args.frame_folder_fps,
+        long_min_s: args.long_min_s,
+        concatenated: args.concatenated,
+        shuffled: args.shuffled,
+        seed: args.seed,
+    };
+    anyhow::ensure!(config.fps > 0, "--fps must be positive");
+    let sources = sisbench_videos::find_sources(&args.input, config.frame_folder_fps)?;
+    let jobs = sisbench_videos::plan_videos(&sources, &config)?;
+    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} videos · {elapsed} · eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let start = Instant::now();
+    let summary = sisbench_videos::build_videos(&sources, &jobs, &config, &args.out, &|| bar.inc(1))
+        .with_context(|| format!("building videos into {}", args.out.display()))?;
+    bar.finish_and_clear();
+    println!(
+        "{} videos from {} sources in {} ({} encoded, {} already there; {:.1} s)",
+        summary.rows.len(),
+        sources.len(),
+        args.out.display(),
+        summary.encoded,
+        summary.kept,
+        start.elapsed().as_secs_f64()
+    );
+    println!("  index: {}", summary.index.display());
+    Ok(())
 }
 
 fn sisbench_qa_manifest(args: &SisbenchQaArgs) -> Result<()> {

@@ -14,6 +14,7 @@
 pub mod error;
 pub mod nav;
 pub mod sisbench_qa;
+pub mod sisbench_videos;
 
 pub mod split;
 
