@@ -7,6 +7,7 @@ use motionvl_data::construct::sisbench_qa::{AnnotatedType, build_questions, read
 use motionvl_data::construct::sisbench_videos::{VideosConfig, build_videos, find_sources, overlap_s, plan_videos};
 use motionvl_data::manifest::{Answer, SisTask, Task, read_sisbench};
 use motionvl_data::samples::{ReadError, ReadOptions, RowProblem};
+use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -156,4 +157,40 @@ fn sisbench_videos_make_every_type_record_their_pieces_and_resume() {
     std::fs::remove_file(out.join(&rows[0].video)).unwrap_or_else(|e| panic!("{e}"));
     let third = build_videos(&sources, &jobs, &config, &out, &|| ()).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!((third.encoded, third.kept), (1, jobs.len() - 1));
+}
+
+#[test]
+fn synth_asks_all_13_tasks_from_its_annotations() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let config = SynthConfig {
+        train_worlds: 3,
+        test_worlds: 1,
+        clips_per_world: 8,
+        concats_per_world: 6,
+        landmarks_per_world: 8,
+        width: 64,
+        height: 48,
+        fps: 6,
+        seconds: 1.5,
+        seed: 3,
+        ground_truth: GroundTruth::None,
+        recognition_movements: Vec::new(),
+    };
+    let summary = generate(&config, dir.path(), false).unwrap_or_else(|e| panic!("{e}"));
+    let mut asked = std::collections::BTreeMap::new();
+    for split in [Split::Train, Split::Test] {
+        let out = read_sisbench(&summary.manifest(split), &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(out.skipped.is_empty(), "{:?}", out.skipped);
+        for q in &out.items {
+            *asked.entry(q.task.name()).or_insert(0) += 1;
+        }
+        let annotations = dir.path().join(split.name()).join("annotations.jsonl");
+        let videos = read_annotations(&annotations).unwrap_or_else(|e| panic!("{e}"));
+        for v in &videos {
+            assert!(dir.path().join(split.name()).join(&v.video).is_file(), "{} is written", v.video);
+        }
+        assert!(videos.iter().any(|v| v.video_type == AnnotatedType::ShuffledSpatiotemporal));
+    }
+    let missing: Vec<&str> = SisTask::ALL.iter().map(|t| t.name()).filter(|n| !asked.contains_key(n)).collect();
+    assert!(missing.is_empty(), "not asked: {missing:?}; asked {asked:?}");
 }

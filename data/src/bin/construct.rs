@@ -165,10 +165,7 @@ impl SynthArgs {
         let recognition_movements = self
             .recognition_movements
             .iter()
-            .map(|name| {
-                serde_json::from_value(serde_json::Value::String(name.clone()))
-                    .with_context(|| format!("unknown movement `{name}`"))
-            })
+            .map(|name| serde_json::from_value(serde_json::Value::String(name.clone())).with_context(|| format!("unknown movement `{name}`")))
             .collect::<Result<Vec<_>>>()?;
         Ok(SynthConfig {
             train_worlds: self.train_worlds,

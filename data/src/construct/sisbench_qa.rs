@@ -191,9 +191,13 @@ impl VideoAnnotation {
         }
     }
 
-    /// Clips stitched into the video (1 unless concatenated).
+    /// Clips stitched into the video: the listed clips, except that a shuffled video is one
+    /// source however many pieces it plays.
     pub fn concat_num(&self) -> u32 {
-        if self.video_type == AnnotatedType::Concatenated { self.clips.len() as u32 } else { 1 }
+        match self.video_type {
+            AnnotatedType::ShuffledSpatial | AnnotatedType::ShuffledSpatiotemporal => 1,
+            _ => self.clips.len().max(1) as u32,
+        }
     }
 
     /// Actions in time order with equal neighbours merged.

@@ -1,4 +1,8 @@
-//! Four-option questions about the rendered clips, in the SIS-Bench task taxonomy.
+//! Four-option questions about the rendered clips, in the SIS-Bench task taxonomy. The four
+//! below have rules of their own, which use what only the renderer knows (the option set a
+//! clip was flown for, pixel-exact absence); the other nine tasks are asked from the world's
+//! annotations ([`super::annotate`]) by the builders real footage goes through
+//! ([`crate::construct::sisbench_qa`]).
 //!
 //! | task | video | asks | options |
 //! |---|---|---|---|
@@ -32,9 +36,23 @@ use crate::construct::sisbench_qa::{order_distractors, sequence_text, take_three
 pub use crate::construct::sisbench_qa::{Draft, Mcq};
 use crate::manifest::SisTask;
 
-/// The tasks this world asks about, in the order they are written.
-pub const TASKS: [SisTask; 4] =
-    [SisTask::ActionRecognition, SisTask::ObjectExistence, SisTask::ActionSequence, SisTask::LandmarkOrder];
+/// The tasks this world asks about, in the order they are written: the four asked here, then
+/// the nine asked from the world's annotations by `construct::sisbench_qa` (see `annotate`).
+pub const TASKS: [SisTask; 13] = [
+    SisTask::ActionRecognition,
+    SisTask::ObjectExistence,
+    SisTask::ActionSequence,
+    SisTask::LandmarkOrder,
+    SisTask::ObjectAttribute,
+    SisTask::RelativeDirection,
+    SisTask::LandmarkRecall,
+    SisTask::PositionalRelationship,
+    SisTask::SpatialConsistency,
+    SisTask::SpatioTemporalConsistency,
+    SisTask::ActionRecall,
+    SisTask::ActionPrediction,
+    SisTask::PathPlanning,
+];
 
 /// What the questions need to know about one rendered clip.
 #[derive(Debug, Clone, PartialEq)]
