@@ -8,6 +8,7 @@ pub mod construct;
 pub mod frames;
 pub mod loader;
 pub mod manifest;
+pub mod parquet_rows;
 pub mod preprocess;
 pub mod rng;
 pub mod samples;

@@ -16,8 +16,8 @@
 //! missing media file, malformed answer — is a [`RowError`] naming file and line; with
 //! [`ReadOptions::skip_bad`] it is left out and reported in [`ReadOutcome::skipped`].
 //!
-//! The official UrbanVideo-Bench file is `MCQ.parquet`; this crate reads JSON / JSONL, so
-//! convert it once (`pandas.read_parquet(p).to_json(out, orient="records", lines=True)`).
+//! Every reader takes JSON, JSONL or Parquet (by extension), so the official UrbanVideo-Bench
+//! `MCQ.parquet` is read as it is published.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -694,8 +694,8 @@ pub fn read_sisbench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Ques
     })
 }
 
-/// UrbanVideo-Bench rows (`MCQ.parquet` exported as JSON). The options are parsed out of the
-/// question text; the video is `video_id` under the media root, which defaults to the
+/// UrbanVideo-Bench rows (`MCQ.parquet`, or the same rows as JSON / JSONL). The options are
+/// parsed out of the question text; the video is `video_id` under the media root, which defaults to the
 /// `videos/` folder beside the manifest when that exists (the dataset's layout).
 pub fn read_urbanvideo(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
     let media = match &opts.media_root {

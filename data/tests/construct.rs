@@ -1,11 +1,11 @@
 //! The construction modules' files, read back: annotations in, manifests out, and the readers
 //! of the real files (SIS-Bench rows with inline options).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use motionvl_data::construct::sisbench_qa::{AnnotatedType, build_questions, read_annotations};
 use motionvl_data::construct::sisbench_videos::{VideosConfig, build_videos, find_sources, overlap_s, plan_videos};
-use motionvl_data::manifest::{Answer, SisTask, Task, read_sisbench};
+use motionvl_data::manifest::{Answer, Question, SisTask, Task, read_sisbench, read_urbanvideo};
 use motionvl_data::samples::{ReadError, ReadOptions, RowProblem};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
@@ -193,4 +193,26 @@ fn synth_asks_all_13_tasks_from_its_annotations() {
     }
     let missing: Vec<&str> = SisTask::ALL.iter().map(|t| t.name()).filter(|n| !asked.contains_key(n)).collect();
     assert!(missing.is_empty(), "not asked: {missing:?}; asked {asked:?}");
+}
+
+#[test]
+fn urbanvideo_mcq_parquet_reads_like_its_json_rows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/urbanvideo");
+    let opts = ReadOptions { skip_bad: true, ..ReadOptions::default() };
+    let from_json = read_urbanvideo(&dir.join("MCQ.jsonl"), &opts).unwrap_or_else(|e| panic!("{e}"));
+    let parquet = dir.join("MCQ.parquet");
+    let from_parquet = read_urbanvideo(&parquet, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!from_parquet.items.is_empty());
+    let without_file =
+        |qs: &[Question]| qs.iter().map(|q| Question { file: PathBuf::new(), ..q.clone() }).collect::<Vec<_>>();
+    assert_eq!(without_file(&from_parquet.items), without_file(&from_json.items));
+    let problems =
+        |o: &[motionvl_data::samples::RowError]| o.iter().map(|e| (e.line, e.problem.clone())).collect::<Vec<_>>();
+    assert_eq!(problems(&from_parquet.skipped), problems(&from_json.skipped), "bad rows named by row number");
+    assert!(from_parquet.skipped.iter().all(|e| e.file == parquet));
+
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let broken = write(tmp.path(), "MCQ.parquet", "PAR1 not really");
+    let err = read_urbanvideo(&broken, &opts).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("MCQ.parquet") && err.contains("Parquet"), "{err}");
 }
