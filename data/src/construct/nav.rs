@@ -111,12 +111,14 @@ impl fmt::Display for Segment {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.distance_m.round();
         let h = self.altitude_change_m.round();
+        // A stage flown on the spot (a vertical climb, a turn in place) has no distance to give.
+        let over = if d >= 1.0 { format!(" over {d} m") } else { String::new() };
         match self.kind {
-            SegmentKind::TakeOff => write!(f, "take off, climbing {h} m over {d} m"),
-            SegmentKind::Landing => write!(f, "descend to land, dropping {} m over {d} m", -h),
+            SegmentKind::TakeOff => write!(f, "take off, climbing {h} m{over}"),
+            SegmentKind::Landing => write!(f, "descend to land, dropping {} m{over}", -h),
             SegmentKind::TurnLeft | SegmentKind::TurnRight => {
                 let side = if self.kind == SegmentKind::TurnLeft { "left" } else { "right" };
-                write!(f, "turn {side} by {}° over {d} m", (self.turn_deg / 5.0).round() * 5.0)
+                write!(f, "turn {side} by {}°{over}", (self.turn_deg / 5.0).round() * 5.0)
             }
             SegmentKind::Cruise if h.abs() >= 1.0 => {
                 write!(f, "cruise {d} m, {} {} m", if h > 0.0 { "climbing" } else { "dropping" }, h.abs())
