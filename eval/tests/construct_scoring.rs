@@ -10,6 +10,7 @@ use motionvl_data::construct::sisbench_qa::{
 };
 use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::ReadOptions;
+use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_eval::Results;
 use motionvl_eval::score_predictions;
 
@@ -323,4 +324,71 @@ fn sisbench_qa_asks_all_13_tasks_and_scores_gold_100_and_constant_near_chance() 
             r.overall.accuracy
         );
     }
+}
+
+#[test]
+fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = SynthConfig {
+        train_worlds: 3,
+        test_worlds: 1,
+        clips_per_world: 8,
+        concats_per_world: 6,
+        landmarks_per_world: 8,
+        width: 64,
+        height: 48,
+        fps: 6,
+        seconds: 1.5,
+        seed: 3,
+        ground_truth: GroundTruth::None,
+        recognition_movements: Vec::new(),
+    };
+    let summary = generate(&config, &dir.path().join("world"), false).expect("synthetic world");
+    let mut tasks = std::collections::BTreeSet::new();
+    for split in [Split::Train, Split::Test] {
+        let manifest = summary.manifest(split);
+        let rows: Vec<serde_json::Value> =
+            serde_json::from_str(&std::fs::read_to_string(&manifest).expect("manifest"))
+                .expect("json");
+        let answers = |letter: Option<&str>| -> Vec<(String, String)> {
+            rows.iter()
+                .map(|r| {
+                    let id = r["question_id"].as_str().unwrap_or_default().to_string();
+                    (
+                        id,
+                        letter
+                            .unwrap_or_else(|| r["answer"].as_str().unwrap_or_default())
+                            .to_string(),
+                    )
+                })
+                .collect()
+        };
+        let gold = score(
+            "sisbench",
+            &manifest,
+            &answers(None),
+            dir.path(),
+            &format!("{split}-gold"),
+        );
+        assert_eq!((gold.questions, gold.skipped_rows), (rows.len(), 0));
+        assert!(
+            (gold.overall.accuracy - 1.0).abs() < 1e-12,
+            "{split}: gold {}",
+            gold.overall.accuracy
+        );
+        tasks.extend(gold.by_task.iter().map(|(t, _)| t.clone()));
+        let constant = score(
+            "sisbench",
+            &manifest,
+            &answers(Some("B")),
+            dir.path(),
+            &format!("{split}-b"),
+        );
+        assert!(
+            (constant.overall.accuracy - 0.25).abs() < 1e-12,
+            "{split}: constant B {}",
+            constant.overall.accuracy
+        );
+    }
+    assert_eq!(tasks.len(), 13, "{tasks:?}");
 }

@@ -20,9 +20,10 @@
 //! # Tasks and their distractor rules
 //!
 //! Each builder states its rule; the common aim is that the text alone gives nothing away:
-//! distractors are drawn from what the *other* videos of the file show (the "pool", with
-//! repeats, so distractors follow the distribution of answers), or are other arrangements of
-//! what this video shows, so a model that never looks at the video scores chance (25%).
+//! distractors are drawn from what the videos of the file show (the "pool", with repeats, so
+//! distractors follow the distribution of answers; each builder says what of this video it
+//! leaves out), or are other arrangements of what this video shows, so a model that never
+//! looks at the video scores chance (25%).
 //! [`balance`] then places answers so that every letter is the answer equally often within
 //! each task (the last questions of a task beyond a multiple of four are dropped).
 
@@ -393,7 +394,7 @@ pub fn balance(drafts: Vec<Draft>, prefix: &str, tasks: &[SisTask], rng: &mut Sy
     out
 }
 
-/// What the other videos of a file show, with repeats: the source of distractors.
+/// What the videos of a file show, with repeats: the source of distractors.
 #[derive(Debug, Clone, Default)]
 pub struct Pool {
     /// (category, attribute) of every object of every video.

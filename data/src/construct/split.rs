@@ -246,6 +246,23 @@ mod tests {
     }
 
     #[test]
+    fn a_pool_shaped_like_the_papers_gives_its_training_counts() {
+        // Source splits as large as AirScape's (the training side must come out 0 / 1,349 /
+        // 7,596 with 700 WebUAV3M clips kept for the benchmark).
+        let mut clips = names("urbanvideo", "train", 300, 0);
+        clips.extend(names("urbanvideo", "test", 100, 1_000));
+        clips.extend(names("NAT2021", "train", 1_349, 2_000));
+        clips.extend(names("NAT2021", "test", 180, 4_000));
+        clips.extend(names("WebUAV3M", "train", 7_800, 5_000));
+        clips.extend(names("WebUAV3M", "test", 496, 20_000));
+        let o = split_clips(&clips, &SplitConfig::default()).unwrap_or_else(|e| panic!("{e}"));
+        let train: Vec<usize> = Source::ALL.iter().map(|s| o.counts[s].train).collect();
+        assert_eq!(train, [0, 1_349, 7_596]);
+        assert_eq!(o.counts[&Source::WebUav3m].benchmark, 700);
+        assert_eq!(o.counts[&Source::UrbanVideo].benchmark, 400);
+    }
+
+    #[test]
     fn counts_follow_the_rules_and_the_seed() {
         let mut clips = names("urbanvideo", "train", 5, 0);
         clips.extend(names("urbanvideo", "test", 3, 100));
