@@ -313,12 +313,15 @@ pub struct NavRow {
 pub const QUESTION: &str =
     "The video shows a drone's flight from its starting point. Which description matches the path it flew?";
 
+/// A distractor rule: a path edited with the given randomness.
+type Rule<'a> = Box<dyn Fn(&mut SynthRng) -> Vec<Segment> + 'a>;
+
 /// Three distractors for a path from three of the four rules, drawn at random among those
 /// that apply (direction reversal needs a turn or an altitude stage), each differing from the
 /// truth and from each other in text; `None` when no such set is found.
 pub fn distractors(path: &[Segment], rng: &mut SynthRng) -> Option<[Vec<Segment>; 3]> {
     let reversed = reverse_directions(path);
-    let mut rules: Vec<Box<dyn Fn(&mut SynthRng) -> Vec<Segment> + '_>> = vec![
+    let mut rules: Vec<Rule<'_>> = vec![
         Box::new(|r| perturb_distances(path, r)),
         Box::new(|r| restage(path, r)),
         Box::new(|r| wrong_altitude(path, r)),

@@ -462,14 +462,21 @@ fn build_split(
     };
     write_json(&out_dir.join(&summary.manifest), &mcqs.iter().map(SisRow::new).collect::<Vec<_>>())?;
     write_json(&out_dir.join(&summary.conversations), &mcqs.iter().map(ConversationRow::new).collect::<Vec<_>>())?;
-    let jsonl: Vec<String> = annotations.iter().filter_map(|a| serde_json::to_string(a).ok()).collect();
     let annotations_file = out_dir.join(rel("annotations.jsonl"));
-    fs::write(&annotations_file, jsonl.join("\n") + "\n").map_err(SynthError::io(&annotations_file))?;
+    let mut jsonl = String::new();
+    for a in &annotations {
+        jsonl += &serde_json::to_string(a).map_err(|source| SynthError::Json { path: annotations_file.clone(), source })?;
+        jsonl.push('\n');
+    }
+    fs::write(&annotations_file, jsonl).map_err(SynthError::io(&annotations_file))?;
     let record =
         SplitRecord { split, config: config.clone(), intrinsics: k, conventions: conventions(), worlds, questions };
     write_json(&out_dir.join(&summary.world_file), &record)?;
     Ok(summary)
 }
+
+/// A concatenated video's record, its questions and the annotations of it and its cuts.
+type Concatenation = (ConcatRecord, Vec<Draft>, Vec<VideoAnnotation>);
 
 /// Everything needed to build one world of a split.
 struct WorldJob<'a> {
@@ -667,7 +674,7 @@ impl WorldJob<'_> {
         pool: &Pool,
         c: usize,
         n: usize,
-    ) -> Result<Option<(ConcatRecord, Vec<Draft>, Vec<VideoAnnotation>)>, SynthError> {
+    ) -> Result<Option<Concatenation>, SynthError> {
         let n = n.min(clips.len());
         if n < 2 {
             return Ok(None);
@@ -709,47 +716,9 @@ impl WorldJob<'_> {
                 .collect();
             drafts.extend(qa::landmark_order(&video, world, keys, &unseen, &mut rng));
         }
-        let parts: Vec<&VideoAnnotation> = selection.iter().map(|&i| &clips[i].annotation).collect();
-        let joined = annotate::joined(&video, &parts);
-        let long = VideoAnnotation { video_type: AnnotatedType::Long, ..joined.clone() };
-        let mut arng = SynthRng::new(derive_seed(self.seed, 0xb000 + c as u64));
-        use SisTask::*;
-        for (task, a) in [
-            (LandmarkRecall, &joined),
-            (PositionalRelationship, &joined),
-            (ActionRecall, &joined),
-            (ActionPrediction, &long),
-            (PathPlanning, &long),
-        ] {
-            drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut arng));
-        }
-        let mut annotations = vec![joined];
-        if n >= 3 {
-            let frames: Vec<&[u8]> = selection.iter().flat_map(|&i| clips[i].rgb.iter().map(Vec::as_slice)).collect();
-            let fps = self.config.fps;
-            let duration = frames.len() as f64 / fps as f64;
-            let in_frames = |p: Vec<[f64; 2]>| -> Vec<[usize; 2]> {
-                p.iter().map(|s| [(s[0] * fps as f64).round() as usize, (s[1] * fps as f64).round() as usize]).collect()
-            };
-            let cuts = [
-                (AnnotatedType::ShuffledSpatial, "sc", Some(spatial_parts(duration, &mut arng))),
-                (AnnotatedType::ShuffledSpatiotemporal, "stc", spatiotemporal_parts(duration)),
-            ];
-            for (kind, tag, seconds) in cuts {
-                let Some(seconds) = seconds else { continue };
-                let parts = in_frames(seconds);
-                if parts.iter().any(|p| p[1] <= p[0]) {
-                    continue;
-                }
-                let order = shuffled_order(PARTS, &mut arng);
-                let cut = format!("videos/{id}-{tag}.mp4");
-                let played = order.iter().flat_map(|&o| frames[parts[o][0]..parts[o][1]].iter().copied());
-                write_video(&self.dir.join(&cut), played, self.k.width, self.k.height, fps)?;
-                let shuffled = annotate::shuffled(&cut, &annotations[0], kind, &parts, &order, fps);
-                drafts.extend(sisbench_qa::consistency(&shuffled, &mut arng));
-                annotations.push(shuffled);
-            }
-        }
+        let chosen: Vec<&ClipOutput> = selection.iter().map(|&i| &clips[i]).collect();
+        let (annotated_drafts, annotations) = self.annotated_questions(&id, &video, &chosen, pool, c)?;
+        drafts.extend(annotated_drafts);
         let record = ConcatRecord {
             id,
             video,
@@ -758,6 +727,65 @@ impl WorldJob<'_> {
             key_landmarks: keys.map(|ks| ks.iter().map(|&l| world.landmarks[l].name.clone()).collect()),
         };
         Ok(Some((record, drafts, annotations)))
+    }
+
+    /// The joined video's questions asked from its annotations (those of the concatenated and,
+    /// standing in for them, the long-video tasks; see [`annotate`]), plus, for three clips or
+    /// more, its two shuffled cuts, written and asked about. Returns the drafts and the
+    /// annotations of the joined video and its cuts.
+    fn annotated_questions(
+        &self,
+        id: &str,
+        video: &str,
+        chosen: &[&ClipOutput],
+        pool: &Pool,
+        c: usize,
+    ) -> Result<(Vec<Draft>, Vec<VideoAnnotation>), SynthError> {
+        let parts: Vec<&VideoAnnotation> = chosen.iter().map(|o| &o.annotation).collect();
+        let joined = annotate::joined(video, &parts);
+        let long = VideoAnnotation { video_type: AnnotatedType::Long, ..joined.clone() };
+        let mut rng = SynthRng::new(derive_seed(self.seed, 0xb000 + c as u64));
+        let mut drafts = Vec::new();
+        use SisTask::*;
+        for (task, a) in [
+            (LandmarkRecall, &joined),
+            (PositionalRelationship, &joined),
+            (ActionRecall, &joined),
+            (ActionPrediction, &long),
+            (PathPlanning, &long),
+        ] {
+            drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut rng));
+        }
+        let mut annotations = vec![joined];
+        if chosen.len() < 3 {
+            return Ok((drafts, annotations));
+        }
+        let frames: Vec<&[u8]> = chosen.iter().flat_map(|o| o.rgb.iter().map(Vec::as_slice)).collect();
+        let fps = self.config.fps;
+        let duration = frames.len() as f64 / fps as f64;
+        let in_frames = |p: Vec<[f64; 2]>| -> Vec<[usize; 2]> {
+            p.iter().map(|s| [(s[0] * fps as f64).round() as usize, (s[1] * fps as f64).round() as usize]).collect()
+        };
+        let cuts = [
+            (AnnotatedType::ShuffledSpatial, "sc", Some(spatial_parts(duration, &mut rng))),
+            (AnnotatedType::ShuffledSpatiotemporal, "stc", spatiotemporal_parts(duration)),
+        ];
+        for (kind, tag, seconds) in cuts {
+            let Some(seconds) = seconds else { continue };
+            let parts = in_frames(seconds);
+            // A part rounded to no frame at this rate cannot be shown.
+            if parts.iter().any(|p| p[1] <= p[0]) {
+                continue;
+            }
+            let order = shuffled_order(PARTS, &mut rng);
+            let cut = format!("videos/{id}-{tag}.mp4");
+            let played = order.iter().flat_map(|&o| frames[parts[o][0]..parts[o][1]].iter().copied());
+            write_video(&self.dir.join(&cut), played, self.k.width, self.k.height, fps)?;
+            let shuffled = annotate::shuffled(&cut, &annotations[0], kind, &parts, &order, fps);
+            drafts.extend(sisbench_qa::consistency(&shuffled, &mut rng));
+            annotations.push(shuffled);
+        }
+        Ok((drafts, annotations))
     }
 }
 
