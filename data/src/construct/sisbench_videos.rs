@@ -349,6 +349,8 @@ impl VideoJob {
         fs::create_dir_all(dir).map_err(ConstructError::io(dir))?;
         let tmp = path.with_file_name(format!(".{}.partial.mp4", stem(&path.to_string_lossy())));
         let settings = EncodeSettings {
+            // The benchmark's videos are H.264: no silent fallback to another encoder.
+            codec: Some("libx264".to_string()),
             frame_rate: (fps as i32, 1),
             bit_rate: (w * h * fps as usize / 4).max(400_000),
             gop_size: fps,
