@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use motionvl_data::construct::sisbench_qa::{AnnotatedType, build_questions, read_annotations};
 use motionvl_data::construct::sisbench_videos::{VideosConfig, build_videos, find_sources, overlap_s, plan_videos};
-use motionvl_data::manifest::{Answer, Question, SisTask, Task, read_sisbench, read_urbanvideo};
+use motionvl_data::manifest::{Answer, Level, Question, SisTask, Task, read_sisbench, read_urbanvideo};
 use motionvl_data::samples::{ReadError, ReadOptions, RowProblem};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
@@ -163,8 +163,8 @@ fn sisbench_videos_make_every_type_record_their_pieces_and_resume() {
 fn synth_asks_all_13_tasks_from_its_annotations() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
     let config = SynthConfig {
-        train_worlds: 3,
-        test_worlds: 1,
+        train_worlds: 2,
+        test_worlds: 2,
         clips_per_world: 8,
         concats_per_world: 6,
         landmarks_per_world: 8,
@@ -183,13 +183,16 @@ fn synth_asks_all_13_tasks_from_its_annotations() {
         assert!(out.skipped.is_empty(), "{:?}", out.skipped);
         for q in &out.items {
             *asked.entry(q.task.name()).or_insert(0) += 1;
+            let Task::Sis(task) = q.task else { panic!("{} is not a SIS-Bench task", q.id) };
+            assert!(split == Split::Test || task.level() != Level::Reasoning, "{}: reasoning in training", q.id);
         }
         let annotations = dir.path().join(split.name()).join("annotations.jsonl");
         let videos = read_annotations(&annotations).unwrap_or_else(|e| panic!("{e}"));
         for v in &videos {
             assert!(dir.path().join(split.name()).join(&v.video).is_file(), "{} is written", v.video);
         }
-        assert!(videos.iter().any(|v| v.video_type == AnnotatedType::ShuffledSpatiotemporal));
+        let shuffled = videos.iter().any(|v| v.video_type == AnnotatedType::ShuffledSpatiotemporal);
+        assert_eq!(shuffled, split == Split::Test, "shuffled cuts are held out only");
     }
     let missing: Vec<&str> = SisTask::ALL.iter().map(|t| t.name()).filter(|n| !asked.contains_key(n)).collect();
     assert!(missing.is_empty(), "not asked: {missing:?}; asked {asked:?}");

@@ -10,7 +10,8 @@
 //! The world flies one behaviour per clip and has no longer continuous flights, so the
 //! long-video tasks (Action Prediction, Path Planning) are asked of the concatenated videos,
 //! whose clips play in their original order; the shuffled videos of the consistency tasks are
-//! cut from concatenated videos of three or more clips.
+//! cut from concatenated videos of three or more clips. Like SIS-Motion-54K, the training split
+//! asks no reasoning-level task (those four are held-out only).
 
 use super::render::RenderedClip;
 use super::scene::World;

@@ -41,7 +41,7 @@ use super::scene::{Colour, LandmarkKind, World, WorldSpec};
 use super::write::{ConversationRow, SisRow, write_ground_truth, write_json, write_video};
 use crate::construct::sisbench_qa::{self, AnnotatedType, Pool, VideoAnnotation};
 use crate::construct::sisbench_videos::{PARTS, shuffled_order, spatial_parts, spatiotemporal_parts};
-use crate::manifest::SisTask;
+use crate::manifest::{Level, SisTask};
 
 /// Which clips get ground-truth files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -553,6 +553,12 @@ impl WorldJob<'_> {
         Ok((WorldRecord { index: self.index, world, clips, concatenations }, drafts, annotations))
     }
 
+    /// Whether this split asks `task`: the held-out split all 13, the training split none of
+    /// the reasoning level, as SIS-Motion-54K holds none (SPEC §3).
+    fn asks(&self, task: SisTask) -> bool {
+        self.split == Split::Test || task.level() != Level::Reasoning
+    }
+
     fn name(&self, what: &str) -> String {
         format!("{}-w{:03}-{what}", self.split.name(), self.index)
     }
@@ -665,8 +671,9 @@ impl WorldJob<'_> {
     }
 
     /// Picks `n` clips with distinct behaviours (preferring a choice where each clip shows a
-    /// landmark no other chosen clip shows), writes the joined video (and, for three clips or
-    /// more, its two shuffled cuts) and drafts their questions; returns their annotations.
+    /// landmark no other chosen clip shows), writes the joined video (and, held out, for three
+    /// clips or more, its two shuffled cuts) and drafts their questions; returns their
+    /// annotations.
     fn concatenate(
         &self,
         world: &World,
@@ -730,8 +737,8 @@ impl WorldJob<'_> {
     }
 
     /// The joined video's questions asked from its annotations (those of the concatenated and,
-    /// standing in for them, the long-video tasks; see [`annotate`]), plus, for three clips or
-    /// more, its two shuffled cuts, written and asked about. Returns the drafts and the
+    /// standing in for them, the long-video tasks; see [`annotate`]), plus, in the held-out split
+    /// and for three clips or more, its two shuffled cuts, written and asked about. Returns the drafts and the
     /// annotations of the joined video and its cuts.
     fn annotated_questions(
         &self,
@@ -754,10 +761,12 @@ impl WorldJob<'_> {
             (ActionPrediction, &long),
             (PathPlanning, &long),
         ] {
-            drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut rng));
+            if self.asks(task) {
+                drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut rng));
+            }
         }
         let mut annotations = vec![joined];
-        if chosen.len() < 3 {
+        if chosen.len() < 3 || !self.asks(SpatialConsistency) {
             return Ok((drafts, annotations));
         }
         let frames: Vec<&[u8]> = chosen.iter().flat_map(|o| o.rgb.iter().map(Vec::as_slice)).collect();
