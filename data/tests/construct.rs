@@ -71,6 +71,8 @@ fn bad_annotations_name_file_line_and_field() {
     }
     let path = write(dir.path(), "ann.jsonl", good);
     assert_eq!(read_annotations(&path).map(|v| v.len()).unwrap_or_default(), 1);
+    let path = write(dir.path(), "ann.json", &format!("{{\"samples\": [{good}, {good}]}}"));
+    assert_eq!(read_annotations(&path).map(|v| v.len()).unwrap_or_default(), 2, "rows under `samples`");
     assert!(matches!(read_sisbench(&dir.path().join("none.json"), &no_media()), Err(ReadError::Io { .. })));
 }
 

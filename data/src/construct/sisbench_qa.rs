@@ -1,6 +1,6 @@
 //! `construct sisbench-qa`: SIS-Bench questions for all 13 tasks from per-video annotations.
 //!
-//! # Annotations (JSONL, a JSON list, or rows under `videos`/`samples`/`data`)
+//! # Annotations (JSONL, a JSON list, or rows under `samples`/`data`/`items`)
 //!
 //! One row per video, what a labeller or a simulator knows about it. Times are seconds from
 //! the start of the video as it plays; image positions are normalised, `x` right and `y` down
@@ -219,12 +219,6 @@ pub fn read_annotations(path: &Path) -> Result<Vec<VideoAnnotation>, ConstructEr
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let value: Value = r.value.map_err(|m| ConstructError::input(path, format!("line {}: {m}", r.line)))?;
-        let value = match value {
-            Value::Object(mut map) if out.is_empty() && map.len() == 1 && map.contains_key("videos") => {
-                map.remove("videos").unwrap_or_default()
-            }
-            v => v,
-        };
         let annotation: VideoAnnotation =
             serde_json::from_value(value).map_err(|e| ConstructError::input(path, format!("line {}: {e}", r.line)))?;
         annotation
