@@ -20,7 +20,9 @@
 //! on a level path, a 10–25 m climb or descent added to a segment). Every distractor differs
 //! from the truth in its segments and in its text, so none reads like a rewording of the answer;
 //! answer letters are dealt from a shuffled deck, so each letter is the answer equally often
-//! (within one).
+//! (within one). The residual: each distractor is one edit away from the truth, as the source
+//! prescribes, so the truth is the option the others have most in common with, and a text-only
+//! model that looks for it can beat chance.
 //!
 //! Output rows (`DIR/nav.json`, a JSON list) are what `eval`'s `nav` reader reads:
 //! `question_id`, `episode`, `video_path`, `task_type`, `question`, `options` {A..D}, `answer`
