@@ -5,6 +5,7 @@
 //! loader threads never touch a device.
 
 pub mod budget;
+pub mod construct;
 pub mod dccs;
 pub mod digest;
 pub mod files;
@@ -12,7 +13,9 @@ pub mod frames;
 pub mod loader;
 pub mod manifest;
 pub mod media_config;
+pub mod parquet_rows;
 pub mod preprocess;
+pub mod rng;
 pub mod run_dir;
 pub mod samples;
 pub mod synth;

@@ -2,7 +2,7 @@
 //!
 //! | benchmark | row fields read | answer |
 //! |---|---|---|
-//! | SIS-Bench | `question_id`, `video_name`, `video_path`, `concat_num`, `task_type`, `question`, `options` {A..D}, `answer` | letter |
+//! | SIS-Bench | `question_id`, `video_name`, `video_path`, `concat_num`, `task_type`, `question`, `options` {A..D} (or inline in `question`), `answer` | letter |
 //! | UrbanVideo-Bench | `Question_id`, `video_id`, `question_category`, `question` (options inside the text, up to A–G), `answer` | letter |
 //! | UAV-DualCog (Stage 3 video rows) | `sample_id`, `task_name`, `video_path`, `fps`, `user_prompt`/`prompt_text`, `choice_options` [{option_id, label}], `answer_option_id(s)`, `answer_items[].intervals_sec`, `gold_environment_answer` | letter(s), or a count plus visibility intervals |
 //! | UAV-DualCog (Stage 4 image rows) | `sample_id`, `task_type`, `user_prompt`/`prompt_text`, `reference_image(_with_bbox)`, `target_image` or `candidates` [{option_id, image}], `label_options`, `answer_option_id` | letter |
@@ -17,8 +17,8 @@
 //! missing media file, malformed answer — is a [`RowError`] naming file and line; with
 //! [`ReadOptions::skip_bad`] it is left out and reported in [`ReadOutcome::skipped`].
 //!
-//! The official UrbanVideo-Bench file is `MCQ.parquet`; this crate reads JSON / JSONL, so
-//! convert it once (`pandas.read_parquet(p).to_json(out, orient="records", lines=True)`).
+//! Every reader takes JSON, JSONL or Parquet (by extension), so the official UrbanVideo-Bench
+//! `MCQ.parquet` is read as it is published.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -692,15 +692,22 @@ fn read_questions(
 }
 
 /// SIS-Bench rows (the HF `choucsan/SIS-Bench` JSON). The video is `video_path`, else
-/// `video_name`, resolved against the media root.
+/// `video_name`, resolved against the media root. Rows without `options` carry them inline in
+/// the question (`A. ...` lines or markers), parsed by [`split_inline_options`].
 pub fn read_sisbench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
     let media = MediaResolver::new(path, opts);
     read_questions(Benchmark::SisBench, path, opts, &["question_id"], media, |row, id, base, media| {
         let task_name = row.required_string(&["task_type"])?;
         let task = SisTask::from_name(&task_name)
             .ok_or_else(|| unknown_task(&task_name, SisTask::ALL.iter().map(|t| t.name())))?;
-        let question = row.required_string(&["question"])?;
-        let options = parse_options(row, &["options"])?;
+        let text = row.required_string(&["question"])?;
+        let (question, options) = match row.get(&["options"]) {
+            Some(_) => (text, parse_options(row, &["options"])?),
+            None => split_inline_options(&text),
+        };
+        if options.len() < 2 {
+            return Err(RowProblem::NoOptions(" (give `options` or `A. ...` lines in the question)".into()));
+        }
         let answer = parse_choice(&row.required_string(&["answer"])?, &options)?;
         let video = row.string(&["video_path", "video_name"])?.ok_or(RowProblem::MissingField("video_path"))?;
         let mut q = base.question(id, Task::Sis(task), question, options, answer);
@@ -710,8 +717,8 @@ pub fn read_sisbench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Ques
     })
 }
 
-/// UrbanVideo-Bench rows (`MCQ.parquet` exported as JSON). The options are parsed out of the
-/// question text; the video is `video_id` under the media root, which defaults to the
+/// UrbanVideo-Bench rows (`MCQ.parquet`, or the same rows as JSON / JSONL). The options are
+/// parsed out of the question text; the video is `video_id` under the media root, which defaults to the
 /// `videos/` folder beside the manifest when that exists (the dataset's layout).
 pub fn read_urbanvideo(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
     let media = match &opts.media_root {

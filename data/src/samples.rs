@@ -130,11 +130,15 @@ pub struct Record {
 }
 
 /// Reads JSONL, a JSON array, or a JSON object wrapping an array (see the module docs) into
-/// records with their starting lines.
+/// records with their starting lines; a `.parquet` file gives one record per row
+/// ([`crate::parquet_rows`]).
 ///
 /// A JSON array is split by a small structural scanner before each element is parsed, so a
 /// row keeps its own line number and a malformed element is one bad row, not a dead file.
 pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
+    if crate::parquet_rows::is_parquet(path) {
+        return crate::parquet_rows::read_parquet_records(path);
+    }
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
     records_from_str(&text)
         .map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })

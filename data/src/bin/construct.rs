@@ -5,6 +5,10 @@
 //! construct synth --dccs --out data/synth      # a UAV-DualCog set from it, under data/synth/dccs
 //! construct dccs-video --instances valid_instances.json --cloud points.ply --out OUT
 //! construct dccs-image --instances valid_instances.json --cloud points.ply --out OUT
+//! construct split --input airscape/videos --out airscape/split
+//! construct nav --input merged_data.json --out bench/nav
+//! construct sisbench-qa --annotations bench/annotations.jsonl --out bench/sisbench.json
+//! construct sisbench-videos --input visdrone/sequences --out bench --concatenated 300 --shuffled 120
 //! ```
 
 use std::path::PathBuf;
@@ -13,6 +17,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use motionvl_data::dccs::pipeline::SynthDccsConfig;
+use motionvl_data::construct::{nav, sisbench_qa, sisbench_videos, split};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
 #[path = "construct/dccs.rs"]
@@ -35,6 +40,89 @@ enum Command {
     DccsVideo(dccs::VideoArgs),
     /// UAV-DualCog Stage 4: image task rows (`stage4.json`) and render requests.
     DccsImage(dccs::ImageArgs),
+    /// The AirScape train / benchmark split from clip file names (`{id}_{source}_{split}_...`).
+    Split(SplitArgs),
+    /// Navigation MCQ from flown trajectories (TravelUAV `merged_data.json` or a CSV of x,y,z).
+    Nav(NavArgs),
+    /// SIS-Bench questions for all 13 tasks from per-video annotations (JSONL; schema in
+    /// `motionvl_data::construct::sisbench_qa`).
+    SisbenchQa(SisbenchQaArgs),
+    /// SIS-Bench videos from frame folders and video files: converted (single and long),
+    /// concatenated and shuffled, at 15 FPS, with an index of their pieces.
+    SisbenchVideos(SisbenchVideosArgs),
+}
+
+#[derive(Args)]
+struct SisbenchVideosArgs {
+    /// Folder of sources: sub-folders of numbered frames and video files.
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder: videos/{single,long,concatenated,shuffled_*}/ and videos.jsonl.
+    #[arg(long)]
+    out: PathBuf,
+    /// Concatenated videos to make (2, 3 and 4 clips equally often).
+    #[arg(long, default_value_t = 0)]
+    concatenated: usize,
+    /// Shuffled videos of each kind (spatial and spatio-temporal) to make.
+    #[arg(long, default_value_t = 0)]
+    shuffled: usize,
+    /// Frame rate of the outputs.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().fps)]
+    fps: u32,
+    /// Declared frame rate of frame-folder sources.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().frame_folder_fps)]
+    frame_folder_fps: f64,
+    /// Sources at least this long (seconds) are long videos, the rest short clips.
+    #[arg(long, default_value_t = sisbench_videos::VideosConfig::default().long_min_s)]
+    long_min_s: f64,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct SisbenchQaArgs {
+    /// Annotations: one JSON object per video (JSONL or a JSON list).
+    #[arg(long)]
+    annotations: PathBuf,
+    /// The SIS-Bench manifest to write (a JSON list); its video paths are as annotated.
+    #[arg(long)]
+    out: PathBuf,
+    /// Start of every question id.
+    #[arg(long, default_value = "sis")]
+    prefix: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct SplitArgs {
+    /// A folder of clips, or a text file of clip names (one per line).
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder: train.txt, benchmark.txt and split.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// WebUAV3M clips kept on the benchmark side.
+    #[arg(long, default_value_t = split::SplitConfig::default().webuav_benchmark)]
+    webuav_benchmark: usize,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+#[derive(Args)]
+struct NavArgs {
+    /// TravelUAV / OpenUAV `merged_data.json`, or a CSV with x,y,z (and optional episode) columns.
+    #[arg(long)]
+    input: PathBuf,
+    /// Output folder; the rows go to DIR/nav.json.
+    #[arg(long)]
+    out: PathBuf,
+    /// Each row's video or frame folder, `{id}` standing for the episode id (an episode's own
+    /// `video_path` wins).
+    #[arg(long, default_value = "{id}")]
+    video_pattern: String,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
 }
 
 #[derive(Args)]
@@ -125,6 +213,82 @@ fn main() -> Result<()> {
     }
 }
 
+        Command::Split(args) => split_clips(&args),
+        Command::Nav(args) => nav(&args),
+        Command::SisbenchQa(args) => sisbench_qa_manifest(&args),
+        Command::SisbenchVideos(args) => sisbench_videos_build(&args),
+    }
+}
+
+fn sisbench_videos_build(args: &SisbenchVideosArgs) -> Result<()> {
+    let config = sisbench_videos::VideosConfig {
+        fps: args.fps,
+        frame_folder_fps: args.frame_folder_fps,
+        long_min_s: args.long_min_s,
+        concatenated: args.concatenated,
+        shuffled: args.shuffled,
+        seed: args.seed,
+    };
+    anyhow::ensure!(config.fps > 0, "--fps must be positive");
+    let sources = sisbench_videos::find_sources(&args.input, config.frame_folder_fps)?;
+    let jobs = sisbench_videos::plan_videos(&sources, &config)?;
+    let bar = indicatif::ProgressBar::new(jobs.len() as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} videos · {elapsed} · eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let start = Instant::now();
+    let summary = sisbench_videos::build_videos(&sources, &jobs, &config, &args.out, &|| bar.inc(1))
+        .with_context(|| format!("building videos into {}", args.out.display()))?;
+    bar.finish_and_clear();
+    println!(
+        "{} videos from {} sources in {} ({} encoded, {} already there; {:.1} s)",
+        summary.rows.len(),
+        sources.len(),
+        args.out.display(),
+        summary.encoded,
+        summary.kept,
+        start.elapsed().as_secs_f64()
+    );
+    println!("  index: {}", summary.index.display());
+    Ok(())
+}
+
+fn sisbench_qa_manifest(args: &SisbenchQaArgs) -> Result<()> {
+    let videos = sisbench_qa::read_annotations(&args.annotations)?;
+    let questions = sisbench_qa::build_questions(&videos, &args.prefix, args.seed);
+    sisbench_qa::write_manifest(&args.out, &questions)?;
+    println!("{} questions about {} videos in {}", questions.len(), videos.len(), args.out.display());
+    for (task, n) in sisbench_qa::count_by_task(&questions) {
+        println!("  {:<28} {n:>6}", task.name());
+    }
+    Ok(())
+}
+
+fn split_clips(args: &SplitArgs) -> Result<()> {
+    let clips = split::read_clip_names(&args.input)?;
+    let config = split::SplitConfig { webuav_benchmark: args.webuav_benchmark, seed: args.seed };
+    let outcome = split::split_clips(&clips, &config).with_context(|| format!("splitting {}", args.input.display()))?;
+    split::write_split(&args.out, &outcome)?;
+    println!("{} clips split into {}", clips.len(), args.out.display());
+    println!("  {:<11} {:>8} {:>10}", "source", "training", "benchmark");
+    for (source, counts) in &outcome.counts {
+        println!("  {:<11} {:>8} {:>10}", source.name(), counts.train, counts.benchmark);
+    }
+    println!("  {:<11} {:>8} {:>10}", "total", outcome.train.len(), outcome.benchmark.len());
+    Ok(())
+}
+
+fn nav(args: &NavArgs) -> Result<()> {
+    let episodes = nav::read_episodes(&args.input, &args.video_pattern)?;
+    let (rows, skipped) = nav::build_rows(&episodes, &nav::StepRules::default(), args.seed);
+    for (id, why) in &skipped {
+        eprintln!("episode {id} left out: {why}");
+    }
+    let path = nav::write_rows(&args.out, &rows)?;
+    println!("{} navigation questions from {} episodes in {}", rows.len(), episodes.len(), path.display());
+    Ok(())
+}
 
 fn synth(args: &SynthArgs) -> Result<()> {
     let config = args.config()?;

@@ -9,6 +9,8 @@
 //!                                landmarks seen per frame), concatenations, question counts
 //! OUT/{train,test}/sisbench.json the questions as a SIS-Bench manifest
 //! OUT/{train,test}/conversations.json  the same questions as LLaVA training conversations
+//! OUT/{train,test}/annotations.jsonl   every video's exact ground truth in the annotation
+//!                                schema of `construct sisbench-qa` (see [`super::annotate`])
 //! OUT/{train,test}/videos/*.mp4  clips and concatenations; *.safetensors ground truth per clip
 //! ```
 //!
@@ -28,6 +30,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::SynthError;
+use super::annotate;
 use super::behaviours::{Behaviour, Flight, plan_flight};
 use super::camera::Intrinsics;
 use super::geometry::Vec3;
@@ -36,6 +39,9 @@ use super::render::RenderedClip;
 use super::rng::{SynthRng, derive_seed};
 use super::scene::{Colour, LandmarkKind, World, WorldSpec};
 use super::write::{ConversationRow, SisRow, write_ground_truth, write_json, write_video};
+use crate::construct::sisbench_qa::{self, AnnotatedType, Pool, VideoAnnotation};
+use crate::construct::sisbench_videos::{PARTS, shuffled_order, spatial_parts, spatiotemporal_parts};
+use crate::manifest::{Level, SisTask};
 
 /// Which clips get ground-truth files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -428,12 +434,14 @@ fn build_split(
     let k = Intrinsics::drone(config.width, config.height);
     let mut worlds = Vec::with_capacity(seeds.len());
     let mut drafts = Vec::new();
+    let mut annotations = Vec::new();
     for (index, &seed) in seeds.iter().enumerate() {
         let clips = &plans[index * config.clips_per_world..(index + 1) * config.clips_per_world];
         let job = WorldJob { config, split, index, seed, k, dir: &dir };
-        let (record, world_drafts) = job.build(clips, on_clip)?;
+        let (record, world_drafts, world_annotations) = job.build(clips, on_clip)?;
         worlds.push(record);
         drafts.extend(world_drafts);
+        annotations.extend(world_annotations);
     }
     let mcqs = qa::balance(drafts, split.name(), &mut rng);
     let mut questions = BTreeMap::new();
@@ -454,11 +462,21 @@ fn build_split(
     };
     write_json(&out_dir.join(&summary.manifest), &mcqs.iter().map(SisRow::new).collect::<Vec<_>>())?;
     write_json(&out_dir.join(&summary.conversations), &mcqs.iter().map(ConversationRow::new).collect::<Vec<_>>())?;
+    let annotations_file = out_dir.join(rel("annotations.jsonl"));
+    let mut jsonl = String::new();
+    for a in &annotations {
+        jsonl += &serde_json::to_string(a).map_err(|source| SynthError::Json { path: annotations_file.clone(), source })?;
+        jsonl.push('\n');
+    }
+    fs::write(&annotations_file, jsonl).map_err(SynthError::io(&annotations_file))?;
     let record =
         SplitRecord { split, config: config.clone(), intrinsics: k, conventions: conventions(), worlds, questions };
     write_json(&out_dir.join(&summary.world_file), &record)?;
     Ok(summary)
 }
+
+/// A concatenated video's record, its questions and the annotations of it and its cuts.
+type Concatenation = (ConcatRecord, Vec<Draft>, Vec<VideoAnnotation>);
 
 /// Everything needed to build one world of a split.
 struct WorldJob<'a> {
@@ -474,6 +492,7 @@ struct WorldJob<'a> {
 struct ClipOutput {
     record: ClipRecord,
     facts: ClipFacts,
+    annotation: VideoAnnotation,
     rgb: Vec<Vec<u8>>,
 }
 
@@ -482,7 +501,7 @@ impl WorldJob<'_> {
         &self,
         plans: &[(Behaviour, [Behaviour; 3])],
         on_clip: &(dyn Fn() + Sync),
-    ) -> Result<(WorldRecord, Vec<Draft>), SynthError> {
+    ) -> Result<(WorldRecord, Vec<Draft>, Vec<VideoAnnotation>), SynthError> {
         let spec = WorldSpec { landmarks: self.config.landmarks_per_world, ..WorldSpec::default() };
         let world = World::generate(self.seed, &spec)?;
         let behaviours: Vec<Behaviour> = plans.iter().map(|p| p.0).collect();
@@ -513,16 +532,31 @@ impl WorldJob<'_> {
                 .collect();
             drafts.extend(qa::object_existence(&o.record.video, &world, &o.facts, &elsewhere, &mut qrng));
         }
+        let mut annotations: Vec<VideoAnnotation> = outputs.iter().map(|o| o.annotation.clone()).collect();
+        let pool = Pool::new(&annotations);
+        for (c, a) in annotations.iter().enumerate() {
+            let mut arng = SynthRng::new(derive_seed(self.seed, 0xa000 + c as u64));
+            for task in [SisTask::ObjectAttribute, SisTask::RelativeDirection] {
+                drafts.extend(sisbench_qa::draft_task(task, a, &pool, &mut arng));
+            }
+        }
         let mut concatenations = Vec::new();
         for c in 0..self.config.concats_per_world {
             let global = self.index * self.config.concats_per_world + c;
-            if let Some((record, world_drafts)) = self.concatenate(&world, &outputs, c, 2 + global % 3)? {
+            if let Some((record, world_drafts, joined)) = self.concatenate(&world, &outputs, &pool, c, 2 + global % 3)? {
                 concatenations.push(record);
                 drafts.extend(world_drafts);
+                annotations.extend(joined);
             }
         }
         let clips = outputs.into_iter().map(|o| o.record).collect();
-        Ok((WorldRecord { index: self.index, world, clips, concatenations }, drafts))
+        Ok((WorldRecord { index: self.index, world, clips, concatenations }, drafts, annotations))
+    }
+
+    /// Whether this split asks `task`: the held-out split all 13, the training split none of
+    /// the reasoning level, as SIS-Motion-54K holds none (SPEC §3).
+    fn asks(&self, task: SisTask) -> bool {
+        self.split == Split::Test || task.level() != Level::Reasoning
     }
 
     fn name(&self, what: &str) -> String {
@@ -571,6 +605,9 @@ impl WorldJob<'_> {
         let id = self.name(&format!("c{c:02}"));
         let video = format!("videos/{id}.mp4");
         let clip = RenderedClip::render(world, &self.k, flight.poses(self.config.fps as f32, frames));
+        let clear_pixels = ((self.k.width * self.k.height) as f64 * 0.008).max(12.0) as u32;
+        let annotation =
+            annotate::clip_annotation(&video, world, &clip, flight.behaviour.phrase(), self.config.fps, clear_pixels);
         write_video(
             &self.dir.join(&video),
             clip.frames.iter().map(|f| f.rgb.as_slice()),
@@ -594,8 +631,6 @@ impl WorldJob<'_> {
             None
         };
 
-        let (w, h) = (self.k.width, self.k.height);
-        let clear_pixels = ((w * h) as f64 * 0.008).max(12.0) as u32;
         let clear_frames = (frames / 5).max(2);
         let visibility = clip.visibility(world.landmarks.len());
         let mut sightings = Vec::new();
@@ -632,18 +667,21 @@ impl WorldJob<'_> {
             flight,
             landmarks_seen: sightings,
         };
-        Ok(ClipOutput { record, facts, rgb: clip.frames.into_iter().map(|f| f.rgb).collect() })
+        Ok(ClipOutput { record, facts, annotation, rgb: clip.frames.into_iter().map(|f| f.rgb).collect() })
     }
 
     /// Picks `n` clips with distinct behaviours (preferring a choice where each clip shows a
-    /// landmark no other chosen clip shows), writes the joined video and drafts its questions.
+    /// landmark no other chosen clip shows), writes the joined video (and, held out, for three
+    /// clips or more, its two shuffled cuts) and drafts their questions; returns their
+    /// annotations.
     fn concatenate(
         &self,
         world: &World,
         clips: &[ClipOutput],
+        pool: &Pool,
         c: usize,
         n: usize,
-    ) -> Result<Option<(ConcatRecord, Vec<Draft>)>, SynthError> {
+    ) -> Result<Option<Concatenation>, SynthError> {
         let n = n.min(clips.len());
         if n < 2 {
             return Ok(None);
@@ -685,6 +723,9 @@ impl WorldJob<'_> {
                 .collect();
             drafts.extend(qa::landmark_order(&video, world, keys, &unseen, &mut rng));
         }
+        let chosen: Vec<&ClipOutput> = selection.iter().map(|&i| &clips[i]).collect();
+        let (annotated_drafts, annotations) = self.annotated_questions(&id, &video, &chosen, pool, c)?;
+        drafts.extend(annotated_drafts);
         let record = ConcatRecord {
             id,
             video,
@@ -692,7 +733,68 @@ impl WorldJob<'_> {
             clips: selection.iter().map(|&i| clips[i].record.id.clone()).collect(),
             key_landmarks: keys.map(|ks| ks.iter().map(|&l| world.landmarks[l].name.clone()).collect()),
         };
-        Ok(Some((record, drafts)))
+        Ok(Some((record, drafts, annotations)))
+    }
+
+    /// The joined video's questions asked from its annotations (those of the concatenated and,
+    /// standing in for them, the long-video tasks; see [`annotate`]), plus, in the held-out split
+    /// and for three clips or more, its two shuffled cuts, written and asked about. Returns the drafts and the
+    /// annotations of the joined video and its cuts.
+    fn annotated_questions(
+        &self,
+        id: &str,
+        video: &str,
+        chosen: &[&ClipOutput],
+        pool: &Pool,
+        c: usize,
+    ) -> Result<(Vec<Draft>, Vec<VideoAnnotation>), SynthError> {
+        let parts: Vec<&VideoAnnotation> = chosen.iter().map(|o| &o.annotation).collect();
+        let joined = annotate::joined(video, &parts);
+        let long = VideoAnnotation { video_type: AnnotatedType::Long, ..joined.clone() };
+        let mut rng = SynthRng::new(derive_seed(self.seed, 0xb000 + c as u64));
+        let mut drafts = Vec::new();
+        use SisTask::*;
+        for (task, a) in [
+            (LandmarkRecall, &joined),
+            (PositionalRelationship, &joined),
+            (ActionRecall, &joined),
+            (ActionPrediction, &long),
+            (PathPlanning, &long),
+        ] {
+            if self.asks(task) {
+                drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut rng));
+            }
+        }
+        let mut annotations = vec![joined];
+        if chosen.len() < 3 || !self.asks(SpatialConsistency) {
+            return Ok((drafts, annotations));
+        }
+        let frames: Vec<&[u8]> = chosen.iter().flat_map(|o| o.rgb.iter().map(Vec::as_slice)).collect();
+        let fps = self.config.fps;
+        let duration = frames.len() as f64 / fps as f64;
+        let in_frames = |p: Vec<[f64; 2]>| -> Vec<[usize; 2]> {
+            p.iter().map(|s| [(s[0] * fps as f64).round() as usize, (s[1] * fps as f64).round() as usize]).collect()
+        };
+        let cuts = [
+            (AnnotatedType::ShuffledSpatial, "sc", Some(spatial_parts(duration, &mut rng))),
+            (AnnotatedType::ShuffledSpatiotemporal, "stc", spatiotemporal_parts(duration)),
+        ];
+        for (kind, tag, seconds) in cuts {
+            let Some(seconds) = seconds else { continue };
+            let parts = in_frames(seconds);
+            // A part rounded to no frame at this rate cannot be shown.
+            if parts.iter().any(|p| p[1] <= p[0]) {
+                continue;
+            }
+            let order = shuffled_order(PARTS, &mut rng);
+            let cut = format!("videos/{id}-{tag}.mp4");
+            let played = order.iter().flat_map(|&o| frames[parts[o][0]..parts[o][1]].iter().copied());
+            write_video(&self.dir.join(&cut), played, self.k.width, self.k.height, fps)?;
+            let shuffled = annotate::shuffled(&cut, &annotations[0], kind, &parts, &order, fps);
+            drafts.extend(sisbench_qa::consistency(&shuffled, &mut rng));
+            annotations.push(shuffled);
+        }
+        Ok((drafts, annotations))
     }
 }
 

@@ -1,15 +1,17 @@
 //! The embedded synthetic UAV world (`construct synth`): a procedural scene of textured
 //! terrain and named landmarks, a 90° pinhole camera flown by ego-motion behaviours, a
-//! ray-casting renderer with exact depth and optical flow, and SIS-Bench-style questions
-//! (Action Recognition, Object Existence, Action Sequence, Landmark Order) written as a
-//! manifest and as training conversations that the `data` readers load unchanged.
+//! ray-casting renderer with exact depth and optical flow, and SIS-Bench questions of all 13
+//! tasks written as a manifest and as training conversations that the `data` readers load
+//! unchanged.
 //!
 //! It exists so that the whole pipeline (flow, training, evaluation) can be seen working on
 //! any machine with nothing downloaded, and so that flow estimators have exact ground truth to
 //! be measured against. Read the files in the order data flows:
 //! [`scene`] (world) → [`behaviours`] (flights) → [`camera`] → [`render`] (frames, depth,
-//! flow) → [`qa`] (questions) → [`write`] (files) → [`generate`] (the pipeline).
+//! flow) → [`annotate`] (ground truth as annotations) → [`qa`] (questions) → [`write`]
+//! (files) → [`generate`] (the pipeline).
 
+pub mod annotate;
 pub mod behaviours;
 pub mod camera;
 pub mod error;
@@ -17,7 +19,7 @@ pub mod generate;
 pub mod geometry;
 pub mod qa;
 pub mod render;
-pub mod rng;
+pub use crate::rng;
 pub mod scene;
 pub mod terrain;
 pub mod write;

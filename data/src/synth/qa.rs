@@ -1,4 +1,8 @@
-//! Four-option questions about the rendered clips, in the SIS-Bench task taxonomy.
+//! Four-option questions about the rendered clips, in the SIS-Bench task taxonomy. The four
+//! below have rules of their own, which use what only the renderer knows (the option set a
+//! clip was flown for, pixel-exact absence); the other nine tasks are asked from the world's
+//! annotations ([`super::annotate`]) by the builders real footage goes through
+//! ([`crate::construct::sisbench_qa`]).
 //!
 //! | task | video | asks | options |
 //! |---|---|---|---|
@@ -25,32 +29,30 @@
 //! answers so that every letter is the answer equally often within each task, which keeps a
 //! model from scoring by favouring a letter.
 
-use std::collections::BTreeMap;
-
-use serde::{Deserialize, Serialize};
-
 use super::behaviours::Behaviour;
 use super::rng::SynthRng;
 use super::scene::{Colour, LandmarkKind, World, all_landmark_names, landmark_name};
+use crate::construct::sisbench_qa::{order_distractors, sequence_text, take_three};
+pub use crate::construct::sisbench_qa::{Draft, Mcq};
 use crate::manifest::SisTask;
 
-/// Option letters, in order.
-pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
-
-/// The tasks this world asks about, in the order they are written.
-pub const TASKS: [SisTask; 4] =
-    [SisTask::ActionRecognition, SisTask::ObjectExistence, SisTask::ActionSequence, SisTask::LandmarkOrder];
-
-/// Short tag of a task in question ids.
-pub fn task_tag(task: SisTask) -> &'static str {
-    match task {
-        SisTask::ActionRecognition => "ar",
-        SisTask::ObjectExistence => "oe",
-        SisTask::ActionSequence => "as",
-        SisTask::LandmarkOrder => "lo",
-        _ => "other",
-    }
-}
+/// The tasks this world asks about, in the order they are written: the four asked here, then
+/// the nine asked from the world's annotations by `construct::sisbench_qa` (see `annotate`).
+pub const TASKS: [SisTask; 13] = [
+    SisTask::ActionRecognition,
+    SisTask::ObjectExistence,
+    SisTask::ActionSequence,
+    SisTask::LandmarkOrder,
+    SisTask::ObjectAttribute,
+    SisTask::RelativeDirection,
+    SisTask::LandmarkRecall,
+    SisTask::PositionalRelationship,
+    SisTask::SpatialConsistency,
+    SisTask::SpatioTemporalConsistency,
+    SisTask::ActionRecall,
+    SisTask::ActionPrediction,
+    SisTask::PathPlanning,
+];
 
 /// What the questions need to know about one rendered clip.
 #[derive(Debug, Clone, PartialEq)]
@@ -60,59 +62,6 @@ pub struct ClipFacts {
     pub present: Vec<usize>,
     /// Landmarks with no pixel in any frame.
     pub absent: Vec<usize>,
-}
-
-/// A question before its answer is placed.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Draft {
-    pub task: SisTask,
-    /// Video path relative to the split folder.
-    pub video: String,
-    pub concat_num: u32,
-    pub question: String,
-    pub answer: String,
-    pub distractors: [String; 3],
-    /// Options in a fixed order (the answer among them); `None` lets [`balance`] place them.
-    pub fixed_options: Option<[String; 4]>,
-}
-
-/// A finished four-option question.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct Mcq {
-    pub id: String,
-    pub task: SisTask,
-    pub video: String,
-    pub concat_num: u32,
-    pub question: String,
-    pub options: [String; 4],
-    /// Index of the right option (0 = A).
-    pub answer: usize,
-}
-
-impl Mcq {
-    pub fn answer_letter(&self) -> char {
-        LETTERS[self.answer]
-    }
-
-    /// The user turn of a training conversation: question, lettered options, instruction.
-    pub fn prompt(&self) -> String {
-        let options: Vec<String> = self.options.iter().zip(LETTERS).map(|(o, l)| format!("{l}. {o}")).collect();
-        format!("{}\n{}\nAnswer with the option's letter.", self.question, options.join("\n"))
-    }
-}
-
-/// Takes up to three distinct strings from `candidates` (in order) that differ from `answer`.
-fn take_three(answer: &str, candidates: impl IntoIterator<Item = String>) -> Option<[String; 3]> {
-    let mut out: Vec<String> = Vec::with_capacity(3);
-    for c in candidates {
-        if c != answer && !out.contains(&c) {
-            out.push(c);
-            if out.len() == 3 {
-                break;
-            }
-        }
-    }
-    out.try_into().ok()
 }
 
 /// An Action Recognition option set and its answer: four movements, no two nested, drawn
@@ -203,46 +152,6 @@ pub fn object_existence(
     })
 }
 
-/// Every ordering of `items` except the identity, in a shuffled order.
-fn permutations<T: Clone>(items: &[T], rng: &mut SynthRng) -> Vec<Vec<T>> {
-    fn rec<T: Clone>(rest: &[T], prefix: &mut Vec<T>, out: &mut Vec<Vec<T>>) {
-        if rest.is_empty() {
-            out.push(prefix.clone());
-            return;
-        }
-        for i in 0..rest.len() {
-            let mut next = rest.to_vec();
-            let item = next.remove(i);
-            prefix.push(item);
-            rec(&next, prefix, out);
-            prefix.pop();
-        }
-    }
-    let mut out = Vec::new();
-    rec(items, &mut Vec::new(), &mut out);
-    out.remove(0);
-    rng.shuffle(&mut out);
-    out
-}
-
-fn sequence_text(items: &[String]) -> String {
-    items.join(", then ")
-}
-
-/// Three distractor sequences: other orders of `items` when there are at least three (five or
-/// more to choose from), else the reverse of `items` plus both orders of `spare`.
-fn order_distractors(items: &[String], spare: Option<[String; 2]>, rng: &mut SynthRng) -> Option<[String; 3]> {
-    let answer = sequence_text(items);
-    let candidates: Vec<String> = if items.len() >= 3 {
-        permutations(items, rng).iter().map(|p| sequence_text(p)).collect()
-    } else {
-        let [a, b] = spare?;
-        let swapped: Vec<String> = items.iter().rev().cloned().collect();
-        vec![sequence_text(&swapped), format!("{a}, then {b}"), format!("{b}, then {a}")]
-    };
-    take_three(&answer, candidates)
-}
-
 /// "Which sequence of movements?" over concatenated clips; `None` when the behaviours
 /// repeat (an option would then read like the answer). Two-clip questions add both orders of
 /// another pair of movements, drawn as clips' movements are (see [`recognition_set`]) and
@@ -313,46 +222,11 @@ pub fn landmark_order(
     })
 }
 
-/// Places the answers: within each task, questions beyond a multiple of four are dropped
-/// (the last ones) and the answer positions are a shuffled deck holding each letter equally
-/// often; distractors fill the other slots in random order. Ids are `{prefix}-{task}-{n}`.
+/// Places the answers, task by task in [`TASKS`] order (see [`sisbench_qa::balance`]).
+///
+/// [`sisbench_qa::balance`]: crate::construct::sisbench_qa::balance
 pub fn balance(drafts: Vec<Draft>, prefix: &str, rng: &mut SynthRng) -> Vec<Mcq> {
-    let mut by_task: BTreeMap<usize, Vec<Draft>> = BTreeMap::new();
-    for d in drafts {
-        let order = TASKS.iter().position(|t| *t == d.task).unwrap_or(TASKS.len());
-        by_task.entry(order).or_default().push(d);
-    }
-    let mut out = Vec::new();
-    for (_, mut list) in by_task {
-        list.truncate(list.len() / 4 * 4);
-        let mut deck: Vec<usize> = (0..list.len()).map(|i| i % 4).collect();
-        rng.shuffle(&mut deck);
-        for (i, (d, slot_of_answer)) in list.into_iter().zip(deck).enumerate() {
-            let fixed_answer = d.fixed_options.as_ref().and_then(|o| o.iter().position(|x| *x == d.answer));
-            let (options, answer) = match (d.fixed_options.clone(), fixed_answer) {
-                (Some(options), Some(answer)) => (options, answer),
-                _ => {
-                    let mut distractors = d.distractors.to_vec();
-                    rng.shuffle(&mut distractors);
-                    let mut rest = distractors.into_iter();
-                    let options: [String; 4] = std::array::from_fn(|slot| {
-                        if slot == slot_of_answer { d.answer.clone() } else { rest.next().unwrap_or_default() }
-                    });
-                    (options, slot_of_answer)
-                }
-            };
-            out.push(Mcq {
-                id: format!("{prefix}-{}-{i:05}", task_tag(d.task)),
-                task: d.task,
-                video: d.video,
-                concat_num: d.concat_num,
-                question: d.question,
-                options,
-                answer,
-            });
-        }
-    }
-    out
+    crate::construct::sisbench_qa::balance(drafts, prefix, &TASKS, rng)
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@
 //! fps and size (one entry only: safetensors writes metadata from a hash map, so more than
 //! one would make the bytes depend on hash order).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs;
 use std::io::Write;
 use std::path::Path;
@@ -26,7 +26,7 @@ use serde::Serialize;
 
 use super::SynthError;
 use super::camera::Intrinsics;
-use super::qa::{LETTERS, Mcq};
+use super::qa::Mcq;
 use super::render::RenderedClip;
 use crate::text::VIDEO_TAG;
 use crate::video::{EncodeSettings, VideoError, VideoWriter};
@@ -100,34 +100,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SynthError>
     file.write_all(text.as_bytes()).map_err(SynthError::io(path))
 }
 
-/// A SIS-Bench manifest row (the fields `manifest::read_sisbench` reads).
-#[derive(Debug, Clone, Serialize)]
-pub struct SisRow {
-    pub question_id: String,
-    pub video_name: String,
-    pub video_path: String,
-    pub concat_num: u32,
-    pub task_type: String,
-    pub question: String,
-    pub options: BTreeMap<String, String>,
-    pub answer: String,
-}
-
-impl SisRow {
-    pub fn new(q: &Mcq) -> Self {
-        let video_name = Path::new(&q.video).file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-        SisRow {
-            question_id: q.id.clone(),
-            video_name,
-            video_path: q.video.clone(),
-            concat_num: q.concat_num,
-            task_type: q.task.name().to_string(),
-            question: q.question.clone(),
-            options: LETTERS.iter().zip(&q.options).map(|(l, o)| (l.to_string(), o.clone())).collect(),
-            answer: q.answer_letter().to_string(),
-        }
-    }
-}
+pub use crate::construct::sisbench_qa::SisRow;
 
 /// One turn of a LLaVA conversation.
 #[derive(Debug, Clone, Serialize)]

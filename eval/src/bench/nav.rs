@@ -14,12 +14,16 @@
 //! | `video_path` / `video` / `video_name` | the flight video (file or frame folder), optional |
 //! | `images` / `image_path` | observation frames, optional; at least one medium is required |
 //! | `task_type` / `task` | optional task name (default `Navigation MCQ`) |
+//! | `segments` | optional: the true path, `[{"kind", "distance_m", "altitude_change_m", "turn_deg"}]` |
 //!
+//! `construct nav` writes these rows (plus an `episode` field); a `segments` list that is not
+//! of that form is a bad row.
 //! Relative media paths resolve against `--media-root`, else the manifest's folder.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
+use motionvl_data::construct::nav::Segment;
 use motionvl_data::manifest::{Answer, AnswerOption, split_inline_options};
 use motionvl_data::samples::{ReadOptions, ReadOutcome, RowError, RowProblem, read_records};
 use serde_json::{Map, Value};
@@ -139,6 +143,9 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
     if videos.is_empty() && images.is_empty() {
         return Err(fail(RowProblem::MissingField("video_path")));
     }
+    if let Some(segments) = row.get("segments") {
+        check_segments(segments).map_err(&fail)?;
+    }
     let task = field_text(row, &["task_type", "task"]).unwrap_or_else(|| DEFAULT_TASK.to_string());
     Ok(Item {
         task,
@@ -189,6 +196,27 @@ fn paths(row: &Map<String, Value>, keys: &[&'static str]) -> std::result::Result
         }
     }
     Ok(Vec::new())
+}
+
+/// The `segments` of a row, as `construct nav` writes them.
+fn check_segments(v: &Value) -> std::result::Result<(), RowProblem> {
+    let items = v.as_array().ok_or(RowProblem::WrongType {
+        field: "segments".into(),
+        expected: "a list of path segments",
+    })?;
+    for (i, item) in items.iter().enumerate() {
+        let segment: Segment = serde_json::from_value(item.clone()).map_err(|_| RowProblem::WrongType {
+            field: format!("segments[{i}]"),
+            expected: "{kind: take_off|landing|turn_left|turn_right|cruise, distance_m, altitude_change_m, turn_deg}",
+        })?;
+        if ![segment.distance_m, segment.altitude_change_m, segment.turn_deg].iter().all(|x| x.is_finite()) {
+            return Err(RowProblem::WrongType {
+                field: format!("segments[{i}]"),
+                expected: "finite numbers",
+            });
+        }
+    }
+    Ok(())
 }
 
 /// `B`, `(B)`, `B.`, `B. text`.

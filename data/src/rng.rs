@@ -1,4 +1,4 @@
-//! Seeded randomness for the synthetic world.
+//! Seeded randomness for the synthetic world and the construction modules.
 //!
 //! The world must come out byte-identical for a seed on every machine and with every version
 //! of the `rand` crate (whose `StdRng` promises no stability across releases), so the world
