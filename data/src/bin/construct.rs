@@ -210,9 +210,6 @@ fn main() -> Result<()> {
         Command::Synth(args) => synth(&args),
         Command::DccsVideo(args) => dccs::video(&args),
         Command::DccsImage(args) => dccs::image(&args),
-    }
-}
-
         Command::Split(args) => split_clips(&args),
         Command::Nav(args) => nav(&args),
         Command::SisbenchQa(args) => sisbench_qa_manifest(&args),
