@@ -135,20 +135,13 @@ pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64,
         let threshold = (p as f64 * (1u64 << 24) as f64) as u64;
         let mask: Vec<f32> = (0..shape.elem_count() as u64)
             .into_par_iter()
-            .map(|i| if splitmix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
+            .map(|i| if motionvl_data::rng::mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
             .collect();
         return Tensor::from_vec(mask, shape, device);
     }
     device.set_seed(seed)?;
     let uniform = Tensor::rand(0f32, 1f32, shape, device)?;
     uniform.ge(p as f64)?.to_dtype(DType::F32)? * keep as f64
-}
-
-fn splitmix64(mut z: u64) -> u64 {
-    z = z.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// The A and B matrices of one adapted layer.

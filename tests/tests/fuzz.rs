@@ -8,6 +8,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 
+use motionvl_data::rng::SynthRng;
 use motionvl_data::manifest::{AnswerOption, Benchmark, read_manifest, split_inline_options};
 use motionvl_data::samples::{ReadOptions, read_training_samples};
 use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
@@ -17,48 +18,37 @@ fn iterations() -> u64 {
     std::env::var("MOTIONVL_FUZZ_ITERS").ok().and_then(|v| v.parse().ok()).unwrap_or(300)
 }
 
-/// SplitMix64: a tiny seeded generator, so a failing case replays from its seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
+/// Uniform in `0..n` (0 for an empty range).
+fn below(rng: &mut SynthRng, n: usize) -> usize {
+    rng.index(n.max(1))
 }
 
 const SPECIAL: &[u8] = b"{}[]\":,\n\\ 0-.eE\xff\xc3\xa9AB()";
 
-fn mutate(seed: &[u8], rng: &mut Rng) -> Vec<u8> {
+fn mutate(seed: &[u8], rng: &mut SynthRng) -> Vec<u8> {
     let mut out = seed.to_vec();
-    for _ in 0..1 + rng.below(8) {
-        let at = rng.below(out.len() + 1);
-        match rng.below(6) {
+    for _ in 0..1 + below(rng, 8) {
+        let at = below(rng, out.len() + 1);
+        match below(rng, 6) {
             0 if !out.is_empty() => {
                 let i = at.min(out.len() - 1);
-                out[i] ^= 1 << rng.below(8);
+                out[i] ^= 1 << below(rng, 8);
             }
-            1 => out.insert(at, SPECIAL[rng.below(SPECIAL.len())]),
+            1 => out.insert(at, SPECIAL[below(rng, SPECIAL.len())]),
             2 if at < out.len() => {
-                let end = (at + 1 + rng.below(16)).min(out.len());
+                let end = (at + 1 + below(rng, 16)).min(out.len());
                 out.drain(at..end);
             }
             3 => out.truncate(at),
             4 if !out.is_empty() => {
-                let from = rng.below(out.len());
-                let chunk: Vec<u8> = out[from..(from + 1 + rng.below(64)).min(out.len())].to_vec();
+                let from = below(rng, out.len());
+                let chunk: Vec<u8> = out[from..(from + 1 + below(rng, 64)).min(out.len())].to_vec();
                 out.splice(at..at, chunk);
             }
             _ => {
                 let i = at.min(out.len().saturating_sub(1));
                 if let Some(b) = out.get_mut(i) {
-                    *b = SPECIAL[rng.below(SPECIAL.len())];
+                    *b = SPECIAL[below(rng, SPECIAL.len())];
                 }
             }
         }
@@ -91,7 +81,7 @@ fn fuzz_files(name: &str, check: impl Fn(&Path, &Path)) {
         let path = dir.path().join(format!("{name}-{s}.json"));
         for i in 0..iterations() {
             let case_seed = (s as u64) << 32 | i;
-            let bytes = mutate(&seed, &mut Rng(case_seed));
+            let bytes = mutate(&seed, &mut SynthRng::new(case_seed));
             std::fs::write(&path, &bytes).expect("write mutant");
             let outcome = catch_unwind(AssertUnwindSafe(|| check(&path, media_root)));
             if outcome.is_err() {
@@ -143,7 +133,7 @@ fn option_splitting_and_answer_extraction_never_panic() {
     for (s, seed) in seeds.iter().enumerate() {
         for i in 0..iterations() * 4 {
             let case_seed = (s as u64) << 32 | i;
-            let text = String::from_utf8_lossy(&mutate(seed.as_bytes(), &mut Rng(case_seed))).into_owned();
+            let text = String::from_utf8_lossy(&mutate(seed.as_bytes(), &mut SynthRng::new(case_seed))).into_owned();
             let outcome = catch_unwind(AssertUnwindSafe(|| {
                 let _ = split_inline_options(&text);
                 let _ = extract_choice(&text, &options);

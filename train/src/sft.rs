@@ -459,7 +459,8 @@ impl Trainer {
         let mut sample_ids = Vec::new();
         for micro in 0..accum {
             let batch = collate(&self.next_samples()?, self.pad_id, &self.device)?;
-            self.lora.runtime().set_dropout_seed(mix(self.recipe.seed, (self.step * accum + micro) as u64));
+            // Independent dropout seeds per micro-batch, a function of the position in the run.
+            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, (self.step * accum + micro) as u64));
             let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
             let embeds = self.model.embed(&batch.prompt, &features)?;
             let positions = self.model.positions(&batch.prompt, &batch.vision)?;
@@ -590,14 +591,6 @@ impl Trainer {
         bar.finish_and_clear();
         Ok(logs)
     }
-}
-
-/// SplitMix64 of (seed, counter): independent dropout seeds per micro-batch.
-fn mix(seed: u64, counter: u64) -> u64 {
-    let mut z = seed ^ counter.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A resumed run continues the log from its checkpoint: later lines (steps the killed run took
