@@ -12,14 +12,14 @@ use std::path::Path;
 
 use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Init, VarBuilder};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use crate::config::Activation;
 use crate::error::{ModelError, Result};
 use crate::ops::{attention, LayerNorm, Linear};
 
 /// The `Dinov2Config` keys the backbone reads (`config.json` of a transformers checkpoint).
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Dinov2Config {
     pub hidden_size: usize,

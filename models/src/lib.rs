@@ -3,6 +3,7 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod cvaa;
 pub mod dinov2;
 pub mod error;
 pub mod init;
