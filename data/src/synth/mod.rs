@@ -18,6 +18,7 @@ pub mod geometry;
 pub mod qa;
 pub mod render;
 pub mod rng;
+pub mod satellite;
 pub mod scene;
 pub mod terrain;
 pub mod write;
