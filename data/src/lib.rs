@@ -4,6 +4,7 @@
 //! This crate knows nothing of Candle: it yields `ndarray` arrays and token ids, so
 //! loader threads never touch a device.
 
+pub mod cvaa;
 pub mod frames;
 pub mod loader;
 pub mod manifest;
