@@ -42,6 +42,9 @@ pub struct RunRecord {
     /// `--motion` as given (`None`: the checkpoint's own estimator, if any).
     #[serde(default)]
     pub motion: Option<String>,
+    /// The CVAA prior's checkpoint, template and windows, when questions carry one.
+    #[serde(default)]
+    pub cvaa: Option<crate::prior::CvaaPriorConfig>,
 }
 
 impl RunRecord {
@@ -63,13 +66,17 @@ impl RunRecord {
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
             motion: config.motion.estimator.clone(),
+            cvaa: config.cvaa.checkpoint.is_some().then(|| crate::prior::CvaaPriorConfig {
+                checkpoint: config.cvaa.checkpoint.as_ref().map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
+                ..config.cvaa.clone()
+            }),
         }
     }
 
     /// Names of the settings that differ.
     fn differences(&self, other: &RunRecord) -> Vec<&'static str> {
         let mut d = Vec::new();
-        let checks: [(&'static str, bool); 8] = [
+        let checks: [(&'static str, bool); 9] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -78,6 +85,7 @@ impl RunRecord {
             ("max_new_tokens", self.max_new_tokens == other.max_new_tokens),
             ("protocol", self.protocol == other.protocol),
             ("motion", self.motion == other.motion),
+            ("cvaa", self.cvaa == other.cvaa),
         ];
         for (name, same) in checks {
             if !same {
@@ -129,6 +137,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
+    crate::prior::add_priors(&mut items, &config.cvaa, &crate::infer::parse_device(&config.model.device)?, &|| {})?;
 
     let out = &config.out;
     std::fs::create_dir_all(out).map_err(EvalError::io("create", out))?;

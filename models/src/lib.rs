@@ -11,6 +11,7 @@ pub mod lora;
 pub mod motion;
 pub mod ops;
 pub mod rope;
+pub mod seeded;
 pub mod text;
 pub mod vision;
 pub mod qwen25vl;
