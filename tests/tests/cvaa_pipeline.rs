@@ -1,9 +1,14 @@
 //! CVAA end to end on a tiny synthetic world: `construct synth --satellite` pairs, a few
-//! `train cvaa` steps that resume exactly, and sliding-window retrieval from the checkpoint.
+//! `train cvaa` steps that resume exactly, sliding-window retrieval from the checkpoint, and its
+//! box appended to a LinkS²Bench question.
 
 use std::path::Path;
 
-use motionvl_data::cvaa::read_pairs;
+use motionvl_data::cvaa::{read_pairs, UavView};
+use motionvl_data::samples::ReadOptions;
+use motionvl_data::video::{EncodeSettings, VideoWriter};
+use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
+use motionvl_eval::retrieve::serialise_box;
 use motionvl_data::synth::satellite::{write_pairs, SatelliteConfig};
 use motionvl_data::synth::SynthConfig;
 use motionvl_eval::retrieve::{Retriever, WindowConfig};
@@ -89,4 +94,37 @@ fn trains_resumes_exactly_and_retrieves() {
     assert_eq!(windowed.frames, 4);
     assert!((0.0..=1.0).contains(&windowed.hit_rate) && windowed.oracle_hit_rate > 0.0);
     assert_eq!(report.drone_to_satellite.queries, 4);
+
+    // The box in the prompt: a LinkS²Bench row with the UAV clip and the satellite image gets
+    // the window retrieved for the clip's middle frame; a row without a satellite image does not.
+    let frame = test[1].uav.load().expect("frame");
+    let clip = dir.path().join("uav.mp4");
+    let mut writer = VideoWriter::create(&clip, 28, 28, &EncodeSettings { frame_rate: (2, 1), ..EncodeSettings::default() }).expect("writer");
+    for _ in 0..4 {
+        writer.push(frame.view()).expect("frame");
+    }
+    writer.finish().expect("video");
+    let manifest = dir.path().join("links2.jsonl");
+    let row = |id: &str, satellite: Option<&Path>| {
+        let mut row = serde_json::json!({"question_id": id, "task": "Target Visibility", "question": "Is the tank visible?", "answer": "yes", "video_path": "uav.mp4"});
+        if let Some(s) = satellite {
+            row["satellite_image"] = serde_json::Value::String(s.display().to_string());
+        }
+        row.to_string()
+    };
+    std::fs::write(&manifest, format!("{}\n{}\n", row("with-satellite", Some(&test[1].satellite)), row("video-only", None))).expect("manifest");
+    let cfg = CvaaPriorConfig { checkpoint: Some(dir.path().join("straight/checkpoint-4")), ..CvaaPriorConfig::default() };
+    let prompts = dir.path().join("prompts.jsonl");
+    let opts = ReadOptions { media_root: None, check_media: true, skip_bad: false };
+    let bench = motionvl_eval::bench::find("links2").expect("links2");
+    let (rows, boxed) = write_prompts(bench, &manifest, &opts, &cfg, &candle_core::Device::Cpu, &prompts, &|| {}).expect("prompts");
+    assert_eq!((rows, boxed), (2, 1));
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&prompts).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let duration = motionvl_data::video::probe_video(&clip).expect("probe").duration_s;
+    let expected = retriever.retrieve(&UavView::VideoAt { path: clip.clone(), seconds: duration / 2.0 }, &test[1].satellite, 1).expect("retrieve")[0].bbox;
+    let got: Vec<f64> = serde_json::from_value(lines[0]["box"].clone()).expect("a box");
+    assert_eq!(got, expected.to_vec());
+    let prompt = lines[0]["prompt"].as_str().expect("prompt");
+    assert!(prompt.contains("Is the tank visible?") && prompt.contains(&serialise_box(expected)), "{prompt}");
+    assert!(lines[1]["box"].is_null() && !lines[1]["prompt"].as_str().unwrap_or_default().contains("Alignment prior"));
 }
