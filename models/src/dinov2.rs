@@ -313,13 +313,6 @@ impl Dinov2Attention {
         [&self.query, &self.key, &self.value, &self.output].into_iter().flat_map(Linear::parameters).collect()
     }
 
-    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
-        out.push((format!("{prefix}.attention.query"), &mut self.query));
-        out.push((format!("{prefix}.attention.key"), &mut self.key));
-        out.push((format!("{prefix}.attention.value"), &mut self.value));
-        out.push((format!("{prefix}.output.dense"), &mut self.output));
-    }
-
     /// `xs`: [B, L, D] → [B, L, D].
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
         let (b, l, _) = xs.dims3()?;
@@ -467,16 +460,6 @@ impl Dinov2Model {
         let mut out = self.embeddings.parameters();
         out.extend(self.layers.iter().flat_map(Dinov2Layer::parameters));
         out.extend(self.layernorm.parameters());
-        out
-    }
-
-    /// Every attention projection with its hub path (`encoder.layer.N.attention.attention.query`),
-    /// where LoRA adapters attach.
-    pub fn attention_linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
-        let mut out = Vec::new();
-        for (i, layer) in self.layers.iter_mut().enumerate() {
-            layer.attention.linears_mut(&format!("encoder.layer.{i}.attention"), &mut out);
-        }
         out
     }
 
