@@ -14,6 +14,7 @@ use candle_core::{DType, Device, Module, Tensor};
 use candle_nn::{Init, VarBuilder};
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::HubOptions;
 use crate::config::Activation;
 use crate::error::{ModelError, Result};
 use crate::ops::{attention, LayerNorm, Linear};
@@ -551,6 +552,19 @@ impl Dinov2Weights {
             }
         };
         Ok(Self { tensors, config, naming, interpolation })
+    }
+
+    /// A local folder or file, else a hub id (`facebook/dinov2-small`, optionally `@revision`)
+    /// resolved through the hf-hub cache.
+    pub fn resolve(id_or_path: &str, hub: &HubOptions, device: &Device) -> Result<Self> {
+        let path = Path::new(id_or_path);
+        if path.exists() {
+            return Self::open(path, device);
+        }
+        let (repo, revision) = id_or_path.split_once('@').unwrap_or((id_or_path, "main"));
+        let config = hub.fetch(repo, revision, "config.json")?;
+        hub.fetch(repo, revision, "model.safetensors")?;
+        Self::open(config.parent().unwrap_or(Path::new(".")), device)
     }
 
     pub fn var_builder(self, dtype: DType, device: &Device) -> VarBuilder<'static> {

@@ -128,3 +128,29 @@ fn trains_resumes_exactly_and_retrieves() {
     assert!(prompt.contains("Is the tank visible?") && prompt.contains(&serialise_box(expected)), "{prompt}");
     assert!(lines[1]["box"].is_null() && !lines[1]["prompt"].as_str().unwrap_or_default().contains("Alignment prior"));
 }
+
+#[test]
+fn a_pretrained_backbone_stays_frozen_while_the_heads_learn() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = SynthConfig { train_worlds: 1, test_worlds: 1, ..SynthConfig::default() };
+    let sat = SatelliteConfig { size_px: 96, metres_per_pixel: 3.0, frame_px: 28, train_frames_per_world: 8, test_frames_per_world: 1, ..SatelliteConfig::default() };
+    let summary = write_pairs(&world, &sat, dir.path(), &|| {}).expect("pairs");
+    let fixture = motionvl_tests::fixture_root("dinov2").join("odd_size");
+    let mut r = recipe(&summary.train_pairs, &dir.path().join("frozen"), 2);
+    r.model.init = None;
+    r.model.train_backbone = false;
+    r.model.backbone = Some(fixture.display().to_string());
+    let trainer = CvaaTrainer::new(&r, None).expect("trainer");
+    // Variables are updated in place: keep the values, not the tensors.
+    let projector_before = trainer.tensors()["projector.weight"].flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("projector");
+    trainer.run().expect("2 steps");
+    let after = motionvl_models::dinov2::Dinov2Weights::open(&fixture, &candle_core::Device::Cpu).expect("fixture").tensors;
+    let saved = candle_core::safetensors::load(dir.path().join("frozen/checkpoint-2/model.safetensors"), &candle_core::Device::Cpu).expect("checkpoint");
+    let same = |a: &candle_core::Tensor, b: &candle_core::Tensor| a.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok() == b.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok();
+    for (name, tensor) in &after {
+        let stored = saved.get(&format!("backbone.{name}")).unwrap_or_else(|| panic!("checkpoint lacks backbone.{name}"));
+        assert!(same(stored, tensor), "frozen backbone tensor {name} changed");
+    }
+    let projector_after = saved["projector.weight"].flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("projector");
+    assert_ne!(projector_after, projector_before, "the projector did not learn");
+}

@@ -19,6 +19,7 @@ use motionvl_data::video::load_image;
 use motionvl_models::cvaa::{Cvaa, CvaaConfig, Interpolation, CONFIG_FILE, WEIGHTS_FILE};
 use motionvl_models::dinov2::{Dinov2Config, Dinov2Weights};
 use motionvl_models::seeded::SeededVars;
+use motionvl_models::HubOptions;
 use ndarray::Array3;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
@@ -54,10 +55,10 @@ pub struct CvaaRecipe {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct ModelSection {
-    /// A pretrained DINOv2: a transformers folder (`config.json` + `model.safetensors`) or a
-    /// Meta/timm safetensors file. Exclusive with `init`.
+    /// A pretrained DINOv2: a transformers folder (`config.json` + `model.safetensors`), a
+    /// Meta/timm safetensors file, or a hub id (`facebook/dinov2-small`). Exclusive with `init`.
     #[serde(default)]
-    pub backbone: Option<PathBuf>,
+    pub backbone: Option<String>,
     /// A fresh DINOv2-shaped ViT (`Dinov2Config` keys), trained from scratch.
     #[serde(default)]
     pub init: Option<Dinov2Config>,
@@ -354,7 +355,7 @@ impl CvaaTrainer {
         let m = &recipe.model;
         let (backbone_cfg, interpolation, backbone_vb, backbone_vars, frozen_backbone) = match (&m.backbone, &m.init) {
             (Some(path), _) => {
-                let weights = Dinov2Weights::open(path, &device)?;
+                let weights = Dinov2Weights::resolve(path, &HubOptions::from_env(), &device)?;
                 let cfg = weights.config.clone();
                 let interpolation = Interpolation::from(weights.interpolation);
                 if m.train_backbone {
