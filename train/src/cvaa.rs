@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use candle_core::{DType, Device, Tensor, Var, D};
-use motionvl_data::cvaa::{crop, normalized_chw, read_pairs, read_university1652, Pair};
+use motionvl_data::cvaa::{box_iou, crop, normalized_chw, read_pairs, read_university1652, Pair};
 use motionvl_data::video::load_image;
 use motionvl_models::cvaa::{Cvaa, CvaaConfig, Interpolation, CONFIG_FILE, WEIGHTS_FILE};
 use motionvl_models::dinov2::{Dinov2Config, Dinov2Weights};
@@ -99,6 +99,13 @@ pub struct DataSection {
     /// Satellite crops at a pair's box are shifted and scaled by up to this fraction of the box.
     #[serde(default = "default_jitter")]
     pub crop_jitter: f64,
+    /// Fill each batch from one satellite image, so the negatives are other places of the same
+    /// image: the ones windowed retrieval has to tell apart.
+    #[serde(default)]
+    pub same_image_batches: bool,
+    /// Soft targets from footprint overlap instead of the identity ([`overlap_targets`]).
+    #[serde(default)]
+    pub overlap_targets: bool,
 }
 
 fn default_jitter() -> f64 {
@@ -247,19 +254,40 @@ pub struct CvaaStepLog {
     pub pairs_per_s: f64,
 }
 
-/// Symmetric InfoNCE: `logits = s · uav satᵀ` [B, B], cross-entropy against the diagonal in
-/// both directions, each with label smoothing ε, averaged.
-pub fn symmetric_info_nce(uav: &Tensor, sat: &Tensor, scale: &Tensor, smoothing: f64) -> candle_core::Result<Tensor> {
+/// Symmetric InfoNCE: `logits = s · uav satᵀ` [B, B], cross-entropy in both directions
+/// against `targets` (row i: how much satellite view j matches UAV frame i; the identity when
+/// `None`), each mixed with the uniform distribution by label smoothing ε, averaged.
+pub fn symmetric_info_nce(uav: &Tensor, sat: &Tensor, scale: &Tensor, smoothing: f64, targets: Option<&Tensor>) -> candle_core::Result<Tensor> {
     let b = uav.dim(0)?;
     let logits = uav.matmul(&sat.t()?)?.broadcast_mul(scale)?;
-    let eye = Tensor::eye(b, DType::F32, uav.device())?;
-    let one_way = |logits: &Tensor| -> candle_core::Result<Tensor> {
+    let identity = Tensor::eye(b, DType::F32, uav.device())?;
+    let targets = targets.unwrap_or(&identity);
+    let one_way = |logits: &Tensor, targets: &Tensor| -> candle_core::Result<Tensor> {
+        let targets = targets.broadcast_div(&targets.sum_keepdim(D::Minus1)?)?;
+        let smoothed = ((targets * (1.0 - smoothing))? + smoothing / b as f64)?;
         let log_probs = candle_nn::ops::log_softmax(logits, D::Minus1)?;
-        let nll = (log_probs.mul(&eye)?.sum_all()? / -(b as f64))?;
-        let uniform = (log_probs.sum_all()? / -((b * b) as f64))?;
-        (nll * (1.0 - smoothing))? + (uniform * smoothing)?
+        log_probs.mul(&smoothed)?.sum_all()? / -(b as f64)
     };
-    (one_way(&logits)? + one_way(&logits.t()?)?)? / 2.0
+    (one_way(&logits, targets)? + one_way(&logits.t()?, &targets.t()?)?)? / 2.0
+}
+
+/// Soft InfoNCE targets from footprint overlap (after Game4Loc's weighted InfoNCE): UAV frame i
+/// and satellite crop j of the same image match as much as i's footprint overlaps j's crop box.
+/// Pairs without a box, or from different images, match only themselves.
+pub fn overlap_targets(satellites: &[&Path], footprints: &[Option<[f64; 4]>], crops: &[Option<[f64; 4]>]) -> Vec<f32> {
+    let b = satellites.len();
+    let mut t = vec![0f32; b * b];
+    for i in 0..b {
+        for j in 0..b {
+            t[i * b + j] = match (footprints[i], crops[j]) {
+                (Some(f), Some(c)) if satellites[i] == satellites[j] => box_iou(f, c) as f32,
+                _ => f32::from(u8::from(i == j)),
+            };
+        }
+        // A frame always matches its own crop, however far the jitter moved it.
+        t[i * b + i] = t[i * b + i].max(0.5);
+    }
+    t
 }
 
 /// Decoded images kept for the run: satellite images are shared by many pairs.
@@ -396,8 +424,6 @@ impl CvaaTrainer {
         }
         let optim = AdamW::new(groups, adam)?;
 
-        let per_epoch = pairs.len() / o.batch_size;
-        let total_steps = per_epoch * o.epochs.max(1);
         let checkpoints = Checkpoints::open(&out, std::num::NonZeroUsize::new(recipe.checkpoint.keep))?;
         let text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
         let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
@@ -409,13 +435,19 @@ impl CvaaTrainer {
             pairs,
             images: ImageCache::default(),
             step: 0,
-            total_steps,
-            warmup: warmup_steps(o.warmup_ratio, total_steps),
+            // Set below, once the batches per epoch are known.
+            total_steps: 0,
+            warmup: 0,
             checkpoints,
             events,
             text_log,
             device,
         };
+        if trainer.groups().iter().all(|g| g.len() < o.batch_size) {
+            return Err(TrainError::Data(format!("no satellite image has {} pairs for a batch of its own (data.same_image_batches)", o.batch_size)));
+        }
+        trainer.total_steps = trainer.batches_per_epoch() * o.epochs.max(1);
+        trainer.warmup = warmup_steps(o.warmup_ratio, trainer.total_steps);
         if let Some(arg) = resume {
             trainer.restore(arg)?;
         }
@@ -461,59 +493,101 @@ impl CvaaTrainer {
         Ok(())
     }
 
-    /// The pairs of optimiser step `step` (0-based): a seeded shuffle per epoch, full batches.
+    /// The pairs of optimiser step `step` (0-based): full batches of a seeded shuffle per epoch,
+    /// each from one satellite image when `same_image_batches` is set.
     fn batch_indices(&self, step: usize) -> (usize, Vec<usize>) {
         let b = self.recipe.optim.batch_size;
-        let per_epoch = (self.pairs.len() / b).max(1);
-        let epoch = step / per_epoch;
-        let mut order: Vec<usize> = (0..self.pairs.len()).collect();
+        let batches_per_epoch = self.batches_per_epoch();
+        let epoch = step / batches_per_epoch;
         let mut rng = rand::rngs::StdRng::seed_from_u64(mix(self.recipe.seed, epoch as u64));
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.random_range(0..=i));
+        let mut shuffle = |items: &mut Vec<usize>| {
+            for i in (1..items.len()).rev() {
+                items.swap(i, rng.random_range(0..=i));
+            }
+        };
+        let mut batches: Vec<Vec<usize>> = Vec::new();
+        for mut group in self.groups() {
+            shuffle(&mut group);
+            batches.extend(group.chunks_exact(b).map(<[usize]>::to_vec));
         }
-        let start = (step % per_epoch) * b;
-        (epoch, order[start..start + b].to_vec())
+        let mut order: Vec<usize> = (0..batches.len()).collect();
+        shuffle(&mut order);
+        (epoch, batches[order[step % batches_per_epoch]].clone())
     }
 
-    /// `[B, 3, H, W]` UAV frames and `[B, 3, S, S]` satellite views of the pairs.
-    fn pixels(&self, step: usize, indices: &[usize]) -> Result<(Tensor, Tensor)> {
+    /// The pairs batches are drawn from together: one group per satellite image, or all.
+    fn groups(&self) -> Vec<Vec<usize>> {
+        if !self.recipe.data.same_image_batches {
+            return vec![(0..self.pairs.len()).collect()];
+        }
+        let mut by_image: std::collections::BTreeMap<&Path, Vec<usize>> = std::collections::BTreeMap::new();
+        for (i, p) in self.pairs.iter().enumerate() {
+            by_image.entry(p.satellite.as_path()).or_default().push(i);
+        }
+        by_image.into_values().collect()
+    }
+
+    fn batches_per_epoch(&self) -> usize {
+        let b = self.recipe.optim.batch_size;
+        self.groups().iter().map(|g| g.len() / b).sum::<usize>().max(1)
+    }
+
+    /// `[B, 3, H, W]` UAV frames and `[B, 3, S, S]` satellite views of the pairs, with the box
+    /// each satellite view was cropped at.
+    fn pixels(&self, step: usize, indices: &[usize]) -> Result<(Tensor, Tensor, Vec<Option<[f64; 4]>>)> {
         let cfg = self.model.config();
         let [uh, uw] = cfg.uav_size;
         let s = cfg.satellite_size;
         let jitter = self.recipe.data.crop_jitter;
-        let views: Vec<(Vec<f32>, Vec<f32>)> = indices
+        let views: Vec<(Vec<f32>, Vec<f32>, Option<[f64; 4]>)> = indices
             .par_iter()
             .enumerate()
             .map(|(slot, &i)| {
                 let pair = &self.pairs[i];
                 let uav = pair.uav.load().map_err(|e| TrainError::Data(format!("pair {}: {e}", pair.id)))?;
                 let satellite = self.images.get(&pair.satellite)?;
-                let view = match pair.footprint {
-                    Some(b) => {
-                        let mut rng = rand::rngs::StdRng::seed_from_u64(mix(mix(self.recipe.seed, step as u64), slot as u64));
-                        crop(satellite.view(), jittered(b, jitter, &mut rng))
-                    }
+                let crop_box = pair.footprint.map(|b| {
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(mix(mix(self.recipe.seed, step as u64), slot as u64));
+                    jittered(b, jitter, &mut rng)
+                });
+                let view = match crop_box {
+                    Some(b) => crop(satellite.view(), b),
                     None => (*satellite).clone(),
                 };
-                Ok((normalized_chw(uav.view(), uh, uw), normalized_chw(view.view(), s, s)))
+                Ok((normalized_chw(uav.view(), uh, uw), normalized_chw(view.view(), s, s), crop_box))
             })
             .collect::<Result<_>>()?;
         let b = indices.len();
-        let (uav, sat): (Vec<Vec<f32>>, Vec<Vec<f32>>) = views.into_iter().unzip();
-        let uav = Tensor::from_vec(uav.concat(), (b, 3, uh, uw), &self.device)?;
-        let sat = Tensor::from_vec(sat.concat(), (b, 3, s, s), &self.device)?;
-        Ok((uav, sat))
+        let mut uav = Vec::with_capacity(b * 3 * uh * uw);
+        let mut sat = Vec::with_capacity(b * 3 * s * s);
+        let mut crops = Vec::with_capacity(b);
+        for (u, v, c) in views {
+            uav.extend(u);
+            sat.extend(v);
+            crops.push(c);
+        }
+        let uav = Tensor::from_vec(uav, (b, 3, uh, uw), &self.device)?;
+        let sat = Tensor::from_vec(sat, (b, 3, s, s), &self.device)?;
+        Ok((uav, sat, crops))
     }
 
     /// One optimiser step over one batch.
     pub fn train_step(&mut self) -> Result<CvaaStepLog> {
         let started = Instant::now();
         let (epoch, indices) = self.batch_indices(self.step);
-        let (uav_pixels, sat_pixels) = self.pixels(self.step, &indices)?;
+        let (uav_pixels, sat_pixels, crops) = self.pixels(self.step, &indices)?;
+        let targets = if self.recipe.data.overlap_targets {
+            let satellites: Vec<&Path> = indices.iter().map(|&i| self.pairs[i].satellite.as_path()).collect();
+            let footprints: Vec<Option<[f64; 4]>> = indices.iter().map(|&i| self.pairs[i].footprint).collect();
+            let b = indices.len();
+            Some(Tensor::from_vec(overlap_targets(&satellites, &footprints, &crops), (b, b), &self.device)?)
+        } else {
+            None
+        };
         let uav = self.model.embed_uav(&uav_pixels)?;
         let sat = self.model.embed_satellite(&sat_pixels)?;
         let scale = self.model.heads().logit_scale()?;
-        let loss = symmetric_info_nce(&uav, &sat, &scale, self.recipe.optim.label_smoothing)?;
+        let loss = symmetric_info_nce(&uav, &sat, &scale, self.recipe.optim.label_smoothing, targets.as_ref())?;
         let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
         let ids = || indices.iter().map(|&i| self.pairs[i].id.clone()).collect::<Vec<_>>();
         if !value.is_finite() {
@@ -658,15 +732,34 @@ mod tests {
     fn info_nce_of_perfectly_aligned_views_approaches_zero_and_smoothing_adds_the_uniform_term() {
         let eye = Tensor::eye(4, DType::F32, &Device::Cpu).unwrap();
         let scale = Tensor::new(&[100f32], &Device::Cpu).unwrap();
-        let loss = symmetric_info_nce(&eye, &eye, &scale, 0.0).unwrap().to_scalar::<f32>().unwrap();
+        let loss = symmetric_info_nce(&eye, &eye, &scale, 0.0, None).unwrap().to_scalar::<f32>().unwrap();
         assert!(loss < 1e-6, "{loss}");
         // Unit logit scale, orthogonal views: log-probs are 1 − log(e + 3) on the diagonal and
         // −log(e + 3) elsewhere.
         let one = Tensor::new(&[1f32], &Device::Cpu).unwrap();
         let z = (1f64.exp() + 3.0).ln();
-        let smoothed = symmetric_info_nce(&eye, &eye, &one, 0.1).unwrap().to_scalar::<f32>().unwrap();
+        let smoothed = symmetric_info_nce(&eye, &eye, &one, 0.1, None).unwrap().to_scalar::<f32>().unwrap();
         let want = 0.9 * (z - 1.0) + 0.1 * (z - 0.25);
         assert!((f64::from(smoothed) - want).abs() < 1e-5, "{smoothed} vs {want}");
+    }
+
+    #[test]
+    fn overlap_targets_grade_crops_of_the_same_image_by_iou() {
+        let (a, b) = (Path::new("a.png"), Path::new("b.png"));
+        let footprints = [Some([0.0, 0.0, 0.5, 0.5]), Some([0.25, 0.0, 0.75, 0.5]), Some([0.0, 0.0, 0.5, 0.5])];
+        let t = overlap_targets(&[a, a, b], &footprints, &footprints);
+        let third = 1.0 / 3.0;
+        let want = [1.0, third, 0.0, third, 1.0, 0.0, 0.0, 0.0, 1.0];
+        for (got, want) in t.iter().zip(want) {
+            assert!((got - want).abs() < 1e-6, "{t:?}");
+        }
+        // Identity targets give the plain loss.
+        let x = Tensor::new(&[[1f32, 0.0], [0.6, 0.8]], &Device::Cpu).unwrap();
+        let s = Tensor::new(&[5f32], &Device::Cpu).unwrap();
+        let eye = Tensor::eye(2, DType::F32, &Device::Cpu).unwrap();
+        let plain = symmetric_info_nce(&x, &x, &s, 0.1, None).unwrap().to_scalar::<f32>().unwrap();
+        let explicit = symmetric_info_nce(&x, &x, &s, 0.1, Some(&eye)).unwrap().to_scalar::<f32>().unwrap();
+        assert_eq!(plain, explicit);
     }
 
     #[test]
