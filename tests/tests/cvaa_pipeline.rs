@@ -31,7 +31,7 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
             satellite_size: 28,
             device: "cpu".into(),
         },
-        data: DataSection { train: Some(pairs.to_path_buf()), university1652: None, crop_jitter: 0.1 },
+        data: DataSection { train: Some(pairs.to_path_buf()), university1652: None, crop_jitter: 0.1, same_image_batches: true, overlap_targets: true },
         optim: OptimSection {
             lr: 1e-3,
             backbone_lr: Some(5e-4),
