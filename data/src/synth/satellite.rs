@@ -52,7 +52,7 @@ impl Default for SatelliteConfig {
             metres_per_pixel: 1.25,
             frame_px: 112,
             train_frames_per_world: 48,
-            test_frames_per_world: 16,
+            test_frames_per_world: 48,
             altitude: [45.0, 80.0],
             max_tilt_deg: 6.0,
             max_yaw_deg: 8.0,
