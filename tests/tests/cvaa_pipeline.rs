@@ -23,6 +23,7 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
             backbone: None,
             init: Some(Dinov2Config { hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, image_size: 28, patch_size: 14, ..Dinov2Config::default() }),
             train_backbone: true,
+            init_from: None,
             embed_dim: 16,
             adapter_hidden: 32,
             gem_p: 3.0,

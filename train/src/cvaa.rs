@@ -65,6 +65,10 @@ pub struct ModelSection {
     /// Train the backbone too (required for `init`; a pretrained backbone is frozen by default).
     #[serde(default)]
     pub train_backbone: bool,
+    /// Start from the weights of an earlier `train cvaa` checkpoint (same architecture), e.g.
+    /// a second stage with harder negatives.
+    #[serde(default)]
+    pub init_from: Option<PathBuf>,
     pub embed_dim: usize,
     pub adapter_hidden: usize,
     #[serde(default = "default_gem_p")]
@@ -415,6 +419,13 @@ impl CvaaTrainer {
         let heads = SeededVars::new(mix(recipe.seed, 0x4ead));
         let model = Cvaa::new(&cfg, backbone_vb, heads.var_builder(&device))?;
         let weights = Weights { backbone: backbone_vars, frozen_backbone, heads };
+        if let Some(dir) = &m.init_from {
+            let saved = CvaaConfig::from_file(&dir.join(CONFIG_FILE))?;
+            if saved != cfg {
+                return Err(TrainError::Setup(format!("{}: its cvaa.json differs from the recipe's model", dir.display())));
+            }
+            weights.restore(&ckpt::load_tensors(dir.join(WEIGHTS_FILE), &device)?, dir)?;
+        }
 
         let o = &recipe.optim;
         let adam = AdamWConfig { beta1: o.beta1, beta2: o.beta2, eps: o.eps, weight_decay: o.weight_decay };
