@@ -22,7 +22,8 @@ ckpt, windows, batch = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 threads = int(os.environ.get("RAYON_NUM_THREADS", os.cpu_count()))
 torch.set_num_threads(threads)
 cfg = json.loads((ckpt / "cvaa.json").read_text())
-backbone = cfg["backbone"]
+# Dinov2Config types mlp_ratio as an int; cvaa.json writes 4.0.
+backbone = {k: int(v) if isinstance(v, float) and v.is_integer() and k == "mlp_ratio" else v for k, v in cfg["backbone"].items()}
 model = Dinov2Model(Dinov2Config(**backbone)).eval()
 renames = {".attention.attention.query.": ".attention.q_proj.", ".attention.attention.key.": ".attention.k_proj.",
            ".attention.attention.value.": ".attention.v_proj.", ".attention.output.dense.": ".attention.o_proj."}
