@@ -6,6 +6,7 @@
 
 pub mod budget;
 pub mod construct;
+pub mod cvaa;
 pub mod dccs;
 pub mod digest;
 pub mod files;

@@ -190,6 +190,7 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, train_dir: &Path, eval_di
         generation: config.eval.generation.clone(),
         protocol: config.eval.protocol.clone(),
         motion: MotionConfig::default(),
+        cvaa: Default::default(),
     };
     eprintln!("{name}: evaluating on {}", world.test_manifest().display());
     let summary = match motionvl_eval::run::run(&run, show_progress) {

@@ -45,6 +45,9 @@ pub struct RunConfig {
     pub protocol: ProtocolConfig,
     #[serde(default)]
     pub motion: MotionConfig,
+    /// The CVAA alignment prior appended to each question (`--cvaa`).
+    #[serde(default)]
+    pub cvaa: crate::prior::CvaaPriorConfig,
 }
 
 /// The SIS-Motion branch at evaluation time. A motion-aware checkpoint (a `train sft --motion`
@@ -148,6 +151,7 @@ impl Default for RunConfig {
             generation: GenerationConfig::default(),
             protocol: ProtocolConfig::default(),
             motion: MotionConfig::default(),
+            cvaa: crate::prior::CvaaPriorConfig::default(),
         }
     }
 }

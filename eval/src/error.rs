@@ -61,6 +61,8 @@ pub enum EvalError {
     Model(#[from] motionvl_models::ModelError),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
+    #[error("CVAA retrieval: {0}")]
+    Cvaa(String),
     #[error(transparent)]
     Flow(Box<motionvl_flow::FlowError>),
     #[error("chart {path}: {message}")]

@@ -21,8 +21,10 @@ pub mod infer;
 pub mod item;
 pub mod metrics;
 pub mod predictions;
+pub mod prior;
 pub mod report;
 pub mod results;
+pub mod retrieve;
 pub mod run;
 
 pub use bench::{Bench, REGISTRY};

@@ -51,9 +51,12 @@ pub struct RunRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_cache: Option<FlowCacheCounts>,
     /// SHA-256 of the bytes behind each part, by role (`checkpoint`, `adapter`, `motion`,
-    /// `flow_weights`): a retrained adapter or connector under the same path is another model.
+    /// `flow_weights`, `cvaa`): a retrained adapter or connector under the same path is another model.
     #[serde(default)]
     pub weights: BTreeMap<String, String>,
+    /// The CVAA prior's checkpoint, template and windows, when questions carry one.
+    #[serde(default)]
+    pub cvaa: Option<crate::prior::CvaaPriorConfig>,
 }
 
 impl RunRecord {
@@ -79,6 +82,10 @@ impl RunRecord {
             device: Some(config.model.device.clone()),
             weights: weight_digests(config),
             flow_cache: None,
+            cvaa: config.cvaa.checkpoint.is_some().then(|| crate::prior::CvaaPriorConfig {
+                checkpoint: config.cvaa.checkpoint.as_ref().map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
+                ..config.cvaa.clone()
+            }),
         }
     }
 
@@ -88,7 +95,7 @@ impl RunRecord {
         // Records written before a field existed leave it empty: nothing to compare there.
         let same_if_known = |a: &Option<String>, b: &Option<String>| a.is_none() || b.is_none() || a == b;
         let same_weights = self.weights.is_empty() || other.weights.is_empty() || self.weights == other.weights;
-        let checks: [(&'static str, bool); 11] = [
+        let checks: [(&'static str, bool); 12] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -100,6 +107,7 @@ impl RunRecord {
             ("dtype", same_if_known(&self.dtype, &other.dtype)),
             ("device", same_if_known(&self.device, &other.device)),
             ("weights (model, adapter, motion branch or flow estimator files changed)", same_weights),
+            ("cvaa", self.cvaa == other.cvaa),
         ];
         for (name, same) in checks {
             if !same {
@@ -167,6 +175,9 @@ fn weight_digests(config: &RunConfig) -> BTreeMap<String, String> {
     if let Some(d) = config.motion.weights.as_deref().and_then(|w| sha256_file(w).ok()) {
         out.insert("flow_weights".to_string(), d);
     }
+    if let Some(d) = config.cvaa.checkpoint.as_deref().and_then(|c| sha256_file(&c.join(motionvl_models::cvaa::WEIGHTS_FILE)).ok()) {
+        out.insert("cvaa".to_string(), d);
+    }
     out
 }
 
@@ -212,6 +223,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
+    crate::prior::add_priors(&mut items, &config.cvaa, &crate::infer::parse_device(&config.model.device)?, &|| {})?;
 
     let out = &config.out;
     let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;

@@ -117,7 +117,7 @@ impl HubOptions {
         Self { cache_dir, offline }
     }
 
-    fn fetch(&self, repo: &str, revision: &str, file: &str) -> Result<PathBuf> {
+    pub fn fetch(&self, repo: &str, revision: &str, file: &str) -> Result<PathBuf> {
         let cache = hf_hub::Cache::new(self.cache_dir.clone());
         let cached = cache
             .repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into()))

@@ -22,7 +22,7 @@ pub enum Activation {
 }
 
 impl Activation {
-    fn parse(name: &str) -> Option<Self> {
+    pub(crate) fn parse(name: &str) -> Option<Self> {
         match name {
             "silu" | "swish" => Some(Self::Silu),
             "gelu" => Some(Self::Gelu),

@@ -3,12 +3,15 @@
 
 pub mod checkpoint;
 pub mod config;
+pub mod cvaa;
+pub mod dinov2;
 pub mod error;
 pub mod init;
 pub mod lora;
 pub mod motion;
 pub mod ops;
 pub mod rope;
+pub mod seeded;
 pub mod text;
 pub mod vision;
 pub mod qwen25vl;

@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod checkpoint;
+pub mod cvaa;
 pub mod merge;
 pub mod optim;
 pub mod recipe;

@@ -58,9 +58,9 @@ pub struct AdamW {
 }
 
 /// Whether a parameter gets weight decay, from its name (transformers' rule: not biases and
-/// not normalisation weights).
+/// not normalisation weights; nor CVAA's learned temperature and GeM exponent).
 pub fn decays(name: &str) -> bool {
-    !(name.ends_with(".bias") || name.contains("norm") || name.contains(".ln"))
+    !(name.ends_with(".bias") || name.contains("norm") || name.contains(".ln") || name == "logit_scale" || name.ends_with("gem.p"))
 }
 
 impl AdamW {

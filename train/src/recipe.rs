@@ -360,7 +360,7 @@ fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, String)>) {
 
 /// Sets `a.b.c = value`, reading the value as a TOML literal (number, bool, array) and as a
 /// plain string otherwise.
-fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), RecipeError> {
+pub fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), RecipeError> {
     let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
         .ok()
         .and_then(|mut t| t.remove("v"))

@@ -9,6 +9,7 @@
 //! construct nav --input merged_data.json --out bench/nav
 //! construct sisbench-qa --annotations bench/annotations.jsonl --out bench/sisbench.json
 //! construct sisbench-videos --input visdrone/sequences --out bench --concatenated 300 --shuffled 120
+//! construct synth --satellite-only --out data/synth   # its cross-view (CVAA) pairs alone
 //! ```
 
 use std::path::PathBuf;
@@ -18,6 +19,7 @@ use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use motionvl_data::dccs::pipeline::SynthDccsConfig;
 use motionvl_data::construct::{nav, sisbench_qa, sisbench_videos, split};
+use motionvl_data::synth::satellite::{self, SatelliteConfig};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
 #[path = "construct/dccs.rs"]
@@ -178,6 +180,19 @@ struct SynthArgs {
     /// Landmarks of the DCCS world.
     #[arg(long, default_value_t = SynthDccsConfig::default().landmarks)]
     dccs_landmarks: usize,
+    /// Also write cross-view pairs: a satellite image of every world and UAV frames over it,
+    /// listed with their footprint boxes in `<split>/cvaa_pairs.jsonl`.
+    #[arg(long)]
+    satellite: bool,
+    /// Write only the cross-view pairs, no clips.
+    #[arg(long)]
+    satellite_only: bool,
+    /// UAV frames per training world for the cross-view pairs.
+    #[arg(long, default_value_t = SatelliteConfig::default().train_frames_per_world)]
+    satellite_train_frames: usize,
+    /// UAV frames per held-out world for the cross-view pairs.
+    #[arg(long, default_value_t = SatelliteConfig::default().test_frames_per_world)]
+    satellite_test_frames: usize,
 }
 
 impl SynthArgs {
@@ -290,6 +305,12 @@ fn nav(args: &NavArgs) -> Result<()> {
 fn synth(args: &SynthArgs) -> Result<()> {
     let config = args.config()?;
     config.validate()?;
+    if args.satellite || args.satellite_only {
+        satellite_pairs(args, &config)?;
+    }
+    if args.satellite_only {
+        return Ok(());
+    }
     let bar = indicatif::ProgressBar::new(config.total_clips() as u64);
     bar.set_style(
         indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} clips · {elapsed} · eta {eta}")
@@ -300,6 +321,24 @@ fn synth(args: &SynthArgs) -> Result<()> {
         .with_context(|| format!("generating the synthetic world in {}", args.out.display()))?;
     bar.finish_and_clear();
     report(&summary, start.elapsed().as_secs_f64());
+    Ok(())
+}
+
+fn satellite_pairs(args: &SynthArgs, config: &SynthConfig) -> Result<()> {
+    let cfg = SatelliteConfig {
+        train_frames_per_world: args.satellite_train_frames,
+        test_frames_per_world: args.satellite_test_frames,
+        ..SatelliteConfig::default()
+    };
+    let bar = indicatif::ProgressBar::new(satellite::total_frames(config, &cfg) as u64);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} cross-view frames · eta {eta}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    let summary = satellite::write_pairs(config, &cfg, &args.out, &|| bar.inc(1))
+        .with_context(|| format!("writing cross-view pairs in {}", args.out.display()))?;
+    bar.finish_and_clear();
+    println!("cross-view pairs: {} ({} pairs), {} ({} pairs)", summary.train_pairs.display(), summary.pairs[0], summary.test_pairs.display(), summary.pairs[1]);
     Ok(())
 }
 

@@ -20,6 +20,7 @@ pub mod geometry;
 pub mod qa;
 pub mod render;
 pub use crate::rng;
+pub mod satellite;
 pub mod scene;
 pub mod terrain;
 pub mod write;

@@ -14,7 +14,7 @@ use rayon::prelude::*;
 
 use super::camera::{Intrinsics, Pose};
 use super::geometry::{Ray, Vec3};
-use super::scene::{LandmarkKind, Surface, World};
+use super::scene::{Hit, LandmarkKind, Surface, World};
 use super::terrain::{Rgb, detail, mix, scale, smoothstep};
 
 const SKY_HORIZON: Rgb = [0.80, 0.85, 0.90];
@@ -84,12 +84,23 @@ fn shade(world: &World, k: &Intrinsics, ray: &Ray) -> (Rgb, f32, u16) {
     let dir_len = ray.dir.length();
     let unit = ray.dir * (1.0 / dir_len);
     let range = hit.t * dir_len;
-    let point = ray.at(hit.t);
+    if let Surface::Sky = hit.surface {
+        return (mix(SKY_HORIZON, SKY_ZENITH, smoothstep(0.0, 0.5, unit.z)), 0.0, 0);
+    }
     // Metres of surface one pixel spans, for band-limiting textures.
-    let footprint = |cos_incidence: f32| range / k.fx / cos_incidence.max(0.15);
+    let lit = lit_surface(world, ray, &hit, |cos_incidence| range / k.fx / cos_incidence.max(0.15));
+    let haze = 1.0 - (-range / HAZE_DISTANCE).exp();
+    (mix(lit, HAZE, haze), hit.t, hit.object_id())
+}
+
+/// The sunlit colour of the surface `ray` hit (not the sky), before haze. `footprint` gives the
+/// metres of surface one pixel spans at a cosine of incidence, for band-limiting textures.
+pub(super) fn lit_surface(world: &World, ray: &Ray, hit: &Hit, footprint: impl Fn(f32) -> f32) -> Rgb {
+    let unit = ray.dir * (1.0 / ray.dir.length());
+    let point = ray.at(hit.t);
     let up = Vec3::new(0.0, 0.0, 1.0);
     let (normal, albedo) = match hit.surface {
-        Surface::Sky => return (mix(SKY_HORIZON, SKY_ZENITH, smoothstep(0.0, 0.5, unit.z)), 0.0, 0),
+        Surface::Sky => return SKY_ZENITH,
         Surface::Solid(i, s) => (s.normal, solid_albedo(world, i, s.u, s.v, s.normal, footprint(-unit.dot(s.normal)))),
         Surface::Pool { x, y, half_x, half_y, index } => {
             let colour = world.landmarks[index].colour.rgb();
@@ -100,8 +111,7 @@ fn shade(world: &World, k: &Intrinsics, ray: &Ray) -> (Rgb, f32, u16) {
     let lit = normal.dot(world.sun).max(0.0);
     let shadowed = lit > 0.0 && world.in_shadow(point + normal * 0.02);
     let light = AMBIENT + if shadowed { 0.0 } else { DIRECT * lit };
-    let haze = 1.0 - (-range / HAZE_DISTANCE).exp();
-    (mix(scale(albedo, light), HAZE, haze), hit.t, hit.object_id())
+    scale(albedo, light)
 }
 
 /// A landmark's colour with its kind's surface pattern, faded by footprint.

@@ -8,7 +8,13 @@ use clap::{Args, Parser, Subcommand};
 use motionvl_data::samples::ReadOptions;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::results::Results;
+use motionvl_data::cvaa::{read_pairs, UavView};
+use motionvl_eval::infer::parse_device;
+use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
+use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
 use motionvl_eval::{REGISTRY, bench, report, run};
+use motionvl_models::cvaa::{Cvaa, CvaaConfig};
+use motionvl_models::seeded::SeededVars;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -42,6 +48,107 @@ enum Command {
     },
     /// List the benchmarks `--bench` accepts.
     Benches,
+    /// CVAA sliding-window retrieval: the satellite windows most like a UAV frame, as JSON
+    /// `{"boxes": [[x1, y1, x2, y2], …], "scores": […]}`, best first.
+    Retrieve(RetrieveArgs),
+    /// CVAA retrieval metrics on a pairs manifest: Recall@1/5/10 and AP both ways, and the
+    /// windowed hit rate (IoU ≥ 0.5) against a random window.
+    Pairs(PairsArgs),
+    /// Write a manifest's prompts (JSONL, with media paths and the CVAA box when `--cvaa` is
+    /// given) for a model outside this toolkit; score its answers with `evaluate score`.
+    Prompts(PromptsArgs),
+}
+
+#[derive(Args)]
+struct WindowArgs {
+    /// Window sides as fractions of the satellite image's shorter side (comma-separated).
+    #[arg(long, value_delimiter = ',')]
+    windows: Option<Vec<f64>>,
+    /// Step between windows as a fraction of the window side.
+    #[arg(long)]
+    stride: Option<f64>,
+    /// Windows embedded per forward pass.
+    #[arg(long)]
+    window_batch: Option<usize>,
+    /// cpu, cuda or cuda:N.
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+impl WindowArgs {
+    fn apply(&self, mut w: WindowConfig) -> WindowConfig {
+        if let Some(v) = &self.windows {
+            w.sizes = v.clone();
+        }
+        if let Some(v) = self.stride {
+            w.stride = v;
+        }
+        if let Some(v) = self.window_batch {
+            w.batch = v;
+        }
+        w
+    }
+}
+
+#[derive(Args)]
+struct RetrieveArgs {
+    /// A `train cvaa` checkpoint folder (RUN/checkpoint-N).
+    #[arg(long)]
+    cvaa: PathBuf,
+    /// The UAV frame: an image, or VIDEO@SECONDS.
+    #[arg(long)]
+    uav: String,
+    #[arg(long)]
+    satellite: PathBuf,
+    #[arg(long, default_value_t = 1)]
+    top_k: usize,
+    #[command(flatten)]
+    windows: WindowArgs,
+}
+
+#[derive(Args)]
+struct PairsArgs {
+    /// A `train cvaa` checkpoint folder.
+    #[arg(long)]
+    cvaa: PathBuf,
+    /// Pairs manifest (JSONL), e.g. data/synth/test/cvaa_pairs.jsonl.
+    #[arg(long)]
+    pairs: PathBuf,
+    /// Also write the report here (JSON).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Seed of the random-window baseline.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Score the checkpoint's architecture at its initialisation (seeded), not its weights:
+    /// the untrained backbone's CLS/GeM through identity adapters.
+    #[arg(long)]
+    untrained: bool,
+    #[command(flatten)]
+    windows: WindowArgs,
+}
+
+#[derive(Args)]
+struct PromptsArgs {
+    #[arg(long)]
+    manifest: PathBuf,
+    /// Benchmark of the manifest; detected when left out.
+    #[arg(long)]
+    bench: Option<String>,
+    /// A `train cvaa` checkpoint: append its box to each question.
+    #[arg(long)]
+    cvaa: Option<PathBuf>,
+    /// Prior template; `{box}` becomes `[x1, y1, x2, y2]`.
+    #[arg(long)]
+    template: Option<String>,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long)]
+    media_root: Option<PathBuf>,
+    #[arg(long)]
+    skip_bad: bool,
+    #[command(flatten)]
+    windows: WindowArgs,
 }
 
 #[derive(Args)]
@@ -113,6 +220,10 @@ struct RunArgs {
     /// Allow a different estimator than the checkpoint was trained with.
     #[arg(long)]
     force_motion: bool,
+    /// A `train cvaa` checkpoint: append its satellite box to each question as an alignment
+    /// prior (template and windows in the config's `[cvaa]`).
+    #[arg(long)]
+    cvaa: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     quiet: bool,
@@ -199,6 +310,9 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     }
     cfg.motion.force |= args.force_motion;
     cfg.motion.cache_only |= args.flow_cache_only;
+    if let Some(v) = args.cvaa {
+        cfg.cvaa.checkpoint = Some(v);
+    }
     if cfg.bench.is_empty() && !cfg.manifest.as_os_str().is_empty() {
         let b = bench::detect(&cfg.manifest)?;
         eprintln!("benchmark: {} (detected from the manifest)", b.name());
@@ -271,6 +385,55 @@ fn main() -> Result<()> {
             for b in REGISTRY {
                 println!("{:<12} {}", b.name(), b.title());
             }
+        }
+        Command::Retrieve(args) => {
+            let device = parse_device(&args.windows.device)?;
+            let retriever = Retriever::load(&args.cvaa, args.windows.apply(WindowConfig::default()), &device)?;
+            let uav = UavView::parse(&args.uav)?;
+            let best = retriever
+                .retrieve(&uav, &args.satellite, args.top_k)
+                .with_context(|| format!("retrieving {} in {}", args.uav, args.satellite.display()))?;
+            println!("{}", serde_json::to_string(&RetrievalOutput::from(best.as_slice()))?);
+        }
+        Command::Pairs(args) => {
+            let device = parse_device(&args.windows.device)?;
+            let windows = args.windows.apply(WindowConfig::default());
+            let retriever = if args.untrained {
+                let cfg = CvaaConfig::from_file(&args.cvaa.join(motionvl_models::cvaa::CONFIG_FILE))?;
+                let (backbone, heads) = (SeededVars::new(args.seed), SeededVars::new(args.seed ^ 1));
+                Retriever::new(Cvaa::new(&cfg, backbone.var_builder(&device), heads.var_builder(&device))?, windows, device)?
+            } else {
+                Retriever::load(&args.cvaa, windows, &device)?
+            };
+            let pairs = read_pairs(&args.pairs)?;
+            let bar = indicatif::ProgressBar::new(pairs.len() as u64);
+            let report = retriever.evaluate_pairs(&pairs, args.seed, &|| bar.inc(1))?;
+            bar.finish_and_clear();
+            let text = serde_json::to_string_pretty(&report)?;
+            if let Some(out) = &args.out {
+                let tmp = out.with_extension("json.tmp");
+                std::fs::write(&tmp, format!("{text}\n")).with_context(|| format!("writing {}", tmp.display()))?;
+                std::fs::rename(&tmp, out).with_context(|| format!("writing {}", out.display()))?;
+            }
+            println!("{text}");
+        }
+        Command::Prompts(args) => {
+            let bench = match &args.bench {
+                Some(b) => bench::find(b)?,
+                None => bench::detect(&args.manifest)?,
+            };
+            let mut cvaa = CvaaPriorConfig { checkpoint: args.cvaa.clone(), ..CvaaPriorConfig::default() };
+            if let Some(t) = &args.template {
+                cvaa.template = t.clone();
+            }
+            cvaa.windows = args.windows.apply(cvaa.windows);
+            let opts = ReadOptions { media_root: args.media_root.clone(), check_media: true, skip_bad: args.skip_bad };
+            let device = parse_device(&args.windows.device)?;
+            let bar = indicatif::ProgressBar::new_spinner();
+            let (rows, boxed) = write_prompts(bench, &args.manifest, &opts, &cvaa, &device, &args.out, &|| bar.inc(1))
+                .with_context(|| format!("writing prompts of {}", args.manifest.display()))?;
+            bar.finish_and_clear();
+            eprintln!("wrote {} prompts ({} with a CVAA box) to {}", rows, boxed, args.out.display());
         }
     }
     Ok(())

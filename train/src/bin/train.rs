@@ -1,5 +1,5 @@
-//! `train sft` — supervised fine-tuning from a TOML recipe — and `train merge` — fold an
-//! adapter into its base checkpoint.
+//! `train sft` — supervised fine-tuning from a TOML recipe —, `train cvaa` — the cross-view
+//! retriever — and `train merge` — fold an adapter into its base checkpoint.
 //!
 //! Any `--section.key value` after the known flags overrides that recipe key, e.g.
 //! `train sft --config configs/sft/tiny.toml --optim.lr 1e-4 --data.workers 2`.
@@ -9,6 +9,7 @@ use std::path::PathBuf;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use motionvl_models::{CheckpointFiles, HubOptions};
+use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, Trainer};
 
@@ -58,6 +59,24 @@ enum Command {
         /// or dropped, as one JSON object, and exit (no model is loaded).
         #[arg(long)]
         check_data: bool,
+        /// `--section.key value` recipe overrides.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        overrides: Vec<String>,
+    },
+    /// The cross-view (UAV ↔ satellite) retriever CVAA, with symmetric InfoNCE.
+    Cvaa {
+        /// Recipe (TOML), e.g. configs/cvaa/synth.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run directory (overrides the recipe's `output_dir`).
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// Stop after this many optimiser steps.
+        #[arg(long)]
+        max_steps: Option<usize>,
+        /// Continue from `auto` (the newest complete checkpoint) or a checkpoint directory.
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
+        resume: Option<String>,
         /// `--section.key value` recipe overrides.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         overrides: Vec<String>,
@@ -134,6 +153,22 @@ fn main() -> Result<()> {
             let logs = trainer.run().context("training")?;
             if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
                 eprintln!("done: step {} loss {:.4} (first logged {:.4})", last.step, last.loss, first.loss);
+            }
+        }
+        Command::Cvaa { config, output_dir, max_steps, resume, overrides } => {
+            let mut overrides = parse_overrides(&overrides)?;
+            if let Some(dir) = output_dir {
+                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+            }
+            if let Some(steps) = max_steps {
+                overrides.push(("optim.max_steps".into(), steps.to_string()));
+            }
+            let recipe = CvaaRecipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            let trainer = CvaaTrainer::new(&recipe, resume.as_deref()).context("setting up CVAA training")?;
+            eprintln!("training CVAA {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
+            let logs = trainer.run().context("training CVAA")?;
+            if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
+                eprintln!("done: step {} loss {:.4} batch accuracy {:.3} (first logged loss {:.4})", last.step, last.loss, last.batch_accuracy, first.loss);
             }
         }
         Command::Merge { base, adapter, out, shard_mib } => {
