@@ -262,12 +262,19 @@ pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan,
     }
 }
 
+/// The fewest frames a video under evaluation may have: one temporal patch.
+pub const EVAL_MIN_FRAMES: usize = 2;
+
 /// The SIS-Bench evaluation plan (SPEC §2). Rate-based regimes take `ceil(duration * fps)`
 /// frames at exactly that rate (capped at `max_frames` and at the clip's frame count, in which
 /// case they spread); clips longer than `medium_up_to_s` get `max_frames` spread frames. Counts
 /// are not forced even: the preprocessor repeats the last frame like the reference does.
 pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan, PlanError> {
     clip.validate()?;
+    // qwen-vl-utils refuses a video of fewer frames than one temporal patch (`FRAME_FACTOR`).
+    if clip.frame_count < EVAL_MIN_FRAMES {
+        return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: EVAL_MIN_FRAMES });
+    }
     if protocol.max_frames == 0 || !(protocol.short_fps > 0.0 && protocol.medium_fps > 0.0) {
         return Err(PlanError::BadPlan(format!(
             "evaluation protocol {protocol:?} keeps no frames"
@@ -433,6 +440,8 @@ mod tests {
         // 0.3 s clip: one frame at t = 0.
         let p = eval_plan(ClipTiming::new(9, 30.0), &proto).unwrap();
         assert_eq!(p.indices, vec![0]);
+        // A one-frame "video" is refused, as qwen-vl-utils refuses it.
+        assert_eq!(eval_plan(ClipTiming::new(1, 30.0), &proto), Err(PlanError::TooFewFrames { frames: 1, min_frames: 2 }));
         // 8 s at 1 FPS source: 16 wanted at 2 FPS, 8 available -> every frame, 1 FPS.
         let p = eval_plan(ClipTiming::new(8, 1.0), &proto).unwrap();
         assert_eq!(p.indices, (0..8).collect::<Vec<_>>());

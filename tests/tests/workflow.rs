@@ -324,4 +324,19 @@ fn damaged_media_are_named_errors_in_training_evaluation_and_flow() {
     eval.protocol.max_pixels = 3136;
     let err = motionvl_eval::run(&eval, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("cut.mp4") && err.contains("damaged or truncated"), "eval: {err}");
+    std::fs::write(&eval.manifest, format!("{}\n", row.to_string().replace("cut.mp4", "single.mp4"))).expect("manifest");
+    let err = motionvl_eval::run(&RunConfig { out: dir.path().join("eval-single"), ..eval.clone() }, false).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("single.mp4") && err.contains("fewer than the plan's min_frames 2"), "eval: {err}");
+
+    // A manifest without a question is a mistake, not a score of 0 of 0.
+    std::fs::write(&eval.manifest, "").expect("empty manifest");
+    let err = motionvl_eval::run(&RunConfig { out: dir.path().join("eval-empty"), ..eval.clone() }, false).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("sis.jsonl") && err.contains("no sisbench question"), "empty: {err}");
+    let predictions = dir.path().join("p.jsonl");
+    std::fs::write(&predictions, "").expect("predictions");
+    let err = motionvl_eval::score_predictions("sisbench", &eval.manifest, &predictions, &dir.path().join("score"), None, &ReadOptions::default())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(err.contains("no sisbench question"), "score: {err}");
 }
