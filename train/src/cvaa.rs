@@ -362,6 +362,8 @@ pub struct CvaaTrainer {
     events: Option<EventWriter>,
     text_log: std::fs::File,
     device: Device,
+    /// One writer per run directory (see `motionvl_data::run_dir`).
+    _lock: motionvl_data::run_dir::RunLock,
 }
 
 impl CvaaTrainer {
@@ -370,7 +372,7 @@ impl CvaaTrainer {
     pub fn new(recipe: &CvaaRecipe, resume: Option<&str>) -> Result<Self> {
         recipe.validate().map_err(TrainError::Setup)?;
         let out = recipe.output_dir.clone();
-        std::fs::create_dir_all(&out).map_err(io(&out))?;
+        let lock = motionvl_data::run_dir::RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
         let device = parse_device(&recipe.model.device)?;
 
@@ -439,6 +441,7 @@ impl CvaaTrainer {
         let text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
         let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
         let mut trainer = Self {
+            _lock: lock,
             recipe: recipe.clone(),
             model,
             weights,
