@@ -86,8 +86,6 @@ pub enum RowProblem {
     NoOptions(String),
     #[error("answer `{answer}` is not {expected}")]
     BadAnswer { answer: String, expected: &'static str },
-    #[error("{0}")]
-    Unsupported(String),
 }
 
 /// How to read a data or manifest file.
