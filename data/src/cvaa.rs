@@ -120,11 +120,10 @@ pub fn read_pairs(path: &Path) -> Result<Vec<Pair>, PairsError> {
                 return Err(bad(format!("`{key}` file {} does not exist", p.display())));
             }
         }
-        if let Some(b) = raw.footprint {
-            if !(b.iter().all(|v| (0.0..=1.0).contains(v)) && b[0] < b[2] && b[1] < b[3]) {
+        if let Some(b) = raw.footprint
+            && !(b.iter().all(|v| (0.0..=1.0).contains(v)) && b[0] < b[2] && b[1] < b[3]) {
                 return Err(bad(format!("`box` {b:?} must be [x1, y1, x2, y2] inside [0, 1] with x1 < x2 and y1 < y2")));
             }
-        }
         let uav = match raw.timestamp {
             Some(t) if t >= 0.0 && t.is_finite() => UavView::VideoAt { path: uav_path, seconds: t },
             Some(t) => return Err(bad(format!("`timestamp` {t} must be a non-negative number of seconds"))),

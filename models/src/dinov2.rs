@@ -79,7 +79,7 @@ impl Dinov2Config {
         if self.use_swiglu_ffn {
             return Err("`use_swiglu_ffn` (the ViT-g MLP) is not supported".into());
         }
-        if self.num_attention_heads == 0 || self.hidden_size % self.num_attention_heads != 0 {
+        if self.num_attention_heads == 0 || !self.hidden_size.is_multiple_of(self.num_attention_heads) {
             return Err(format!("`hidden_size` {} is not a multiple of `num_attention_heads` {}", self.hidden_size, self.num_attention_heads));
         }
         if self.patch_size == 0 || self.image_size < self.patch_size {

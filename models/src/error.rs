@@ -14,9 +14,9 @@ pub enum ModelError {
     #[error("checkpoint has no tensor `{name}` (looked in {files})")]
     MissingTensor { name: String, files: String },
     #[error(
-        "the adapter does not fit the base model: its update of `{module}` (lora_B {b:?} × lora_A {a:?}) is {found:?}, the base's `{module}.weight` is {base:?} — the adapter was trained on another model"
+        "the adapter does not fit the base model: its update of `{module}` is {update}, the base's `{module}.weight` is {base} — the adapter was trained on another model"
     )]
-    AdapterMismatch { module: String, a: Vec<usize>, b: Vec<usize>, found: Vec<usize>, base: Vec<usize> },
+    AdapterMismatch { module: String, update: String, base: String },
     #[error("the adapter adapts `{module}`, which the base model does not have — the adapter was trained on another model")]
     AdapterExtraModule { module: String },
     #[error("checkpoint tensor `{name}` has shape {found:?}, the config expects {expected:?}")]

@@ -237,7 +237,8 @@ impl LoraWeights {
             let (a, b) = (pair.a.dims().to_vec(), pair.b.dims().to_vec());
             let fits = a.len() == 2 && b.len() == 2 && b[1] == a[0] && [b[0], a[1]] == weight.dims();
             if !fits {
-                return Err(ModelError::AdapterMismatch { module: module.clone(), found: vec![b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)], a, b, base: weight.dims().to_vec() });
+                let found = [b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)];
+                return Err(ModelError::AdapterMismatch { module: module.clone(), update: format!("lora_B {b:?} × lora_A {a:?} = {found:?}"), base: format!("{:?}", weight.dims()) });
             }
             let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
             let merged = (weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?;

@@ -104,7 +104,7 @@ fn flows_extracted_with_the_run_config_serve_training_and_evaluation() {
     std::fs::write(&eval_file, eval_toml).expect("eval config");
     let mut eval = RunConfig::from_file(&eval_file).expect("eval config reads");
     eval.motion.cache_only = true;
-    let err = motionvl_eval::run(&eval, false).err().expect("no flows for the eval protocol yet").to_string();
+    let err = motionvl_eval::run(&eval, false).expect_err("no flows for the eval protocol yet").to_string();
     assert!(err.contains("no cached flow for"), "{err}");
     assert_eq!(extract(&eval_file, &manifest), 8);
     let summary = motionvl_eval::run(&eval, false).expect("evaluates from the cache");

@@ -163,11 +163,10 @@ fn draw_pose(rng: &mut SynthRng, k: &Intrinsics, cfg: &SatelliteConfig) -> Optio
         let yaw = std::f32::consts::FRAC_PI_2 + (rng.range(-1.0, 1.0) as f32) * cfg.max_yaw_deg.to_radians();
         let pitch = -std::f32::consts::FRAC_PI_2 + (rng.range(0.0, 1.0) as f32) * cfg.max_tilt_deg.to_radians();
         let pose = Pose::new(Vec3::new(x, y, altitude), yaw, pitch);
-        if let Some(b) = footprint_box(&pose, k, cfg) {
-            if b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= 1.0 && b[3] <= 1.0 {
+        if let Some(b) = footprint_box(&pose, k, cfg)
+            && b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= 1.0 && b[3] <= 1.0 {
                 return Some((pose, b));
             }
-        }
     }
     None
 }
