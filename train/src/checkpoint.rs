@@ -609,6 +609,15 @@ pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
     result
 }
 
+/// Appends `value` as one JSON line to `path` (created if missing): the step logs.
+pub fn append_json_line(path: impl AsRef<Path>, value: &impl serde::Serialize) -> Result<()> {
+    use std::io::Write;
+    let path = path.as_ref();
+    let line = serde_json::to_string(value).map_err(|e| io_err("cannot serialise a line for", path)(std::io::Error::other(e)))?;
+    let mut file = fs::OpenOptions::new().create(true).append(true).open(path).map_err(io_err("cannot open", path))?;
+    writeln!(file, "{line}").map_err(io_err("cannot append to", path))
+}
+
 fn rename_into_place(tmp: &Path, path: &Path) -> Result<()> {
     fs::rename(tmp, path).map_err(io_err("cannot rename into place", path))?;
     match path.parent() {

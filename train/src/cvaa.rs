@@ -169,31 +169,8 @@ fn default_clip() -> f64 {
     1.0
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct CheckpointSection {
-    pub every: usize,
-    pub keep: usize,
-}
-
-impl Default for CheckpointSection {
-    fn default() -> Self {
-        Self { every: 100, keep: 2 }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
-#[serde(deny_unknown_fields, default)]
-pub struct LoggingSection {
-    pub tensorboard: bool,
-    pub progress_bar: bool,
-}
-
-impl Default for LoggingSection {
-    fn default() -> Self {
-        Self { tensorboard: true, progress_bar: true }
-    }
-}
+// Checkpoint cadence and logging are the same sections as the SFT recipe's.
+pub use crate::recipe::{CheckpointSection, LoggingSection};
 
 impl CvaaRecipe {
     /// Reads a recipe and applies `--section.key value` overrides; unknown keys are errors.
@@ -636,9 +613,7 @@ impl CvaaTrainer {
     }
 
     fn write_logs(&mut self, log: &CvaaStepLog) -> Result<()> {
-        let path = self.recipe.output_dir.join("trainer_log.jsonl");
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
-        writeln!(file, "{}", serde_json::to_string(log).unwrap_or_default()).map_err(io(&path))?;
+        ckpt::append_json_line(self.recipe.output_dir.join("trainer_log.jsonl"), log)?;
         if let Some(events) = &mut self.events {
             let scalars = [
                 ("train/loss", log.loss as f32),

@@ -508,9 +508,7 @@ impl Trainer {
     }
 
     fn write_logs(&mut self, log: &StepLog) -> Result<()> {
-        let path = self.recipe.output_dir.join("trainer_log.jsonl");
-        let mut file = std::fs::OpenOptions::new().create(true).append(true).open(&path).map_err(io(&path))?;
-        writeln!(file, "{}", serde_json::to_string(log).unwrap_or_default()).map_err(io(&path))?;
+        ckpt::append_json_line(self.recipe.output_dir.join("trainer_log.jsonl"), log)?;
         if let Some(events) = &mut self.events {
             let step = log.step as i64;
             let mut scalars: Vec<(String, f32)> = vec![
