@@ -111,7 +111,7 @@ impl Padding {
 
 /// Registry names accepted by [`estimator_by_name`].
 pub const KNOWN_ESTIMATORS: &[&str] =
-    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l", "mofnet", "memflow"];
+    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l", "mofnet", "memflow", "zero"];
 
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
@@ -142,6 +142,12 @@ pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<
             return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
         }
         return Ok(Box::new(Dis::new(preset.params())?.with_name(spec.name)));
+    }
+    if spec.name == "zero" {
+        if let Some(path) = spec.weights {
+            return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
+        }
+        return Ok(Box::new(crate::zero::ZeroFlow));
     }
     if spec.name == "mofnet" {
         return Ok(Box::new(MofNetEstimator::from_spec(spec, device)?));

@@ -18,6 +18,7 @@ pub mod state_dict;
 pub mod sea_raft;
 pub mod synthetic;
 pub mod viz;
+pub mod zero;
 
 pub use cache::{CacheKey, CacheStatus, FlowCache};
 pub use dis::{Dis, DisParams, DisPreset};

@@ -14,6 +14,7 @@
 pub mod annotate;
 pub mod behaviours;
 pub mod camera;
+pub mod describe;
 pub mod error;
 pub mod generate;
 pub mod geometry;
