@@ -1,4 +1,5 @@
-//! Supervised fine-tuning of motionvl models: recipes, LoRA training with AdamW parameter
+//! Training motionvl models: full-parameter pretraining of fresh models, and supervised
+//! fine-tuning — recipes, LoRA training with AdamW parameter
 //! groups, exact-resume checkpoints, TensorBoard logs, and adapter merging.
 
 pub mod batch;
@@ -6,6 +7,7 @@ pub mod checkpoint;
 pub mod cvaa;
 pub mod merge;
 pub mod optim;
+pub mod pretrain;
 pub mod recipe;
 pub mod sft;
 pub mod tensorboard;

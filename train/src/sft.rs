@@ -630,16 +630,7 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
     let dir = recipe.output_dir.join("base-model");
     if !dir.join("model.safetensors").is_file() {
         let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
-        let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
-        let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
-        let special = tokenizer.special();
-        json["vocab_size"] = tokenizer.vocab_size().into();
-        json["image_token_id"] = special.image_pad.into();
-        json["video_token_id"] = special.video_pad.into();
-        json["vision_start_token_id"] = special.vision_start.into();
-        json["vision_end_token_id"] = special.vision_end.into();
-        json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
-        let cfg = Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+        let cfg = fresh_model_config(init_config, &tokenizer)?;
         let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
         let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
@@ -648,6 +639,21 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+/// A fresh model's config: `init_config` with the vocabulary and special token ids of the
+/// tokenizer trained for it.
+pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<Qwen25VlConfig> {
+    let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
+    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+    let special = tokenizer.special();
+    json["vocab_size"] = tokenizer.vocab_size().into();
+    json["image_token_id"] = special.image_pad.into();
+    json["video_token_id"] = special.video_pad.into();
+    json["vision_start_token_id"] = special.vision_start.into();
+    json["vision_end_token_id"] = special.vision_end.into();
+    json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
+    Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))
 }
 
 /// The files and folders of a previous run in `out` (the flow cache and the lock are not the
@@ -707,7 +713,7 @@ pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<Strin
 }
 
 /// The training conversations of a recipe (bad rows are errors unless `skip_bad`).
-fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
+pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
     let read = read_training_samples(
         &recipe.data.train,
         &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
@@ -719,7 +725,7 @@ fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
     Ok(read.items)
 }
 
-fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
+pub(crate) fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
     let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, ..TemplateOptions::default() };
@@ -728,7 +734,7 @@ fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<Tr
 }
 
 /// A progress bar over `len` items, hidden when `show` is false.
-fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
+pub(crate) fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
     let bar = if show { indicatif::ProgressBar::new(len as u64) } else { indicatif::ProgressBar::hidden() };
     let template = format!("{{bar:30}} {{pos}}/{{len}} {what} · eta {{eta}}");
     bar.set_style(indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
@@ -736,7 +742,7 @@ fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
 }
 
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
-fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
+pub(crate) fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
     let bar = progress_bar(loader.len(), "samples checked", show);
     let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
     bar.finish_and_clear();
@@ -744,7 +750,7 @@ fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool)
 }
 
 /// A training set in which nothing fits is an error before the first step.
-fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()> {
+pub(crate) fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()> {
     if report.usable() > 0 {
         return Ok(());
     }

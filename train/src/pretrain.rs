@@ -1,0 +1,267 @@
+//! Stage 0: pretraining a fresh model, every parameter (vision tower, merger, language model),
+//! on captioned videos — what a released checkpoint such as Qwen2.5-VL stands for before any
+//! SFT. The result is a model folder in the hub layout (`config.json`, `model.safetensors`,
+//! `tokenizer.json`) that `train sft` and `evaluate run` load like a downloaded model.
+//!
+//! Every op of both towers is composed of differentiable primitives (see
+//! `motionvl_models::ops`: Candle's fused RMSNorm, softmax and RoPE kernels have no backward),
+//! so gradients reach the patch embedding. The recipe is an SFT [`Recipe`] whose `[lora]` and
+//! `[motion]` sections are unused: `[model]` names the fresh model (`init_config`), `[data]` the
+//! captions, `[optim]` the schedule (applied to all parameters).
+//!
+//! A pretraining run is short and saves only its final model, atomically: an interrupted run
+//! starts over.
+
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Tensor, Var};
+use candle_nn::VarBuilder;
+use motionvl_data::loader::{DataLoader, EpochIter, LoadedSample};
+use motionvl_data::run_dir::RunLock;
+use motionvl_data::samples::{read_training_samples, ReadOptions};
+use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer};
+use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
+use motionvl_models::Qwen25VlConfig;
+
+use crate::batch::collate;
+use crate::checkpoint as ckpt;
+use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
+use crate::recipe::Recipe;
+use crate::sft::{check_loader, fresh_model_config, parse_device, progress_bar, read_samples, require_usable, training_loader, StepLog, TrainError};
+
+type Result<T> = std::result::Result<T, TrainError>;
+
+/// The folder, inside the run directory, that holds the pretrained model.
+pub const MODEL_DIR: &str = "model";
+
+/// What a finished pretraining run left.
+#[derive(Debug, Clone)]
+pub struct Pretrained {
+    /// The hub-layout model folder.
+    pub model_dir: PathBuf,
+    pub logs: Vec<StepLog>,
+}
+
+/// Which parameters pretraining updates.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// Every parameter: the vision tower learns the world's objects.
+    All,
+    /// The merger and the language model; the vision tower keeps its random initialisation.
+    /// The baseline that shows what a trained tower adds: the language model co-adapts to the
+    /// random tower's features exactly as it does to the trained one's.
+    RandomTower,
+}
+
+/// Pretrains a fresh model on `recipe.data.train` into `<output_dir>/model`. The tokenizer is
+/// trained on the captions and on the text of `tokenizer_text` (conversation files of the later
+/// stages, whose words the model must be able to spell).
+pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Result<Pretrained> {
+    if recipe.motion.enabled() {
+        return Err(TrainError::Setup("pretraining trains the visual model only: set motion.estimator = \"none\"".into()));
+    }
+    let init_config = recipe.model.init_config.as_deref().ok_or_else(|| TrainError::Setup("pretraining builds a fresh model: [model] needs `init_config`".into()))?;
+    if recipe.model.dtype != "f32" {
+        return Err(TrainError::Setup(format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype)));
+    }
+    let out = recipe.output_dir.clone();
+    let _lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
+    for stale in ["trainer_log.jsonl", "train.log"] {
+        let path = out.join(stale);
+        if path.is_file() {
+            std::fs::remove_file(&path).map_err(|source| TrainError::Io { path, source })?;
+        }
+    }
+    ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
+    let device = parse_device(&recipe.model.device)?;
+
+    let samples = read_samples(recipe)?;
+    let mut corpus = samples.clone();
+    for path in tokenizer_text {
+        let read = read_training_samples(path, &ReadOptions { media_root: None, check_media: false, skip_bad: false }).map_err(|e| TrainError::Data(e.to_string()))?;
+        corpus.extend(read.items);
+    }
+    let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+    let cfg = fresh_model_config(init_config, &tokenizer)?;
+    let (model, vars) = trainable_model(&cfg, recipe, &device)?;
+
+    let pad_id = tokenizer.special().endoftext;
+    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
+    let mut text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
+    let check = check_loader(&loader, recipe.logging.progress_bar)?;
+    writeln!(text_log, "data: {}", check.report.to_json_line()).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
+    require_usable(&check.report, recipe)?;
+
+    let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
+    let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
+    let total = recipe.optim.max_steps.unwrap_or(per_epoch * recipe.optim.epochs.max(1));
+    let adam = AdamWConfig { beta1: recipe.optim.beta1, beta2: recipe.optim.beta2, eps: recipe.optim.eps, weight_decay: recipe.optim.weight_decay };
+    let trains = |name: &str| scope == Scope::All || !is_tower(name);
+    let named: Vec<(String, Var)> = {
+        let mut v: Vec<(String, Var)> = vars.iter().filter(|(n, _)| trains(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    let mut optim = AdamW::new(vec![("all".to_owned(), recipe.optim.lr, named)], adam)?;
+    let warmup = warmup_steps(recipe.optim.warmup_ratio, total);
+
+    let bar = progress_bar(total, "pretraining steps", recipe.logging.progress_bar);
+    let mut batches = Batches { loader: &loader, iter: loader.epoch(0), epoch: 0, yielded: 0, size: recipe.optim.batch_size.max(1) };
+    let mut logs = Vec::with_capacity(total);
+    for step in 0..total {
+        let started = std::time::Instant::now();
+        let accum = recipe.optim.grad_accum.max(1);
+        let (mut loss_sum, mut tokens, mut count) = (0.0, 0, 0);
+        for _ in 0..accum {
+            let samples = batches.next()?;
+            let batch = collate(&samples, pad_id, &device)?;
+            let mut features = model.encode_vision(&batch.vision)?;
+            if scope == Scope::RandomTower {
+                // No backward through a tower that is not trained.
+                features.images = features.images.map(|t| t.detach());
+                features.videos = features.videos.map(|t| t.detach());
+            }
+            let embeds = model.embed(&batch.prompt, &features)?;
+            let positions = model.positions(&batch.prompt, &batch.vision)?;
+            let logits = model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
+            let loss = causal_lm_loss(&logits, &batch.labels)?;
+            let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            if !value.is_finite() {
+                return Err(TrainError::NonFinite { step: step + 1, what: "loss".into(), samples: batch.sample_ids });
+            }
+            optim.accumulate(&(loss / accum as f64)?.backward()?)?;
+            loss_sum += value;
+            tokens += batch.tokens;
+            count += batch.sample_ids.len();
+        }
+        let bad = optim.non_finite_grads();
+        if !bad.is_empty() {
+            return Err(TrainError::NonFinite { step: step + 1, what: format!("gradient in {}", bad.join(", ")), samples: Vec::new() });
+        }
+        let scale = lr_scale(&recipe.optim.schedule, step, warmup, total);
+        let grad_norm = optim.step_with_clip(scale, recipe.optim.max_grad_norm)?;
+        let seconds = started.elapsed().as_secs_f64().max(1e-9);
+        let lr = recipe.optim.lr * scale;
+        let log = StepLog {
+            step: step + 1,
+            epoch: batches.epoch,
+            loss: loss_sum / accum as f64,
+            lr,
+            lr_groups: vec![("all".to_owned(), lr)],
+            grad_norm,
+            tokens_per_s: tokens as f64 / seconds,
+            samples_per_s: count as f64 / seconds,
+        };
+        ckpt::append_json_line(out.join("trainer_log.jsonl"), &log)?;
+        bar.set_position(log.step as u64);
+        bar.set_message(format!("loss {:.4}", log.loss));
+        logs.push(log);
+    }
+    bar.finish_and_clear();
+
+    let tensors: HashMap<String, Tensor> = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+    let model_dir = save_model(&out, &cfg, &tensors, &tokenizer)?;
+    writeln!(text_log, "saved {} after {total} steps", model_dir.display()).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
+    Ok(Pretrained { model_dir, logs })
+}
+
+/// Whether a weight belongs to the vision tower proper (patch embedding and blocks), not the
+/// merger that projects its output into the language model.
+fn is_tower(name: &str) -> bool {
+    name.starts_with("visual.") && !name.starts_with("visual.merger.")
+}
+
+/// Mean loss per answer token of the model in `model_dir` on the conversations of
+/// `recipe.data.train` (read with `recipe.data`'s frame plan and sizes). No gradients.
+pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
+    let device = parse_device(&recipe.model.device)?;
+    let files = motionvl_models::CheckpointFiles::from_dir(model_dir)?;
+    let model = Qwen25Vl::load(&files, DType::F32, &device)?;
+    let tokenizer = QwenTokenizer::from_model_dir(model_dir).map_err(|e| TrainError::Setup(e.to_string()))?;
+    let samples = read_samples(recipe)?;
+    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
+    require_usable(&check_loader(&loader, false)?.report, recipe)?;
+    let pad_id = tokenizer.special().endoftext;
+    let (mut total, mut tokens) = (0.0, 0usize);
+    for sample in loader.epoch(0) {
+        let sample = sample.map_err(|e| TrainError::Data(e.to_string()))?;
+        let batch = collate(std::slice::from_ref(&sample), pad_id, &device)?;
+        let answer_tokens = batch.labels.iter().flatten().skip(1).filter(|&&l| l >= 0).count();
+        let features = model.encode_vision(&batch.vision)?;
+        let embeds = model.embed(&batch.prompt, &features)?;
+        let positions = model.positions(&batch.prompt, &batch.vision)?;
+        let logits = model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
+        let loss = causal_lm_loss(&logits, &batch.labels)?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        total += loss * answer_tokens as f64;
+        tokens += answer_tokens;
+    }
+    if tokens == 0 {
+        return Err(TrainError::Data(format!("{} holds no answer token to score", recipe.data.train.display())));
+    }
+    Ok(total / tokens as f64)
+}
+
+/// A freshly initialised model whose every weight is a variable (by hub name). A tied head
+/// stays the embedding: only the weights the initialiser made are variables.
+fn trainable_model(cfg: &Qwen25VlConfig, recipe: &Recipe, device: &Device) -> Result<(Qwen25Vl, HashMap<String, Var>)> {
+    let (_, init) = motionvl_models::init::random_model(cfg, recipe.model.init_std, recipe.seed, device)?;
+    let vars: HashMap<String, Var> = init.iter().map(|(n, t)| Ok((n.clone(), Var::from_tensor(t)?))).collect::<Result<_>>()?;
+    let tensors = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+    let model = Qwen25Vl::new(cfg, VarBuilder::from_tensors(tensors, DType::F32, device))?;
+    Ok((model, vars))
+}
+
+/// Writes `<out>/model` atomically: built beside it, then renamed over the previous one.
+fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>, tokenizer: &QwenTokenizer) -> Result<PathBuf> {
+    let dir = out.join(MODEL_DIR);
+    let tmp = out.join(format!(".tmp-{MODEL_DIR}-{}", std::process::id()));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TrainError::Io { path, source }
+    };
+    if tmp.exists() {
+        std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
+    }
+    motionvl_models::init::save_checkpoint(&tmp, cfg, tensors)?;
+    tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
+    }
+    std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    Ok(dir)
+}
+
+/// Micro-batches over epoch after epoch.
+struct Batches<'a, P: motionvl_data::loader::MediaProcessor + 'static> {
+    loader: &'a DataLoader<P>,
+    iter: EpochIter,
+    epoch: u64,
+    yielded: usize,
+    size: usize,
+}
+
+impl<P: motionvl_data::loader::MediaProcessor + 'static> Batches<'_, P> {
+    fn next(&mut self) -> Result<Vec<LoadedSample>> {
+        let mut out = Vec::with_capacity(self.size);
+        while out.len() < self.size {
+            match self.iter.next() {
+                Some(sample) => {
+                    out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?);
+                    self.yielded += 1;
+                }
+                None if self.yielded == 0 => {
+                    return Err(TrainError::Data(format!("epoch {} yielded no sample: every one was skipped", self.epoch)));
+                }
+                None if !out.is_empty() => break,
+                None => {
+                    self.epoch += 1;
+                    self.iter = self.loader.epoch(self.epoch);
+                    self.yielded = 0;
+                }
+            }
+        }
+        Ok(out)
+    }
+}
