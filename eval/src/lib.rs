@@ -26,6 +26,7 @@ pub mod report;
 pub mod results;
 pub mod retrieve;
 pub mod run;
+pub mod stats;
 
 pub use bench::{Bench, REGISTRY};
 pub use config::RunConfig;
