@@ -14,11 +14,11 @@ use plotters::prelude::*;
 use crate::report::short_label;
 use crate::results::Results;
 
-type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
-type Draw = Result<(), String>;
+pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
+pub(crate) type Draw = Result<(), String>;
 
 /// Dimension colours (Okabe–Ito, readable by colour-blind viewers), in breakdown order.
-const PALETTE: [RGBColor; 6] = [
+pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(0, 114, 178),
     RGBColor(230, 159, 0),
     RGBColor(0, 158, 115),
@@ -27,15 +27,15 @@ const PALETTE: [RGBColor; 6] = [
     RGBColor(213, 94, 0),
 ];
 const OVERALL: RGBColor = RGBColor(96, 96, 96);
-const GRID: RGBColor = RGBColor(225, 225, 225);
-const HEIGHT: u32 = 480;
+pub(crate) const GRID: RGBColor = RGBColor(225, 225, 225);
+pub(crate) const HEIGHT: u32 = 480;
 
-fn err<E: std::fmt::Debug>(e: E) -> String {
+pub(crate) fn err<E: std::fmt::Debug>(e: E) -> String {
     format!("{e:?}")
 }
 
 /// Pixel width of `text` at `scale` (8 px per character).
-fn text_width(text: &str, scale: i32) -> i32 {
+pub(crate) fn text_width(text: &str, scale: i32) -> i32 {
     text.chars().count() as i32 * 8 * scale
 }
 
@@ -52,7 +52,7 @@ fn glyph(c: char) -> [u8; 8] {
 }
 
 /// Draws `text` with its top-left corner at (x, y), each font pixel a `scale`×`scale` square.
-fn draw_text(area: &Area<'_>, text: &str, x: i32, y: i32, scale: i32, color: &RGBColor) -> Draw {
+pub(crate) fn draw_text(area: &Area<'_>, text: &str, x: i32, y: i32, scale: i32, color: &RGBColor) -> Draw {
     let (w, h) = area.dim_in_pixel();
     for (i, c) in text.chars().enumerate() {
         let gx = x + i as i32 * 8 * scale;
@@ -75,7 +75,7 @@ fn draw_text(area: &Area<'_>, text: &str, x: i32, y: i32, scale: i32, color: &RG
     Ok(())
 }
 
-fn rect(area: &Area<'_>, (x0, y0): (i32, i32), (x1, y1): (i32, i32), color: &RGBColor) -> Draw {
+pub(crate) fn rect(area: &Area<'_>, (x0, y0): (i32, i32), (x1, y1): (i32, i32), color: &RGBColor) -> Draw {
     area.draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled()))
         .map_err(err)
 }

@@ -8,6 +8,8 @@
 //! | `results.md` | the paper's Table 2 layout (see [`table2`]) |
 //! | `chart.png` | per-task bars with the random baselines (see [`chart`]) |
 //!
+//! [`compare_chart`] draws several models side by side with their confidence intervals.
+//!
 //! Files are written to a temporary name and renamed, so a reader never sees half a report.
 
 use std::collections::BTreeSet;
@@ -20,6 +22,7 @@ use crate::metrics::Entry;
 use crate::results::{Breakdown, RESULTS_FILE, Results, Scored};
 
 pub mod chart;
+pub mod compare_chart;
 
 /// Names of the report files.
 pub const SCORED_FILE: &str = "scored.jsonl";
