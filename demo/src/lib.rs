@@ -1,23 +1,41 @@
-//! The embedded default: everything motionvl does, on a machine with nothing downloaded.
+//! The embedded default: a faithful miniature of the SIS-Motion paper, on a machine with
+//! nothing downloaded.
 //!
-//! 1. Render the synthetic UAV world (`construct synth`) unless it is there already.
-//! 2. Train a tiny Qwen2.5-VL-shaped model twice with identical settings: visual-only
-//!    (`--motion none`) and motion-aware (`--motion dis` by default).
-//! 3. Evaluate both on the held-out worlds with the SIS-Bench protocol and scorer.
-//! 4. Put the two results side by side, task by task.
+//! 1. Render the synthetic UAV world (`construct synth`) and describe its videos.
+//! 2. **Stage 0**: pretrain a tiny Qwen2.5-VL-shaped model, every parameter, on the training
+//!    worlds' descriptions (which landmarks, their colours, where and in which order), into a
+//!    hub-layout model folder that every later stage loads like a downloaded model.
+//! 3. **Stage 1**, the paper's SFT recipe on top, three times with identical settings, data and
+//!    steps: visual-only; motion-aware (`--motion dis`: the motion encoder a frozen copy of the
+//!    pretrained tower, the connector trained); and the control, the motion-aware architecture
+//!    fed pseudo-images of zero flow (`--motion zero`: same connector, same capacity, no
+//!    motion).
+//! 4. Evaluate all three on the held-out worlds with the SIS-Bench protocol and scorer.
+//! 5. Report: the paper's table, Wilson 95% intervals per task, a paired bootstrap of the
+//!    motion-aware − visual-only difference per dimension, and a chart (see [`summary`]).
 //!
-//! Every step resumes: a rerun after an interruption skips what is finished and continues
-//! training from the newest checkpoint.
+//! Every stage reruns only when its inputs changed: the world when its settings did, stage 0
+//! when its recipe or data did ([`stamp`]), a stage-1 run when its recipe, data or base model
+//! did (an interrupted run resumes from its newest checkpoint), an evaluation when its model
+//! did.
+
+pub mod stamp;
+pub mod summary;
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::synth::{generate_with_progress, SynthConfig, SynthSummary};
+use motionvl_data::synth::describe::write_descriptions;
+use motionvl_data::synth::{generate_with_progress, Split, SynthConfig, SynthSummary};
 use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, ProtocolConfig, RunConfig};
 use motionvl_eval::results::Results;
 use motionvl_train::checkpoint::latest_complete;
+use motionvl_train::pretrain::{answer_loss, pretrain, Scope, MODEL_DIR};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Trainer, changes_since_checkpoint};
 use serde::Deserialize;
+use serde_json::json;
+
+use summary::{Evaluated, Summary, TowerCheck, CONTROL, MOTION, VISUAL};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -25,10 +43,14 @@ pub enum DemoError {
     Config { path: PathBuf, reason: String },
     #[error("synthetic world: {0}")]
     World(#[from] motionvl_data::synth::SynthError),
+    #[error("{stage}: {reason}")]
+    Stage { stage: String, reason: String },
     #[error("training the {run} model: {source}")]
     Train { run: String, source: Box<dyn std::error::Error + Send + Sync> },
     #[error("evaluating the {run} model: {source}")]
     Eval { run: String, source: Box<dyn std::error::Error + Send + Sync> },
+    #[error("summary: {0}")]
+    Summary(String),
 }
 
 /// `configs/demo.toml`.
@@ -39,11 +61,22 @@ pub struct DemoConfig {
     pub output_dir: PathBuf,
     /// Flow estimator of the motion-aware model.
     pub motion: String,
+    /// Flow "estimator" of the control (`zero`: pseudo-images without motion).
+    pub control: String,
     pub world: SynthConfig,
-    /// A training recipe without `output_dir`, `data.train` and `motion.estimator`, which the
-    /// demo fills in for each of its two runs.
+    /// Stage 0: a training recipe without `output_dir` and `data.train`, which the demo fills
+    /// in; every parameter is trained (`[lora]` and `[motion]` do not apply).
+    pub pretrain: toml::Table,
+    /// Also pretrain with the vision tower left random, and compare both on the held-out
+    /// worlds' descriptions: what the trained tower adds.
+    #[serde(default)]
+    pub tower_baseline: bool,
+    /// Stage 1: a training recipe without `output_dir`, `data.train`, `model.checkpoint` and
+    /// `motion.estimator`, which the demo fills in for each of its three runs.
     pub train: toml::Table,
     pub eval: EvalSection,
+    #[serde(default)]
+    pub stats: StatsSection,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -53,6 +86,20 @@ pub struct EvalSection {
     pub generation: GenerationConfig,
     #[serde(default)]
     pub protocol: ProtocolConfig,
+}
+
+/// The paired bootstrap behind the differences.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StatsSection {
+    pub resamples: usize,
+    pub seed: u64,
+}
+
+impl Default for StatsSection {
+    fn default() -> Self {
+        Self { resamples: 10_000, seed: 0 }
+    }
 }
 
 impl DemoConfig {
@@ -87,7 +134,7 @@ fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), Strin
     Ok(())
 }
 
-/// One of the two models the demo trains and evaluates.
+/// One of the three models the demo trains and evaluates.
 #[derive(Debug, Clone)]
 pub struct DemoRun {
     pub name: String,
@@ -98,15 +145,18 @@ pub struct DemoRun {
     pub results: Results,
 }
 
-#[derive(Debug, Clone)]
 pub struct DemoSummary {
     pub world: SynthSummary,
+    /// The pretrained model folder (hub layout).
+    pub pretrained: PathBuf,
+    pub tower: Option<TowerCheck>,
     pub runs: Vec<DemoRun>,
-    /// The per-task table of both runs (Markdown).
-    pub table: String,
+    pub report: Summary,
+    /// `summary.json`, `summary.md`, `summary.png`.
+    pub written: Vec<PathBuf>,
 }
 
-/// Runs the whole demo. `show_progress` draws progress bars on stderr.
+/// Runs the whole demo. `show_progress` draws a progress bar per stage on stderr.
 pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Result<DemoSummary, DemoError> {
     let world_dir = config.output_dir.join("world");
     let world = match SynthSummary::load(&world_dir)? {
@@ -119,25 +169,70 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
             summary
         }
     };
+    let descriptions = write_descriptions(&world, Split::Train)?;
+    let held_out_descriptions = write_descriptions(&world, Split::Test)?;
+
+    let pretrained = stage0(config, config_path, &world, &descriptions, "pretrain", Scope::All, show_progress)?;
+    let tower = if config.tower_baseline {
+        let random = stage0(config, config_path, &world, &descriptions, "pretrain-random-tower", Scope::RandomTower, show_progress)?;
+        let recipe = pretrain_recipe(config, config_path, &config.output_dir.join("held-out-descriptions"), &held_out_descriptions)?;
+        let loss = |dir: &Path| answer_loss(&recipe, dir).map_err(|e| DemoError::Stage { stage: "stage 0 check".into(), reason: e.to_string() });
+        Some(TowerCheck { pretrained: loss(&pretrained)?, random_tower: loss(&random)? })
+    } else {
+        None
+    };
 
     let mut runs = Vec::new();
-    for (name, motion) in [("visual-only", "none"), ("motion-aware", config.motion.as_str())] {
+    for (name, motion) in [(VISUAL, "none"), (MOTION, config.motion.as_str()), (CONTROL, config.control.as_str())] {
         let train_dir = config.output_dir.join(name);
-        let recipe = recipe_for(config, config_path, &world, &train_dir, motion)?;
-        let final_loss = train(&recipe, name, show_progress)?;
+        let recipe = recipe_for(config, config_path, &world, &pretrained, &train_dir, motion)?;
+        let final_loss = train(&recipe, &pretrained, name, show_progress)?;
         let eval_dir = train_dir.join("eval");
-        let results = evaluate(config, &world, &train_dir, &eval_dir, name, show_progress)?;
+        let results = evaluate(config, &world, &pretrained, &train_dir, &eval_dir, name, show_progress)?;
         runs.push(DemoRun { name: name.to_owned(), motion: motion.to_owned(), train_dir, eval_dir, final_loss, results });
     }
-    let table = motionvl_eval::report::table2(&runs.iter().map(|r| &r.results).collect::<Vec<_>>());
-    Ok(DemoSummary { world, runs, table })
+    let evaluated: Vec<Evaluated> = runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
+    let report = summary::summarise(&evaluated, tower, config.stats.resamples, config.stats.seed)?;
+    let written = report.write(&config.output_dir)?;
+    Ok(DemoSummary { world, pretrained, tower, runs, report, written })
 }
 
-fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, train_dir: &Path, motion: &str) -> Result<Recipe, DemoError> {
+/// The stage-0 recipe: `[pretrain]` with its output folder and captions filled in.
+fn pretrain_recipe(config: &DemoConfig, config_path: &Path, out: &Path, data: &Path) -> Result<Recipe, DemoError> {
+    let quoted = |p: &Path| format!("{:?}", p.display().to_string());
+    let overrides = vec![("output_dir".to_owned(), quoted(out)), ("data.train".to_owned(), quoted(data))];
+    Recipe::from_table(config.pretrain.clone(), config_path, &overrides).map_err(|e| DemoError::Config { path: config_path.to_path_buf(), reason: e.to_string() })
+}
+
+/// Stage 0 into `<output_dir>/<folder>`, unless a finished one was made from the same recipe
+/// and data; returns the model folder.
+fn stage0(config: &DemoConfig, config_path: &Path, world: &SynthSummary, descriptions: &Path, folder: &str, scope: Scope, show_progress: bool) -> Result<PathBuf, DemoError> {
+    let out = config.output_dir.join(folder);
+    let mut recipe = pretrain_recipe(config, config_path, &out, descriptions)?;
+    recipe.logging.progress_bar = show_progress;
+    let inputs = json!({
+        "recipe": recipe.to_toml(),
+        "scope": format!("{scope:?}"),
+        "descriptions": stamp::digest(descriptions)?,
+        "tokenizer_text": stamp::digest(&world.train_conversations())?,
+    });
+    let model = out.join(MODEL_DIR);
+    if model.join("model.safetensors").is_file() && stamp::matches(&out, &inputs) {
+        eprintln!("{folder}: already pretrained ({})", model.display());
+        return Ok(model);
+    }
+    eprintln!("{folder}: pretraining every parameter{} into {}", if scope == Scope::RandomTower { " but the vision tower's" } else { "" }, model.display());
+    let done = pretrain(&recipe, &[world.train_conversations()], scope).map_err(|e| DemoError::Train { run: folder.to_owned(), source: e.into() })?;
+    stamp::write(&out, &inputs)?;
+    Ok(done.model_dir)
+}
+
+fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, base: &Path, train_dir: &Path, motion: &str) -> Result<Recipe, DemoError> {
     let quoted = |p: &Path| format!("{:?}", p.display().to_string());
     let overrides = vec![
         ("output_dir".to_owned(), quoted(train_dir)),
         ("data.train".to_owned(), quoted(&world.train_conversations())),
+        ("model.checkpoint".to_owned(), quoted(base)),
         ("motion.estimator".to_owned(), format!("{motion:?}")),
         ("logging.progress_bar".to_owned(), "true".to_owned()),
     ];
@@ -145,16 +240,25 @@ fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, tra
 }
 
 /// Trains (or finishes training) one model; returns the last logged loss.
-fn train(recipe: &Recipe, name: &str, show_progress: bool) -> Result<Option<f64>, DemoError> {
+fn train(recipe: &Recipe, base: &Path, name: &str, show_progress: bool) -> Result<Option<f64>, DemoError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| DemoError::Train { run: name.to_owned(), source: e };
+    let clear = || std::fs::remove_dir_all(&recipe.output_dir).map_err(|e| fail(format!("clearing {}: {e}", recipe.output_dir.display()).into()));
+    // The recipe names the base model by its folder; a new stage 0 writes other weights there.
+    let inputs = json!({ "base_model": stamp::digest(&base.join("model.safetensors"))? });
+    if recipe.output_dir.exists() && !stamp::matches(&recipe.output_dir, &inputs) {
+        eprintln!("{name}: the pretrained model changed; training again from scratch");
+        clear()?;
+    }
     if let Some(found) = latest_complete(&recipe.output_dir).map_err(|e| fail(e.into()))? {
         let changed = changes_since_checkpoint(recipe, &found.path).map_err(|e| fail(e.into()))?;
         if !changed.is_empty() {
             // The embedded default owns its run folders: a changed setting retrains from scratch.
             eprintln!("{name}: settings changed since {} ({}); training again from scratch", found.path.display(), changed.join("; "));
-            std::fs::remove_dir_all(&recipe.output_dir).map_err(|e| fail(format!("clearing {}: {e}", recipe.output_dir.display()).into()))?;
+            clear()?;
         }
     }
+    std::fs::create_dir_all(&recipe.output_dir).map_err(|e| fail(format!("creating {}: {e}", recipe.output_dir.display()).into()))?;
+    stamp::write(&recipe.output_dir, &inputs)?;
     let mut recipe = recipe.clone();
     recipe.logging.progress_bar = show_progress;
     // Continues an interrupted run of the same settings, or starts one.
@@ -174,7 +278,7 @@ fn last_logged_loss(dir: &Path) -> Option<f64> {
     serde_json::from_str::<serde_json::Value>(last).ok()?["loss"].as_f64()
 }
 
-fn evaluate(config: &DemoConfig, world: &SynthSummary, train_dir: &Path, eval_dir: &Path, name: &str, show_progress: bool) -> Result<Results, DemoError> {
+fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &Path, eval_dir: &Path, name: &str, show_progress: bool) -> Result<Results, DemoError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| DemoError::Eval { run: name.to_owned(), source: e };
     let checkpoint = latest_complete(train_dir).map_err(|e| fail(e.into()))?.ok_or_else(|| fail(format!("no checkpoint in {}", train_dir.display()).into()))?;
     let run = RunConfig {
@@ -186,7 +290,7 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, train_dir: &Path, eval_di
         skip_bad: false,
         resume: eval_dir.join("predictions.jsonl").is_file(),
         limit: None,
-        model: ModelConfig { checkpoint: train_dir.join("base-model").display().to_string(), adapter: Some(checkpoint.path), dtype: None, device: "cpu".into() },
+        model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), dtype: None, device: "cpu".into() },
         generation: config.eval.generation.clone(),
         protocol: config.eval.protocol.clone(),
         motion: MotionConfig::default(),

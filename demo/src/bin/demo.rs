@@ -1,5 +1,6 @@
-//! `demo` — the README's main command: render the synthetic UAV world, train a visual-only
-//! and a motion-aware model on it, evaluate both on held-out worlds, print the table.
+//! `demo` — the README's main command: render the synthetic UAV world, pretrain a tiny model
+//! on it, fine-tune it visual-only, motion-aware and as the motion control, evaluate all three
+//! on held-out worlds, print the report.
 //!
 //! `cargo run --release -p motionvl-demo --bin demo -- --config configs/demo.toml`
 //! Any `--section.key value` overrides a key of the config (e.g. `--train.optim.max_steps 20`).
@@ -13,7 +14,7 @@ use clap::Parser;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(name = "demo", about = "Train and evaluate visual-only vs motion-aware models on the synthetic UAV world")]
+#[command(name = "demo", about = "Pretrain, fine-tune and evaluate visual-only, motion-aware and control models on the synthetic UAV world")]
 struct Cli {
     #[arg(long, default_value = "configs/demo.toml")]
     config: PathBuf,
@@ -36,7 +37,7 @@ fn main() -> Result<()> {
     }
     let config = motionvl_demo::DemoConfig::load(&cli.config, &overrides)?;
     let summary = motionvl_demo::run(&config, &cli.config, !cli.quiet)?;
-    println!("\n{}", summary.table);
+    println!("\n{}", summary.report.markdown);
     for run in &summary.runs {
         println!(
             "{}: overall accuracy {:.1}% on {} questions (final training loss {}), reports in {}",
@@ -46,6 +47,10 @@ fn main() -> Result<()> {
             run.final_loss.map_or("–".into(), |l| format!("{l:.3}")),
             run.eval_dir.display()
         );
+    }
+    println!("pretrained model (hub layout): {}", summary.pretrained.display());
+    for path in &summary.written {
+        println!("wrote {}", path.display());
     }
     println!("TensorBoard: tensorboard --logdir {}", config.output_dir.display());
     Ok(())

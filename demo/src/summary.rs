@@ -1,0 +1,274 @@
+//! The demo's report: `summary.json`, `summary.md` (the paper's table, 95% intervals, the
+//! motion-aware − visual-only differences and whether the claims hold) and `summary.png`.
+//!
+//! `summary.json` is a file contract:
+//! `{"models": {NAME: {"overall": C, "tasks": {TASK: C}, "dimensions": {"spatial"|"self": C}}},
+//! "difference": {"self"|"spatial": {"mean", "ci95"}}}` with `C = {"accuracy", "n", "ci95":
+//! [lo, hi]}`, accuracies as fractions, TASK the SIS-Bench task names and "difference" the
+//! motion-aware model's accuracy minus the visual-only model's over the same questions.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use motionvl_eval::metrics::Entry;
+use motionvl_eval::report::compare_chart::{self, Column, Series};
+use motionvl_eval::results::Results;
+use motionvl_eval::stats::{paired_bootstrap95, wilson95};
+use serde::Serialize;
+
+use crate::DemoError;
+
+/// The model whose gain is measured, the baseline it is measured against, and the control.
+pub const VISUAL: &str = "visual-only";
+pub const MOTION: &str = "motion-aware";
+pub const CONTROL: &str = "motion-control";
+
+pub const JSON_FILE: &str = "summary.json";
+pub const MARKDOWN_FILE: &str = "summary.md";
+pub const CHART_FILE: &str = "summary.png";
+
+/// An accuracy with its Wilson 95% interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Accuracy {
+    pub accuracy: f64,
+    pub n: usize,
+    pub ci95: [f64; 2],
+}
+
+impl Accuracy {
+    fn of(correct: usize, n: usize) -> Self {
+        Self { accuracy: if n == 0 { 0.0 } else { correct as f64 / n as f64 }, n, ci95: wilson95(correct, n) }
+    }
+
+    fn entry(e: &Entry) -> Self {
+        Self::of(e.correct, e.n)
+    }
+
+    fn contains(&self, p: f64) -> bool {
+        self.ci95[0] <= p && p <= self.ci95[1]
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct ModelSummary {
+    pub overall: Accuracy,
+    pub tasks: BTreeMap<String, Accuracy>,
+    pub dimensions: BTreeMap<String, Accuracy>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Difference {
+    pub mean: f64,
+    pub ci95: [f64; 2],
+}
+
+/// `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct SummaryJson {
+    pub models: BTreeMap<String, ModelSummary>,
+    pub difference: BTreeMap<String, Difference>,
+}
+
+/// One evaluated model: its scores and the folder they were read from.
+#[derive(Debug, Clone)]
+pub struct Evaluated {
+    pub name: String,
+    pub results: Results,
+    pub eval_dir: PathBuf,
+}
+
+/// What stage 0 measured: the held-out description loss of the pretrained model and of the
+/// same pretraining with the vision tower left random.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct TowerCheck {
+    pub pretrained: f64,
+    pub random_tower: f64,
+}
+
+/// The report, ready to be written.
+pub struct Summary {
+    pub json: SummaryJson,
+    pub markdown: String,
+    pub png: Vec<u8>,
+}
+
+/// Builds the report of `runs` (which must hold [`VISUAL`], [`MOTION`] and [`CONTROL`]).
+pub fn summarise(runs: &[Evaluated], tower: Option<TowerCheck>, resamples: usize, seed: u64) -> Result<Summary, DemoError> {
+    let find = |name: &str| runs.iter().find(|r| r.name == name).ok_or_else(|| DemoError::Summary(format!("no {name} model among the runs")));
+    let (visual, motion, control) = (find(VISUAL)?, find(MOTION)?, find(CONTROL)?);
+    let models = runs.iter().map(|r| (r.name.clone(), model_summary(&r.results))).collect();
+    let mut difference = BTreeMap::new();
+    let mut control_difference = BTreeMap::new();
+    for (dim, _) in visual.results.by_dimension.iter() {
+        difference.insert(dim.clone(), paired(visual, motion, dim, resamples, seed)?);
+        control_difference.insert(dim.clone(), paired(control, motion, dim, resamples, seed)?);
+    }
+    let json = SummaryJson { models, difference };
+    let markdown = markdown(runs, &json, &control_difference, tower);
+    let png = chart(runs, &json)?;
+    Ok(Summary { json, markdown, png })
+}
+
+impl Summary {
+    /// Writes the three files into `dir`, each atomically; returns their paths.
+    pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, DemoError> {
+        let json = serde_json::to_string_pretty(&self.json).map_err(|e| DemoError::Summary(e.to_string()))?;
+        [(JSON_FILE, json.into_bytes()), (MARKDOWN_FILE, self.markdown.clone().into_bytes()), (CHART_FILE, self.png.clone())]
+            .into_iter()
+            .map(|(name, bytes)| {
+                let path = dir.join(name);
+                motionvl_train::checkpoint::write_atomic(&path, &bytes).map_err(|e| DemoError::Summary(e.to_string()))?;
+                Ok(path)
+            })
+            .collect()
+    }
+}
+
+fn model_summary(r: &Results) -> ModelSummary {
+    ModelSummary {
+        overall: Accuracy::entry(&r.overall),
+        tasks: r.by_task.iter().map(|(t, e)| (t.clone(), Accuracy::entry(e))).collect(),
+        dimensions: r.by_dimension.iter().map(|(d, e)| (d.clone(), Accuracy::entry(e))).collect(),
+    }
+}
+
+/// Per-question scores of a run (`scored.jsonl`): question id, task, score.
+fn scores(run: &Evaluated) -> Result<Vec<(String, String, f64)>, DemoError> {
+    let path = run.eval_dir.join(motionvl_eval::report::SCORED_FILE);
+    let text = std::fs::read_to_string(&path).map_err(|e| DemoError::Summary(format!("{}: {e}", path.display())))?;
+    text.lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| DemoError::Summary(format!("{} line {}: {e}", path.display(), i + 1)))?;
+            match (v["question_id"].as_str(), v["task"].as_str(), v["value"].as_f64()) {
+                (Some(id), Some(task), Some(score)) => Ok((id.to_owned(), task.to_owned(), score)),
+                _ => Err(DemoError::Summary(format!("{} line {}: no question_id, task and value", path.display(), i + 1))),
+            }
+        })
+        .collect()
+}
+
+/// `b − a` over the questions of dimension `dim`, paired by question.
+fn paired(a: &Evaluated, b: &Evaluated, dim: &str, resamples: usize, seed: u64) -> Result<Difference, DemoError> {
+    let tasks: Vec<&str> = a.results.by_task.iter().filter(|(_, e)| e.dimension.as_deref() == Some(dim)).map(|(t, _)| t.as_str()).collect();
+    let theirs: HashMap<String, f64> = scores(b)?.into_iter().map(|(id, _, v)| (id, v)).collect();
+    let mut pairs: Vec<(String, f64, f64)> = Vec::new();
+    for (id, task, score) in scores(a)?.into_iter().filter(|(_, t, _)| tasks.contains(&t.as_str())) {
+        let other = theirs.get(&id).ok_or_else(|| {
+            DemoError::Summary(format!("{} answered {id} ({task}), {} did not: the runs were asked different questions", a.name, b.name))
+        })?;
+        pairs.push((id, score, *other));
+    }
+    pairs.sort_by(|x, y| x.0.cmp(&y.0));
+    let xs: Vec<f64> = pairs.iter().map(|p| p.1).collect();
+    let ys: Vec<f64> = pairs.iter().map(|p| p.2).collect();
+    let (mean, ci95) = paired_bootstrap95(&xs, &ys, resamples, seed).map_err(|e| DemoError::Summary(format!("{dim}: {e}")))?;
+    Ok(Difference { mean, ci95 })
+}
+
+/// Spatial-perception questions (the tasks of that dimension and level) pooled.
+fn pooled(r: &Results, dim: &str, level: &str) -> Accuracy {
+    let entries = r.by_task.iter().filter(|(_, e)| e.dimension.as_deref() == Some(dim) && e.level.as_deref() == Some(level));
+    let (correct, n) = entries.fold((0, 0), |(c, n), (_, e)| (c + e.correct, n + e.n));
+    Accuracy::of(correct, n)
+}
+
+fn pct(a: &Accuracy) -> String {
+    format!("{:.1} [{:.1}, {:.1}]", 100.0 * a.accuracy, 100.0 * a.ci95[0], 100.0 * a.ci95[1])
+}
+
+fn points(d: &Difference) -> String {
+    format!("{:+.1} [{:+.1}, {:+.1}]", 100.0 * d.mean, 100.0 * d.ci95[0], 100.0 * d.ci95[1])
+}
+
+fn markdown(runs: &[Evaluated], json: &SummaryJson, control_difference: &BTreeMap<String, Difference>, tower: Option<TowerCheck>) -> String {
+    let results: Vec<&Results> = runs.iter().map(|r| &r.results).collect();
+    let mut out = String::from("# The demo: visual-only vs motion-aware vs the motion control\n\n");
+    out += &motionvl_eval::report::table2(&results);
+    let _ = writeln!(out, "\n## 95% intervals (Wilson), accuracy in %\n");
+    let _ = writeln!(out, "| | n | {} |", runs.iter().map(|r| r.name.as_str()).collect::<Vec<_>>().join(" | "));
+    let _ = writeln!(out, "|---|---|{}", "---|".repeat(runs.len()));
+    let row = |label: &str, get: &dyn Fn(&Evaluated) -> Option<Accuracy>| -> String {
+        let cells: Vec<Option<Accuracy>> = runs.iter().map(get).collect();
+        let n = cells.iter().flatten().map(|a| a.n).next().unwrap_or(0);
+        let text: Vec<String> = cells.iter().map(|c| c.as_ref().map_or("–".into(), pct)).collect();
+        format!("| {label} | {n} | {} |\n", text.join(" | "))
+    };
+    if let Some(first) = runs.first() {
+        for (task, _) in first.results.by_task.iter() {
+            out += &row(task, &|r| json.models.get(&r.name).and_then(|m| m.tasks.get(task)).copied());
+        }
+        for (dim, _) in first.results.by_dimension.iter() {
+            for (level, _) in first.results.by_level.iter() {
+                out += &row(&format!("*{dim} {level}*"), &|r| Some(pooled(&r.results, dim, level)).filter(|a| a.n > 0));
+            }
+            out += &row(&format!("**{dim}**"), &|r| json.models.get(&r.name).and_then(|m| m.dimensions.get(dim)).copied());
+        }
+        out += &row("**Overall**", &|r| json.models.get(&r.name).map(|m| m.overall));
+    }
+    let _ = writeln!(out, "\n## Differences over the same questions (paired bootstrap, percentage points)\n");
+    let _ = writeln!(out, "| dimension | {MOTION} − {VISUAL} | {MOTION} − {CONTROL} |");
+    let _ = writeln!(out, "|---|---|---|");
+    for (dim, d) in &json.difference {
+        let c = control_difference.get(dim).map_or("–".into(), points);
+        let _ = writeln!(out, "| {dim} | {} | {c} |", points(d));
+    }
+    let _ = writeln!(out, "\n## The claims, checked\n");
+    for (claim, holds) in claims(runs, json) {
+        let _ = writeln!(out, "- {} {claim}", if holds { "✅" } else { "❌" });
+    }
+    if let Some(t) = tower {
+        let _ = writeln!(
+            out,
+            "\nStage 0, held-out worlds' descriptions: loss per answer token {:.3} with the pretrained tower, {:.3} with the same pretraining but the tower left random.",
+            t.pretrained, t.random_tower
+        );
+    }
+    out
+}
+
+/// The three claims and whether the numbers bear them out.
+pub fn claims(runs: &[Evaluated], json: &SummaryJson) -> Vec<(String, bool)> {
+    let mut out = Vec::new();
+    if let Some(visual) = runs.iter().find(|r| r.name == VISUAL) {
+        let sp = pooled(&visual.results, "spatial", "perception");
+        out.push((format!("{VISUAL} is above chance on spatial perception: {} excludes 25%", pct(&sp)), sp.ci95[0] > 0.25));
+    }
+    if let Some(d) = json.difference.get("self") {
+        out.push((format!("{MOTION} − {VISUAL} on the self dimension: {} lies above 0", points(d)), d.ci95[0] > 0.0));
+    }
+    let get = |name: &str| json.models.get(name).and_then(|m| m.dimensions.get("self")).copied();
+    if let (Some(v), Some(c)) = (get(VISUAL), get(CONTROL)) {
+        out.push((
+            format!("{CONTROL}'s self accuracy {:.1}% lies within {VISUAL}'s interval {}", 100.0 * c.accuracy, pct(&v)),
+            v.contains(c.accuracy),
+        ));
+    }
+    out
+}
+
+fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
+    let Some(first) = runs.first() else { return Err(DemoError::Summary("no run to chart".into())) };
+    let mut columns: Vec<(Column, Box<dyn Fn(&ModelSummary) -> Option<Accuracy>>)> = Vec::new();
+    for (task, e) in first.results.by_task.iter() {
+        let label = motionvl_eval::report::short_label(&first.results.benchmark, task);
+        let key = task.clone();
+        columns.push((Column { label, random: e.random }, Box::new(move |m| m.tasks.get(&key).copied())));
+    }
+    for (dim, e) in first.results.by_dimension.iter() {
+        let key = dim.clone();
+        columns.push((Column { label: dim.clone(), random: e.random }, Box::new(move |m| m.dimensions.get(&key).copied())));
+    }
+    columns.push((Column { label: "All".into(), random: first.results.overall.random }, Box::new(|m| Some(m.overall))));
+    let series = runs
+        .iter()
+        .map(|r| {
+            let m = json.models.get(&r.name).ok_or_else(|| DemoError::Summary(format!("no summary of {}", r.name)))?;
+            let bars = columns.iter().map(|(_, get)| get(m).map_or((0.0, [0.0, 0.0]), |a| (a.accuracy, a.ci95))).collect();
+            Ok(Series { name: r.name.clone(), bars })
+        })
+        .collect::<Result<Vec<_>, DemoError>>()?;
+    let cols: Vec<Column> = columns.into_iter().map(|(c, _)| c).collect();
+    compare_chart::render_png("SIS-Bench on held-out worlds", &cols, &series).map_err(DemoError::Summary)
+}
