@@ -1,55 +1,124 @@
-//! A shortened demo, as CI runs it: a small world, a few training steps per model, both models
-//! evaluated, and the run files checked.
+//! A shortened demo, as CI runs it: a small world, stage 0 (and its random-tower baseline), a
+//! few SFT steps per model, all three models evaluated, and the report checked.
 
 use std::path::Path;
 
+use motionvl_demo::summary::{SummaryJson, CONTROL, MOTION, VISUAL};
 use motionvl_demo::{run, DemoConfig};
 
+const SIS_TASKS: [&str; 13] = [
+    "Object Existence",
+    "Object Attribute",
+    "Relative Direction",
+    "Landmark Order",
+    "Landmark Recall",
+    "Positional Relationship",
+    "Spatial Consistency",
+    "Spatio-temporal Consistency",
+    "Action Recognition",
+    "Action Sequence",
+    "Action Recall",
+    "Action Prediction",
+    "Path Planning",
+];
+
+fn check_interval(what: &str, c: &motionvl_demo::summary::Accuracy) {
+    assert!(c.n > 0, "{what}: no question");
+    assert!((0.0..=1.0).contains(&c.accuracy), "{what}: accuracy {} is not a fraction", c.accuracy);
+    assert!(c.ci95[0] <= c.accuracy && c.accuracy <= c.ci95[1], "{what}: {} outside {:?}", c.accuracy, c.ci95);
+    assert!(c.ci95[0] >= 0.0 && c.ci95[1] <= 1.0 && c.ci95[1] > c.ci95[0], "{what}: {:?}", c.ci95);
+}
+
 #[test]
-fn shortened_demo_trains_and_evaluates_both_models() {
+fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = tempfile::tempdir().unwrap();
     let set = |k: &str, v: &str| (k.to_owned(), v.to_owned());
     let overrides = vec![
         set("output_dir", &format!("{:?}", out.path().display().to_string())),
-        set("world.train_worlds", "1"),
+        set("tower_baseline", "true"),
+        set("world.train_worlds", "2"),
         set("world.test_worlds", "1"),
-        set("world.clips_per_world", "4"),
-        set("world.concats_per_world", "2"),
-        set("world.landmarks_per_world", "4"),
+        set("world.clips_per_world", "6"),
+        set("world.concats_per_world", "3"),
+        set("world.landmarks_per_world", "6"),
         set("world.width", "112"),
         set("world.height", "84"),
         set("world.seconds", "2.0"),
-        set("train.model.init_config", &format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
+        set("pretrain.model.init_config", &format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
+        set("pretrain.optim.epochs", "6"),
+        set("pretrain.optim.grad_accum", "1"),
+        set("pretrain.data.workers", "1"),
         set("train.optim.max_steps", "2"),
         set("train.optim.grad_accum", "1"),
         set("train.data.workers", "1"),
         set("eval.generation.max_new_tokens", "2"),
+        set("stats.resamples", "200"),
     ];
     let config = DemoConfig::load(&root.join("configs/demo.toml"), &overrides).unwrap();
     let summary = run(&config, &root.join("configs/demo.toml"), false).unwrap();
 
-    assert_eq!(summary.runs.len(), 2);
+    // Stage 0 left a hub-layout model that every stage-1 run was trained on.
+    for file in ["config.json", "model.safetensors", "tokenizer.json"] {
+        assert!(summary.pretrained.join(file).is_file(), "the pretrained model lacks {file}");
+    }
+    // The trained tower knows the held-out worlds' landmarks better than a random one under
+    // the same pretraining (the language model co-adapts to either).
+    let tower = summary.tower.unwrap();
+    eprintln!("held-out description loss: pretrained tower {:.4}, random tower {:.4}", tower.pretrained, tower.random_tower);
+    assert!(tower.pretrained < tower.random_tower, "held-out description loss: pretrained tower {} vs random tower {}", tower.pretrained, tower.random_tower);
+
+    let names: Vec<&str> = summary.runs.iter().map(|r| r.name.as_str()).collect();
+    assert_eq!(names, [VISUAL, MOTION, CONTROL]);
     let questions = summary.runs[0].results.questions;
     assert!(questions > 0);
     for r in &summary.runs {
-        assert_eq!(r.results.questions, questions, "{}: both models answer the same held-out questions", r.name);
-        assert_eq!(r.results.predicted, questions, "{}: every question got a prediction", r.name);
-        assert!(r.final_loss.is_some_and(f64::is_finite), "{}", r.name);
-        for file in ["trainer_log.jsonl", "train.log", "config.toml", "checkpoint-2/adapter/adapter_model.safetensors"] {
-            assert!(r.train_dir.join(file).is_file(), "{}: missing {file}", r.name);
+        assert_eq!(r.results.predicted, questions, "{}: every held-out question got a prediction", r.name);
+        let recipe = std::fs::read_to_string(r.train_dir.join("config.toml")).unwrap();
+        assert!(recipe.contains(&summary.pretrained.display().to_string()), "{} was not fine-tuned from the pretrained model", r.name);
+        assert!(r.train_dir.join("checkpoint-2/adapter/adapter_model.safetensors").is_file(), "{}", r.name);
+    }
+    for (r, estimator) in [(&summary.runs[1], "\"dis\""), (&summary.runs[2], "\"zero\"")] {
+        let meta = std::fs::read_to_string(r.train_dir.join("checkpoint-2/motion.json")).unwrap();
+        assert!(meta.contains(estimator), "{}: {meta}", r.name);
+    }
+
+    // summary.json in its schema, readable back.
+    let text = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+    let json: SummaryJson = serde_json::from_str(&text).unwrap();
+    let raw: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(raw.as_object().map(|o| o.len()), Some(2), "only `models` and `difference`: {raw}");
+    assert_eq!(json.models.keys().map(String::as_str).collect::<Vec<_>>(), [MOTION, CONTROL, VISUAL]);
+    for (name, m) in &json.models {
+        check_interval(&format!("{name} overall"), &m.overall);
+        assert_eq!(m.overall.n, questions);
+        assert_eq!(m.tasks.values().map(|c| c.n).sum::<usize>(), questions, "{name}: the tasks partition the questions");
+        for (task, c) in &m.tasks {
+            assert!(SIS_TASKS.contains(&task.as_str()), "{name}: {task} is not a SIS-Bench task");
+            check_interval(&format!("{name} {task}"), c);
         }
-        assert!(std::fs::read_dir(r.train_dir.join("tensorboard")).unwrap().next().is_some(), "{}: no TensorBoard events", r.name);
-        for file in ["results.json", "predictions.jsonl", "results.md", "chart.png"] {
-            assert!(r.eval_dir.join(file).is_file(), "{}: missing report {file}", r.name);
+        for (dim, c) in &m.dimensions {
+            assert!(dim == "spatial" || dim == "self", "{name}: dimension {dim}");
+            check_interval(&format!("{name} {dim}"), c);
         }
     }
-    assert_eq!(summary.runs[1].motion, "dis");
-    assert!(summary.runs[1].train_dir.join("checkpoint-2/motion.json").is_file(), "the motion-aware run keeps its connector");
-    assert!(!summary.runs[0].train_dir.join("checkpoint-2/motion.json").exists(), "the visual-only run has no motion branch");
-    assert!(summary.table.contains("visual-only") && summary.table.contains("motion-aware"), "{}", summary.table);
+    assert_eq!(json.difference.keys().collect::<Vec<_>>(), json.models[VISUAL].dimensions.keys().collect::<Vec<_>>());
+    for (dim, d) in &json.difference {
+        let (m, v) = (json.models[MOTION].dimensions[dim].accuracy, json.models[VISUAL].dimensions[dim].accuracy);
+        assert!((d.mean - (m - v)).abs() < 1e-9, "{dim}: difference {} is not {m} − {v}", d.mean);
+        assert!(d.ci95[0] <= d.mean && d.mean <= d.ci95[1], "{dim}: {d:?}");
+    }
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    for needle in ["| **Model** |", "| Random |", "Overall", VISUAL, MOTION, CONTROL, "The claims, checked"] {
+        assert!(md.contains(needle), "summary.md lacks {needle}:\n{md}");
+    }
+    let png = std::fs::read(out.path().join("summary.png")).unwrap();
+    assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "summary.png is not a PNG");
 
-    // A rerun finds everything done and gives the same results.
+    // A rerun redoes nothing: the pretrained weights stay the same file, the results the same.
+    let weights = summary.pretrained.join("model.safetensors");
+    let before = std::fs::metadata(&weights).unwrap().modified().unwrap();
     let again = run(&config, &root.join("configs/demo.toml"), false).unwrap();
-    assert_eq!(again.runs[1].results.overall.accuracy, summary.runs[1].results.overall.accuracy);
+    assert_eq!(std::fs::metadata(&weights).unwrap().modified().unwrap(), before, "stage 0 ran again with nothing changed");
+    assert_eq!(again.report.json, summary.report.json);
 }

@@ -17,7 +17,10 @@ pub fn wilson95(correct: usize, n: usize) -> [f64; 2] {
     let z2 = Z95 * Z95;
     let centre = (p + z2 / (2.0 * n)) / (1.0 + z2 / n);
     let half = Z95 / (1.0 + z2 / n) * (p * (1.0 - p) / n + z2 / (4.0 * n * n)).sqrt();
-    [(centre - half).max(0.0), (centre + half).min(1.0)]
+    // At 0 or n successes the bound is exactly 0 or 1; computed, it misses by rounding.
+    let lo = if correct == 0 { 0.0 } else { (centre - half).max(0.0) };
+    let hi = if correct as f64 == n { 1.0 } else { (centre + half).min(1.0) };
+    [lo, hi]
 }
 
 /// Mean of `b − a` over paired per-question scores, and its 95% percentile interval from
@@ -55,7 +58,7 @@ mod tests {
         let [lo, hi] = wilson95(0, 10);
         assert_eq!(lo, 0.0);
         assert!((hi - 0.277_5).abs() < 1e-3, "{hi}");
-        assert!((wilson95(10, 10)[1] - 1.0).abs() < 1e-12);
+        assert_eq!(wilson95(10, 10)[1], 1.0);
         assert_eq!(wilson95(0, 0), [0.0, 1.0]);
     }
 
