@@ -27,7 +27,7 @@ pub(crate) const PALETTE: [RGBColor; 6] = [
     RGBColor(213, 94, 0),
 ];
 const OVERALL: RGBColor = RGBColor(96, 96, 96);
-pub(crate) const GRID: RGBColor = RGBColor(225, 225, 225);
+const GRID: RGBColor = RGBColor(225, 225, 225);
 pub(crate) const HEIGHT: u32 = 480;
 
 pub(crate) fn err<E: std::fmt::Debug>(e: E) -> String {
@@ -78,6 +78,18 @@ pub(crate) fn draw_text(area: &Area<'_>, text: &str, x: i32, y: i32, scale: i32,
 pub(crate) fn rect(area: &Area<'_>, (x0, y0): (i32, i32), (x1, y1): (i32, i32), color: &RGBColor) -> Draw {
     area.draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled()))
         .map_err(err)
+}
+
+/// Axes and grid lines of a 0–100 % plot from `(left, top)` to `(right, bottom)`.
+pub(crate) fn axes(area: &Area<'_>, (left, top): (i32, i32), (right, bottom): (i32, i32)) -> Draw {
+    for tick in 0..=5 {
+        let y = bottom - (f64::from(tick) / 5.0 * f64::from(bottom - top)).round() as i32;
+        area.draw(&PathElement::new(vec![(left, y), (right, y)], GRID)).map_err(err)?;
+        let label = format!("{}", tick * 20);
+        draw_text(area, &label, left - 8 - text_width(&label, 1), y - 4, 1, &BLACK)?;
+    }
+    area.draw(&PathElement::new(vec![(left, top), (left, bottom)], BLACK)).map_err(err)?;
+    area.draw(&PathElement::new(vec![(left, bottom), (right, bottom)], BLACK)).map_err(err)
 }
 
 /// Renders the chart of a run and returns the PNG bytes.
@@ -135,22 +147,9 @@ pub fn render_png(results: &Results) -> Result<Vec<u8>, String> {
         rect(&area, (x, 65), (x + 14, 67), &BLACK)?;
         draw_text(&area, "random", x + 20, 62, 1, &BLACK)?;
 
-        // Axes and grid, 0–100 %.
         let plot_h = bottom - top;
         let y_of = |v: f64| bottom - (v.clamp(0.0, 1.0) * f64::from(plot_h)).round() as i32;
-        let plot_right = width as i32 - right;
-        for tick in 0..=5 {
-            let v = f64::from(tick) / 5.0;
-            let y = y_of(v);
-            area.draw(&PathElement::new(vec![(left, y), (plot_right, y)], GRID))
-                .map_err(err)?;
-            let label = format!("{}", tick * 20);
-            draw_text(&area, &label, left - 8 - text_width(&label, 1), y - 4, 1, &BLACK)?;
-        }
-        area.draw(&PathElement::new(vec![(left, top), (left, bottom)], BLACK))
-            .map_err(err)?;
-        area.draw(&PathElement::new(vec![(left, bottom), (plot_right, bottom)], BLACK))
-            .map_err(err)?;
+        axes(&area, (left, top), (width as i32 - right, bottom))?;
 
         let mut bars: Vec<(String, f64, Option<f64>, RGBColor)> = tasks
             .iter()

@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use plotters::prelude::*;
 
-use super::chart::{draw_text, err, rect, text_width, GRID, HEIGHT, PALETTE};
+use super::chart::{axes, draw_text, err, rect, text_width, HEIGHT, PALETTE};
 
 /// One model's bars, in the order of the chart's columns.
 #[derive(Debug, Clone)]
@@ -49,15 +49,7 @@ pub fn render_png(title: &str, columns: &[Column], series: &[Series]) -> Result<
 
         let plot_h = bottom - top;
         let y_of = |v: f64| bottom - (v.clamp(0.0, 1.0) * f64::from(plot_h)).round() as i32;
-        let plot_right = width as i32 - right;
-        for tick in 0..=5 {
-            let y = y_of(f64::from(tick) / 5.0);
-            area.draw(&PathElement::new(vec![(left, y), (plot_right, y)], GRID)).map_err(err)?;
-            let label = format!("{}", tick * 20);
-            draw_text(&area, &label, left - 8 - text_width(&label, 1), y - 4, 1, &BLACK)?;
-        }
-        area.draw(&PathElement::new(vec![(left, top), (left, bottom)], BLACK)).map_err(err)?;
-        area.draw(&PathElement::new(vec![(left, bottom), (plot_right, bottom)], BLACK)).map_err(err)?;
+        axes(&area, (left, top), (width as i32 - right, bottom))?;
 
         for (c, column) in columns.iter().enumerate() {
             let x0 = left + c as i32 * slot + 8;
