@@ -3,8 +3,9 @@
 //!
 //! 1. Render the synthetic UAV world (`construct synth`) and describe its videos.
 //! 2. **Stage 0**: pretrain a tiny Qwen2.5-VL-shaped model, every parameter, on the training
-//!    worlds' descriptions (which landmarks, their colours, where and in which order), into a
-//!    hub-layout model folder that every later stage loads like a downloaded model.
+//!    worlds' descriptions (which landmarks, their colours, where and in which order) and their
+//!    spatial questions — scene content only, never the drone's motion — into a hub-layout
+//!    model folder that every later stage loads like a downloaded model.
 //! 3. **Stage 1**, the paper's SFT recipe on top, three times with identical settings, data and
 //!    steps: visual-only; motion-aware (`--motion dis`: the motion encoder a frozen copy of the
 //!    pretrained tower, the connector trained); and the control, the motion-aware architecture
@@ -24,7 +25,7 @@ pub mod summary;
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::synth::describe::write_descriptions;
+use motionvl_data::synth::describe::write_pretraining_set;
 use motionvl_data::synth::{generate_with_progress, Split, SynthConfig, SynthSummary};
 use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, ProtocolConfig, RunConfig};
 use motionvl_eval::results::Results;
@@ -68,7 +69,7 @@ pub struct DemoConfig {
     /// in; every parameter is trained (`[lora]` and `[motion]` do not apply).
     pub pretrain: toml::Table,
     /// Also pretrain with the vision tower left random, and compare both on the held-out
-    /// worlds' descriptions: what the trained tower adds.
+    /// worlds' descriptions and spatial questions: what the trained tower adds.
     #[serde(default)]
     pub tower_baseline: bool,
     /// Stage 1: a training recipe without `output_dir`, `data.train`, `model.checkpoint` and
@@ -169,13 +170,13 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
             summary
         }
     };
-    let descriptions = write_descriptions(&world, Split::Train)?;
-    let held_out_descriptions = write_descriptions(&world, Split::Test)?;
+    let descriptions = write_pretraining_set(&world, Split::Train)?;
+    let held_out = write_pretraining_set(&world, Split::Test)?;
 
     let pretrained = stage0(config, config_path, &world, &descriptions, "pretrain", Scope::All, show_progress)?;
     let tower = if config.tower_baseline {
         let random = stage0(config, config_path, &world, &descriptions, "pretrain-random-tower", Scope::RandomTower, show_progress)?;
-        let recipe = pretrain_recipe(config, config_path, &config.output_dir.join("held-out-descriptions"), &held_out_descriptions)?;
+        let recipe = pretrain_recipe(config, config_path, &config.output_dir.join("held-out-check"), &held_out)?;
         let loss = |dir: &Path| answer_loss(&recipe, dir).map_err(|e| DemoError::Stage { stage: "stage 0 check".into(), reason: e.to_string() });
         Some(TowerCheck { pretrained: loss(&pretrained)?, random_tower: loss(&random)? })
     } else {

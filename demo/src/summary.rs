@@ -78,8 +78,9 @@ pub struct Evaluated {
     pub eval_dir: PathBuf,
 }
 
-/// What stage 0 measured: the held-out description loss of the pretrained model and of the
-/// same pretraining with the vision tower left random.
+/// What stage 0 measured: the loss per answer token on the held-out worlds' pretraining set
+/// (descriptions and spatial questions) of the pretrained model and of the same pretraining
+/// with the vision tower left random.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct TowerCheck {
     pub pretrained: f64,
@@ -221,7 +222,7 @@ fn markdown(runs: &[Evaluated], json: &SummaryJson, control_difference: &BTreeMa
     if let Some(t) = tower {
         let _ = writeln!(
             out,
-            "\nStage 0, held-out worlds' descriptions: loss per answer token {:.3} with the pretrained tower, {:.3} with the same pretraining but the tower left random.",
+            "\nStage 0 on the held-out worlds' descriptions and spatial questions: loss per answer token {:.3} with the pretrained tower, {:.3} with the same pretraining but the tower left random.",
             t.pretrained, t.random_tower
         );
     }

@@ -5,7 +5,9 @@
 //! They come from the same exact annotations the questions are asked from
 //! ([`super::annotate`]), but say nothing about how the drone moves: pretraining teaches the
 //! world's objects and layout, so that what motion adds on top is measured by the SFT stage
-//! alone.
+//! alone. The pretraining set ([`write_pretraining_set`]) adds the split's spatial questions —
+//! the instruction tuning a released model has had, answering multiple-choice questions about
+//! what it sees — and never a question about the drone's own motion.
 
 use std::path::{Path, PathBuf};
 
@@ -15,6 +17,7 @@ use super::SynthError;
 use super::generate::{Split, SynthSummary};
 use super::write::Turn;
 use crate::construct::sisbench_qa::{AnnotatedObject, AnnotatedType, QUADRANTS, VideoAnnotation};
+use crate::manifest::{Dimension, SisTask};
 use crate::text::VIDEO_TAG;
 
 /// What the description asks for.
@@ -58,13 +61,40 @@ pub fn write_descriptions(world: &SynthSummary, split: Split) -> Result<PathBuf,
     let dir = world.out_dir.join(split.name());
     let source = dir.join("annotations.jsonl");
     let annotations = read_annotations(&source)?;
-    let rows = describe(&annotations, split.name());
-    let path = dir.join(DESCRIPTIONS_FILE);
-    let text = serde_json::to_string_pretty(&rows).map_err(|source| SynthError::Json { path: path.clone(), source })?;
-    let tmp = dir.join(format!(".{DESCRIPTIONS_FILE}.tmp-{}", std::process::id()));
+    write_atomic(&dir.join(DESCRIPTIONS_FILE), &describe(&annotations, split.name()))
+}
+
+/// File name of a split's pretraining set.
+pub const PRETRAINING_FILE: &str = "pretraining.json";
+
+/// A split's pretraining set, `<split>/pretraining.json` (written atomically): its descriptions
+/// ([`write_descriptions`]) and its questions of the spatial dimension, in LLaVA form. Returns
+/// that path.
+pub fn write_pretraining_set(world: &SynthSummary, split: Split) -> Result<PathBuf, SynthError> {
+    let descriptions = write_descriptions(world, split)?;
+    let read = |path: &Path| -> Result<Vec<serde_json::Value>, SynthError> {
+        let text = std::fs::read_to_string(path).map_err(SynthError::io(path))?;
+        serde_json::from_str(&text).map_err(|e| SynthError::Io {
+            path: path.to_path_buf(),
+            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
+        })
+    };
+    let mut rows = read(&descriptions)?;
+    let spatial = |row: &serde_json::Value| {
+        row["task"].as_str().and_then(SisTask::from_name).is_some_and(|t| t.dimension() == Dimension::Spatial)
+    };
+    rows.extend(read(&world.conversations(split))?.into_iter().filter(spatial));
+    write_atomic(&world.out_dir.join(split.name()).join(PRETRAINING_FILE), &rows)
+}
+
+/// Writes `value` as pretty JSON to `path` through a temporary file beside it.
+fn write_atomic(path: &Path, value: &impl Serialize) -> Result<PathBuf, SynthError> {
+    let text = serde_json::to_string_pretty(value).map_err(|source| SynthError::Json { path: path.to_path_buf(), source })?;
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = path.with_file_name(format!(".{name}.tmp-{}", std::process::id()));
     std::fs::write(&tmp, text).map_err(SynthError::io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(SynthError::io(&path))?;
-    Ok(path)
+    std::fs::rename(&tmp, path).map_err(SynthError::io(path))?;
+    Ok(path.to_path_buf())
 }
 
 fn read_annotations(path: &Path) -> Result<Vec<VideoAnnotation>, SynthError> {
