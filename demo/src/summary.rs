@@ -249,9 +249,12 @@ pub fn claims(runs: &[Evaluated], json: &SummaryJson) -> Vec<(String, bool)> {
     out
 }
 
+/// Picks one column's accuracy out of a model's summary.
+type Pick = Box<dyn Fn(&ModelSummary) -> Option<Accuracy>>;
+
 fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
     let Some(first) = runs.first() else { return Err(DemoError::Summary("no run to chart".into())) };
-    let mut columns: Vec<(Column, Box<dyn Fn(&ModelSummary) -> Option<Accuracy>>)> = Vec::new();
+    let mut columns: Vec<(Column, Pick)> = Vec::new();
     for (task, e) in first.results.by_task.iter() {
         let label = motionvl_eval::report::short_label(&first.results.benchmark, task);
         let key = task.clone();
