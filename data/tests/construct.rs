@@ -177,6 +177,7 @@ fn synth_asks_all_13_tasks_from_its_annotations() {
         seed: 3,
         ground_truth: GroundTruth::None,
         recognition_movements: Vec::new(),
+        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
     };
     let summary = generate(&config, dir.path(), false).unwrap_or_else(|e| panic!("{e}"));
     let mut asked = std::collections::BTreeMap::new();

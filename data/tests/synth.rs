@@ -205,6 +205,7 @@ fn tiny_config(seed: u64) -> SynthConfig {
         seed,
         ground_truth: GroundTruth::All,
         recognition_movements: Vec::new(),
+        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
     }
 }
 

@@ -215,6 +215,7 @@ impl SynthArgs {
             seed: self.seed,
             ground_truth: self.ground_truth,
             recognition_movements,
+            training_answers: motionvl_data::synth::write::AnswerForm::Letter,
         })
     }
 }

@@ -38,7 +38,7 @@ use super::qa::{self, ClipFacts, Draft, TASKS};
 use super::render::RenderedClip;
 use super::rng::{SynthRng, derive_seed};
 use super::scene::{Colour, LandmarkKind, World, WorldSpec};
-use super::write::{ConversationRow, SisRow, write_ground_truth, write_json, write_video};
+use super::write::{AnswerForm, ConversationRow, SisRow, write_ground_truth, write_json, write_video};
 use crate::construct::sisbench_qa::{self, AnnotatedType, Pool, VideoAnnotation};
 use crate::construct::sisbench_videos::{PARTS, shuffled_order, spatial_parts, spatiotemporal_parts};
 use crate::manifest::{Level, SisTask};
@@ -118,6 +118,9 @@ pub struct SynthConfig {
     /// [`qa::fixed_recognition_plans`]); empty draws a fresh option set per clip.
     #[serde(default)]
     pub recognition_movements: Vec<Behaviour>,
+    /// How training conversations answer (the held-out manifest always holds letters).
+    #[serde(default)]
+    pub training_answers: AnswerForm,
 }
 
 impl Default for SynthConfig {
@@ -135,6 +138,7 @@ impl Default for SynthConfig {
             seed: 0,
             ground_truth: GroundTruth::Test,
             recognition_movements: Vec::new(),
+            training_answers: AnswerForm::Letter,
         }
     }
 }
@@ -461,7 +465,7 @@ fn build_split(
         conversations: rel("conversations.json"),
     };
     write_json(&out_dir.join(&summary.manifest), &mcqs.iter().map(SisRow::new).collect::<Vec<_>>())?;
-    write_json(&out_dir.join(&summary.conversations), &mcqs.iter().map(ConversationRow::new).collect::<Vec<_>>())?;
+    write_json(&out_dir.join(&summary.conversations), &mcqs.iter().map(|q| ConversationRow::new(q, config.training_answers)).collect::<Vec<_>>())?;
     let annotations_file = out_dir.join(rel("annotations.jsonl"));
     let mut jsonl = String::new();
     for a in &annotations {

@@ -119,14 +119,30 @@ pub struct ConversationRow {
     pub format: &'static str,
 }
 
+/// How a training conversation answers a multiple-choice question.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerForm {
+    /// The option's letter, as the prompt asks.
+    #[default]
+    Letter,
+    /// The option's text ("pink silo"): what a model that names what it sees answers; the
+    /// scorer reads the choice from the text (`option_text` rule).
+    Text,
+}
+
 impl ConversationRow {
-    pub fn new(q: &Mcq) -> Self {
+    pub fn new(q: &Mcq, form: AnswerForm) -> Self {
+        let answer = match form {
+            AnswerForm::Letter => q.answer_letter().to_string(),
+            AnswerForm::Text => q.options[q.answer].clone(),
+        };
         ConversationRow {
             id: q.id.clone(),
             video: q.video.clone(),
             conversations: vec![
                 Turn { from: "human", value: format!("{VIDEO_TAG}\n{}", q.prompt()) },
-                Turn { from: "gpt", value: q.answer_letter().to_string() },
+                Turn { from: "gpt", value: answer },
             ],
             task: q.task.name().to_string(),
             format: "mcq",
