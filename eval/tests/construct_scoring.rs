@@ -342,6 +342,7 @@ fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
         seed: 3,
         ground_truth: GroundTruth::None,
         recognition_movements: Vec::new(),
+        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
     };
     let summary = generate(&config, &dir.path().join("world"), false).expect("synthetic world");
     let mut tasks = std::collections::BTreeSet::new();
