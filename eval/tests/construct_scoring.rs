@@ -345,6 +345,16 @@ fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
         training_answers: motionvl_data::synth::write::AnswerForm::Letter,
     };
     let summary = generate(&config, &dir.path().join("world"), false).expect("synthetic world");
+    // Training conversations ask exactly what the evaluation asks of the same question.
+    let bench = motionvl_eval::bench::find("sisbench").expect("sisbench");
+    let items = bench.read(&summary.manifest(Split::Train), &ReadOptions::default()).expect("manifest").items;
+    let conversations: Vec<serde_json::Value> =
+        serde_json::from_str(&std::fs::read_to_string(summary.conversations(Split::Train)).expect("conversations")).expect("json");
+    assert_eq!(items.len(), conversations.len());
+    for (item, row) in items.iter().zip(&conversations) {
+        assert_eq!(row["id"].as_str(), Some(item.id.as_str()));
+        assert_eq!(row["conversations"][0]["value"].as_str(), Some(bench.prompt(item).as_str()), "{}", item.id);
+    }
     let mut tasks = std::collections::BTreeSet::new();
     for split in [Split::Train, Split::Test] {
         let manifest = summary.manifest(split);

@@ -264,10 +264,12 @@ impl Mcq {
         LETTERS[self.answer]
     }
 
-    /// The user turn of a training conversation: question, lettered options, instruction.
+    /// The user turn of a training conversation: question, lettered options, instruction —
+    /// worded as the evaluation asks (SPEC §2, `motionvl_eval::bench::default_prompt`), so a model
+    /// trained on it is asked what it was trained on.
     pub fn prompt(&self) -> String {
         let options: Vec<String> = self.options.iter().zip(LETTERS).map(|(o, l)| format!("{l}. {o}")).collect();
-        format!("{}\n{}\nAnswer with the option's letter.", self.question, options.join("\n"))
+        format!("{}\nOptions:\n{}\nAnswer with the option's letter from the given choices directly.", self.question.trim(), options.join("\n"))
     }
 }
 
