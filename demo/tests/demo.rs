@@ -37,7 +37,7 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
     let overrides = vec![
         set("output_dir", &format!("{:?}", out.path().display().to_string())),
         set("tower_baseline", "true"),
-        set("world.train_worlds", "4"),
+        set("world.train_worlds", "6"),
         set("world.test_worlds", "1"),
         set("world.clips_per_world", "4"),
         set("world.concats_per_world", "2"),
@@ -46,7 +46,7 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
         set("world.height", "84"),
         set("world.seconds", "2.0"),
         set("pretrain.model.init_config", &format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
-        set("pretrain.optim.epochs", "6"),
+        set("pretrain.optim.epochs", "8"),
         set("pretrain.optim.grad_accum", "1"),
         set("pretrain.data.workers", "1"),
         set("train.optim.max_steps", "2"),
