@@ -11,7 +11,7 @@
 //! - our smart resize: the exact size of `*_resized_u8`;
 //! - our bicubic resize of `*_u8` against `*_resized_u8`: [`RESIZE_TOLERANCE`] levels.
 
-use std::path::{Path, PathBuf};
+use motionvl_tests::fixtures::{dumps, Dump};
 
 use motionvl_data::preprocess::{
     PreprocessConfig, normalize_image_resized, normalize_patchify, preprocess_image, preprocess_video,
@@ -23,7 +23,7 @@ use safetensors::{Dtype, SafeTensors};
 /// Largest per-pixel difference, in uint8 levels, allowed between our antialiased bicubic
 /// resize and torchvision's. Our kernel reproduces ATen's int16 fixed-point arithmetic, so the
 /// measured difference is 0 on every model dump, on the 20 extra cases of
-/// `fixtures/torchvision_resize.safetensors`, and on 408 random sizes (up to 1080p → 476×840)
+/// `tests/fixtures/torchvision_resize/extra/resizes.safetensors`, and on 408 random sizes (up to 1080p → 476×840)
 /// checked against torch 2.15 / torchvision 0.29 during development. Zero is what we assert:
 /// any drift in the coefficient rounding shows up as a 1-level difference.
 const RESIZE_TOLERANCE: i32 = 0;
@@ -31,48 +31,34 @@ const RESIZE_TOLERANCE: i32 = 0;
 /// Normalised values may differ from the reference by at most this much.
 const VALUE_TOLERANCE: f32 = 1e-6;
 
-fn fixture_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/qwen2_5_vl");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root)
-        .unwrap_or_else(|e| panic!("cannot list {}: {e}", root.display()))
-        .filter_map(|entry| entry.ok().map(|e| e.path()))
-        .filter(|p| p.join("inputs.safetensors").is_file())
-        .collect();
-    dirs.sort();
-    assert!(!dirs.is_empty(), "no reference dumps under {}", root.display());
-    dirs
-}
-
 struct Fixture {
-    dir: PathBuf,
+    dump: Dump,
     bytes: Vec<u8>,
     meta: serde_json::Value,
 }
 
 impl Fixture {
-    fn load(dir: &Path) -> Self {
-        let path = dir.join("inputs.safetensors");
-        let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let meta_path = dir.join("meta.json");
-        let meta_text = std::fs::read_to_string(&meta_path).unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
-        let meta = serde_json::from_str(&meta_text).unwrap_or_else(|e| panic!("{}: {e}", meta_path.display()));
-        Self {
-            dir: dir.to_path_buf(),
-            bytes,
-            meta,
-        }
+    fn all() -> Vec<Fixture> {
+        dumps("qwen2_5_vl")
+            .into_iter()
+            .map(|dump| {
+                let path = dump.path("inputs.safetensors");
+                let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+                Fixture { meta: dump.json("meta.json"), bytes, dump }
+            })
+            .collect()
     }
 
     fn tensors(&self) -> SafeTensors<'_> {
-        SafeTensors::deserialize(&self.bytes).unwrap_or_else(|e| panic!("{}: {e}", self.dir.display()))
+        SafeTensors::deserialize(&self.bytes).unwrap_or_else(|e| panic!("{}: {e}", self.dump.label))
     }
 
     fn raw(&self, name: &str, dtype: Dtype) -> (Vec<usize>, Vec<u8>) {
         let st = self.tensors();
         let t = st
             .tensor(name)
-            .unwrap_or_else(|e| panic!("{}: tensor {name}: {e}", self.dir.display()));
-        assert_eq!(t.dtype(), dtype, "{}: tensor {name} dtype", self.dir.display());
+            .unwrap_or_else(|e| panic!("{}: tensor {name}: {e}", self.dump.label));
+        assert_eq!(t.dtype(), dtype, "{}: tensor {name} dtype", self.dump.label);
         (t.shape().to_vec(), t.data().to_vec())
     }
 
@@ -97,7 +83,7 @@ impl Fixture {
 
     fn grid(&self, name: &str) -> [usize; 3] {
         let (shape, data) = self.raw(name, Dtype::I64);
-        assert_eq!(shape, vec![1, 3], "{}: {name} shape", self.dir.display());
+        assert_eq!(shape, vec![1, 3], "{}: {name} shape", self.dump.label);
         let v: Vec<usize> = data
             .chunks_exact(8)
             .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
@@ -111,7 +97,7 @@ impl Fixture {
         let get = |k: &str| {
             spec[k]
                 .as_u64()
-                .unwrap_or_else(|| panic!("{}: meta.json variant_spec.{kind}.{k}", self.dir.display()))
+                .unwrap_or_else(|| panic!("{}: meta.json variant_spec.{kind}.{k}", self.dump.label))
                 as usize
         };
         PreprocessConfig {
@@ -122,10 +108,7 @@ impl Fixture {
     }
 
     fn name(&self) -> String {
-        self.dir
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default()
+        self.dump.label.clone()
     }
 }
 
@@ -143,8 +126,7 @@ fn max_abs_diff_u8<'a>(a: impl Iterator<Item = &'a u8>, b: impl Iterator<Item = 
 
 #[test]
 fn video_normalize_patchify_matches_hf() {
-    for dir in fixture_dirs() {
-        let fx = Fixture::load(&dir);
+    for fx in Fixture::all() {
         let cfg = fx.config("video");
         let resized = fx.u8_4d("video_resized_u8");
         let got = normalize_patchify(resized.view(), &cfg).expect("patchify");
@@ -167,8 +149,7 @@ fn video_normalize_patchify_matches_hf() {
 
 #[test]
 fn image_normalize_patchify_matches_hf() {
-    for dir in fixture_dirs() {
-        let fx = Fixture::load(&dir);
+    for fx in Fixture::all() {
         let cfg = fx.config("image");
         let resized = fx.u8_3d("image_resized_u8");
         let got = normalize_image_resized(resized.view(), &cfg).expect("patchify");
@@ -182,8 +163,7 @@ fn image_normalize_patchify_matches_hf() {
 
 #[test]
 fn smart_resize_matches_hf_sizes() {
-    for dir in fixture_dirs() {
-        let fx = Fixture::load(&dir);
+    for fx in Fixture::all() {
         for (kind, raw_name, resized_name) in [
             ("video", "video_frames_u8", "video_resized_u8"),
             ("image", "image_u8", "image_resized_u8"),
@@ -209,8 +189,7 @@ fn smart_resize_matches_hf_sizes() {
 
 #[test]
 fn bicubic_resize_matches_torchvision() {
-    for dir in fixture_dirs() {
-        let fx = Fixture::load(&dir);
+    for fx in Fixture::all() {
         let raw = fx.u8_4d("video_frames_u8");
         let want = fx.u8_4d("video_resized_u8");
         let got = resize_frames(raw.view(), want.dim().1, want.dim().2);
@@ -235,8 +214,7 @@ fn bicubic_resize_matches_torchvision() {
 
 #[test]
 fn end_to_end_matches_hf_processor() {
-    for dir in fixture_dirs() {
-        let fx = Fixture::load(&dir);
+    for fx in Fixture::all() {
         let video = preprocess_video(fx.u8_4d("video_frames_u8").view(), &fx.config("video")).expect("video");
         assert_eq!(video.grid_thw, fx.grid("video_grid_thw"), "{}: video grid", fx.name());
         let d = max_abs_diff_f32(&video.pixel_values, &fx.f32_2d("pixel_values_videos"));
@@ -250,10 +228,12 @@ fn end_to_end_matches_hf_processor() {
 }
 
 /// 20 extra sizes (shrink, grow, mixed axes, ratios up to 25×, one-pixel edges) from
-/// `fixtures/make_torchvision_resize.py`, beyond the four resizes in the model dumps.
+/// `tools/fixtures/torchvision_resize.py`, beyond the four resizes in the model dumps.
 #[test]
 fn bicubic_resize_matches_torchvision_on_extra_sizes() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/torchvision_resize.safetensors");
+    let mut cases = dumps("torchvision_resize");
+    assert_eq!(cases.len(), 1, "one dump of extra resizes");
+    let path = cases.remove(0).path("resizes.safetensors");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let mut names: Vec<String> = st

@@ -1,75 +1,38 @@
 //! MOFNet parity with VideoFlow: every dump under `tests/fixtures/flow/mofnet/<name>/` (made by
-//! `tools/fixtures/make_mofnet_fixture.py` from the official code) must reproduce the official
-//! whole-clip forward flows and the first window's forward and backward flows within 1e-3 px.
+//! `tools/fixtures/mofnet.py` from the official code) must reproduce the official
+//! whole-clip forward flows and the first window's forward and backward flows within `tolerance::flow_px`.
 //! A new dump needs no code here.
 
 use std::collections::{BTreeSet, HashMap};
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use candle_core::{DType, Device, Tensor};
-use candle_core::Shape;
+use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::VarBuilder;
 use motionvl_flow::mofnet::{weights, window_plan, MofConfig, MofNet, MofNetEstimator};
 use motionvl_flow::{estimator_by_name, EstimatorSpec, FlowEstimator};
-use ndarray::{Array4, ArrayView4, Axis};
-
-const TOLERANCE: f32 = 1e-3;
-
-fn fixture_dirs() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/mofnet");
-    let mut dirs: Vec<PathBuf> = std::fs::read_dir(&root).expect("tests/fixtures/flow/mofnet exists").flatten().map(|e| e.path()).filter(|p| p.join("config.json").is_file()).collect();
-    dirs.sort();
-    dirs
-}
-
-fn tensors(path: &Path) -> std::collections::HashMap<String, Tensor> {
-    candle_core::safetensors::load(path, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-fn to_array4<T: candle_core::WithDType>(t: &Tensor) -> Array4<T> {
-    let d = t.dims4().expect("4-D");
-    Array4::from_shape_vec(d, t.flatten_all().and_then(|f| f.to_vec1::<T>()).expect("values")).expect("shape")
-}
-
-fn max_diff(a: ArrayView4<f32>, b: ArrayView4<f32>) -> f32 {
-    assert_eq!(a.shape(), b.shape());
-    a.iter().zip(b.iter()).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
-}
-
-fn load(dir: &Path) -> (MofNetEstimator, Array4<u8>) {
-    let (cfg, iters) = MofConfig::from_json(&std::fs::read_to_string(dir.join("config.json")).expect("config")).expect("valid config");
-    let est = MofNetEstimator::from_checkpoint(&dir.join("model.safetensors"), cfg, iters.expect("config.json names the iterations"), &Device::Cpu)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    let frames = to_array4(&tensors(&dir.join("inputs.safetensors"))["frames"].to_dtype(DType::U8).expect("u8"));
-    (est, frames)
-}
+use motionvl_tests::fixtures::{dumps, fixtures_root};
+use motionvl_tests::flow_dump::{to_array4, FlowDump};
+use ndarray::{Array4, Axis};
 
 #[test]
 fn mofnet_matches_videoflow_on_every_dump() {
-    let dirs = fixture_dirs();
-    assert!(!dirs.is_empty(), "no MOFNet dumps found");
-    for dir in dirs {
-        let (est, frames) = load(&dir);
-        let expected = tensors(&dir.join("expected.safetensors"));
-        let flows: Array4<f32> = to_array4(&expected["flows"]);
-        let window: Array4<f32> = to_array4(&expected["window"]);
-        let scale = flows.iter().map(|v| v.abs()).fold(0.0, f32::max);
-        assert!(scale > 0.5, "{}: the reference flow is too small to test anything ({scale})", dir.display());
+    for fx in dumps("flow/mofnet").into_iter().map(FlowDump::open) {
+        let (cfg, iters) = MofConfig::from_json(&fx.config_json()).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
+        let iters = iters.unwrap_or_else(|| panic!("{}: config.json names no iterations", fx.dump.label));
+        let est = MofNetEstimator::from_checkpoint(&fx.dump.path("model.safetensors"), cfg, iters, &Device::Cpu)
+            .unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
+        let flows = fx.expected("flows");
+        let window = fx.expected("window");
 
         // One window, both directions: the network itself.
-        let first = window_plan(frames.dim().0).remove(0);
-        let (fwd, bwd) = est.window_flows(frames.select(Axis(0), &first.frames).view()).expect("window flows");
-        let ours: Array4<f32> = to_array4(&Tensor::cat(&[&fwd, &bwd], 0).expect("cat"));
-        let diff = max_diff(ours.view(), window.view());
-        eprintln!("{}: window max |Δflow| = {diff:.2e} px (flow up to {scale:.2} px)", dir.display());
-        assert!(diff < TOLERANCE, "{}: window max |Δflow| {diff} px ≥ {TOLERANCE}", dir.display());
+        let first = window_plan(fx.frames.dim().0).remove(0);
+        let (fwd, bwd) = est.window_flows(fx.frames.select(Axis(0), &first.frames).view()).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
+        let ours: Array4<f32> = to_array4(&Tensor::cat(&[&fwd, &bwd], 0).unwrap_or_else(|e| panic!("{e}")));
+        fx.assert_flow("first window, forward and backward", ours.view(), window.view());
 
         // The whole clip: duplicated first frame, stride-3 windows, the end-aligned last one.
-        let ours = est.estimate(frames.view()).expect("flows");
-        let diff = max_diff(ours.view(), flows.view());
-        eprintln!("{}: clip max |Δflow| = {diff:.2e} px", dir.display());
-        assert!(diff < TOLERANCE, "{}: clip max |Δflow| {diff} px ≥ {TOLERANCE}", dir.display());
+        let ours = est.estimate(fx.frames.view()).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
+        fx.assert_flow("whole clip", ours.view(), flows.view());
     }
 }
 
@@ -77,9 +40,9 @@ fn mofnet_matches_videoflow_on_every_dump() {
 /// `module.` and skips the keys MOFNet never reads.
 #[test]
 fn pth_checkpoint_reads_like_the_safetensors() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/mofnet/tiny");
+    let dir = fixtures_root().join("flow/mofnet/tiny");
     let from_pth = motionvl_flow::mofnet::weights::load_checkpoint(&dir.join("checkpoint_sample.pth"), &Device::Cpu).expect("pth");
-    let reference = tensors(&dir.join("model.safetensors"));
+    let reference = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).expect("model.safetensors");
     let mut names: Vec<&String> = from_pth.keys().collect();
     names.sort();
     assert_eq!(names, vec!["fnet.svt.patch_embeds.0.norm.weight", "update_block.aggregator.gamma", "update_block.encoder.init_hidden_state"]);
@@ -98,7 +61,7 @@ fn registry_builds_mofnet_and_handles_short_odd_clips() {
     let err = estimator_by_name("mofnet", None, &Device::Cpu).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("MOF_sintel.pth") && err.contains("--weights"), "{err}");
 
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/mofnet/tiny");
+    let dir = fixtures_root().join("flow/mofnet/tiny");
     let weights = dir.join("model.safetensors");
     let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(2) };
     let est = motionvl_flow::estimator_from_spec(&spec, &Device::Cpu).expect("mofnet from the registry");
@@ -141,7 +104,7 @@ impl candle_nn::var_builder::SimpleBackend for RecordingCheckpoint {
 /// `att.pos_emb.*`, the never-called `velocity_update_block`).
 #[test]
 fn sintel_model_reads_every_used_tensor_of_the_official_checkpoint() {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/flow/mofnet/sintel_keys.json");
+    let path = fixtures_root().join("flow/mofnet/sintel_keys.json");
     let shapes: HashMap<String, Vec<usize>> = serde_json::from_str(&std::fs::read_to_string(&path).expect("sintel_keys.json")).expect("name → shape");
     let shapes: HashMap<String, Vec<usize>> = shapes.into_iter().map(|(k, v)| (k.strip_prefix("module.").map(str::to_string).unwrap_or(k), v)).collect();
     let used: BTreeSet<String> = shapes.keys().filter(|k| !weights::is_unused(k)).cloned().collect();
