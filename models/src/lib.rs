@@ -8,6 +8,7 @@ pub mod dinov2;
 pub mod error;
 pub mod init;
 pub mod lora;
+pub mod lora_adapter;
 pub mod motion;
 pub mod ops;
 pub mod rope;

@@ -47,7 +47,7 @@ fn peft_adapter_reproduces_peft_logits_under_both_namings() {
             let lora = LoraWeights::load_peft(&adapter_dir, &Device::Cpu).unwrap();
             assert!(lora.config.adapt_vision, "{}: the fixture adapter also targets the vision MLP", fx.dump.label);
             let mut model = fx.model();
-            lora.attach(&mut model).unwrap();
+            lora.attach(model.linears_mut()).unwrap();
             let logits = model.forward(&batch, &fx.video_inputs(), Some(&positions)).unwrap();
             assert_close(&format!("{}: LoRA logits", adapter_dir.display()), &logits, expected.get("lora.logits"), tolerance::F32_ACTIVATIONS);
 
@@ -70,10 +70,10 @@ fn fresh_adapters_leave_logits_unchanged_and_round_trip() {
         let before = model.forward(&batch, &video, None).unwrap();
 
         let config = LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() };
-        let lora = LoraWeights::init(&model, &config, 7, &Device::Cpu).unwrap();
+        let lora = LoraWeights::init(&model.linear_shapes(), &config, 7, &Device::Cpu).unwrap();
         assert!(lora.modules.keys().all(|m| m.starts_with("model.layers.")), "vision is not adapted unless asked");
         assert_eq!(lora.modules.len(), model.config().text.num_hidden_layers * 7);
-        lora.attach(&mut model).unwrap();
+        lora.attach(model.linears_mut()).unwrap();
         lora.runtime().set_training(true);
         let after = model.forward(&batch, &video, None).unwrap();
         assert_close(&format!("{}: zero-initialised LoRA", fx.dump.label), &after, &before, 0.0);
@@ -91,7 +91,7 @@ fn fresh_adapters_leave_logits_unchanged_and_round_trip() {
         assert_eq!(reloaded.config.rank, 4);
         assert!(!reloaded.config.adapt_vision);
         let mut fresh = fx.model();
-        reloaded.attach(&mut fresh).unwrap();
+        reloaded.attach(fresh.linears_mut()).unwrap();
         assert_close(&format!("{}: reloaded adapter", fx.dump.label), &fresh.forward(&batch, &video, None).unwrap(), &trained, 0.0);
 
         // Merged weights give the adapted model's logits.
