@@ -657,11 +657,7 @@ impl CvaaTrainer {
     /// always checkpointed.
     pub fn run(mut self) -> Result<Vec<CvaaStepLog>> {
         let target = self.target_steps();
-        let bar = if self.recipe.logging.progress_bar { indicatif::ProgressBar::new(target as u64) } else { indicatif::ProgressBar::hidden() };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = motionvl_data::progress::bar(target as u64, "steps", self.recipe.logging.progress_bar);
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -673,7 +669,7 @@ impl CvaaTrainer {
         if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
-        bar.finish_and_clear();
+        bar.finish();
         Ok(logs)
     }
 }

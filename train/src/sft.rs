@@ -18,6 +18,7 @@ use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia
 use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::progress;
 use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
@@ -567,15 +568,7 @@ impl Trainer {
     /// Trains until `max_steps` (or the schedule's end), with a progress bar.
     pub fn run(mut self) -> Result<Vec<StepLog>> {
         let target = self.target_steps();
-        let bar = if self.recipe.logging.progress_bar {
-            indicatif::ProgressBar::new(target as u64)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar);
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -587,7 +580,7 @@ impl Trainer {
         if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
-        bar.finish_and_clear();
+        bar.finish();
         Ok(logs)
     }
 }
@@ -728,19 +721,11 @@ fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<Tr
     DataLoader::new(samples, tokenizer, media, config)
 }
 
-/// A progress bar over `len` items, hidden when `show` is false.
-fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
-    let bar = if show { indicatif::ProgressBar::new(len as u64) } else { indicatif::ProgressBar::hidden() };
-    let template = format!("{{bar:30}} {{pos}}/{{len}} {what} · eta {{eta}}");
-    bar.set_style(indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
-    bar
-}
-
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
 fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
-    let bar = progress_bar(loader.len(), "samples checked", show);
+    let bar = progress::bar(loader.len() as u64, "samples checked", show);
     let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
-    bar.finish_and_clear();
+    bar.finish();
     Ok(check)
 }
 
@@ -776,7 +761,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             sample.videos.iter().map(move |v| (v.as_path(), limits))
         })
         .collect();
-    let bar = progress_bar(jobs.len(), "cached flows checked", show);
+    let bar = progress::bar(jobs.len() as u64, "cached flows checked", show);
     let misses: Vec<TrainError> = jobs
         .par_iter()
         .filter_map(|(video, limits)| {
@@ -790,7 +775,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             found.err().map(TrainError::from)
         })
         .collect();
-    bar.finish_and_clear();
+    bar.finish();
     let count = misses.len();
     match misses.into_iter().next() {
         None => Ok(()),

@@ -195,10 +195,10 @@ struct RunArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long)]
     device: Option<String>,
-    /// Frame cap of the protocol (SPEC §2: 32).
+    /// Frame cap of the protocol (32).
     #[arg(long)]
     max_frames: Option<usize>,
-    /// Pixel bounds per frame (SPEC §2: 200704 and 401408, i.e. 256 and 512 × 28²).
+    /// Pixel bounds per frame (200704 and 401408, i.e. 256 and 512 × 28²).
     #[arg(long)]
     min_pixels: Option<usize>,
     #[arg(long)]
@@ -329,6 +329,7 @@ fn print_summary(results: &Results, reports: &[PathBuf]) {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     match Cli::parse().command {
         Command::Run(args) => {
             let quiet = args.quiet;

@@ -116,6 +116,7 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     match Cli::parse().command {
         Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
