@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{set_dotted, RecipeError};
-use crate::sft::{parse_device, TrainError};
+use motionvl_models::device::parse_device;
+
+use crate::sft::TrainError;
 use crate::tensorboard::EventWriter;
 
 type Result<T> = std::result::Result<T, TrainError>;

@@ -19,6 +19,7 @@ use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenM
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
 use motionvl_data::progress;
+use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
@@ -136,26 +137,6 @@ pub struct StepLog {
     pub samples_per_s: f64,
 }
 
-pub fn parse_device(name: &str) -> Result<Device> {
-    match name {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Ok(Device::new_cuda(0)?),
-        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(ordinal) => Ok(Device::new_cuda(ordinal)?),
-            None => Err(TrainError::Setup(format!("unknown device `{other}` (use cpu, cuda or cuda:N)"))),
-        },
-    }
-}
-
-pub fn parse_dtype(name: &str) -> Result<DType> {
-    match name {
-        "f32" => Ok(DType::F32),
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        other => Err(TrainError::Setup(format!("unknown dtype `{other}` (use f32, bf16 or f16)"))),
-    }
-}
-
 pub struct Trainer {
     recipe: Recipe,
     model: Qwen25Vl,
@@ -241,7 +222,7 @@ impl Trainer {
 
         let files = base_model_files(recipe, &samples)?;
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
-        let mut model = Qwen25Vl::load(&files, parse_dtype(&recipe.model.dtype)?, &device)?;
+        let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
         let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
         let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, &device)?;

@@ -9,7 +9,7 @@ use motionvl_data::samples::ReadOptions;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::results::Results;
 use motionvl_data::cvaa::{read_pairs, UavView};
-use motionvl_eval::infer::parse_device;
+use motionvl_models::device::parse_device;
 use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
 use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
 use motionvl_eval::{REGISTRY, bench, report, run};
