@@ -318,21 +318,9 @@ fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Res
     if local.is_file() || Path::new(checkpoint).is_dir() {
         return Ok(local.is_file().then_some(local));
     }
-    let hub = HubOptions::from_env();
     let (repo, revision) = checkpoint.split_once('@').unwrap_or((checkpoint, "main"));
-    let repo = hf_hub::Repo::with_revision(repo.to_string(), hf_hub::RepoType::Model, revision.to_string());
-    let cache = hf_hub::Cache::new(hub.cache_dir.clone());
-    if let Some(path) = cache.repo(repo.clone()).get(name) {
-        return Ok(Some(path));
-    }
-    if hub.offline {
-        return Ok(None);
-    }
-    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-        .with_progress(true)
-        .build()
-        .map_err(|e| EvalError::Config(format!("hub client for {checkpoint}: {e}")))?;
-    Ok(api.repo(repo).get(name).ok())
+    // Absent from the repository, or offline and not cached: the caller falls back.
+    Ok(HubOptions::from_env().fetch(repo, revision, name).ok())
 }
 
 /// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
