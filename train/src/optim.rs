@@ -108,6 +108,12 @@ impl AdamW {
         Ok(())
     }
 
+    /// The accumulated gradients, parameter by parameter in group order: what data-parallel
+    /// ranks sum before clipping and the step.
+    pub fn grad_buffers_mut(&mut self) -> Vec<&mut [f32]> {
+        self.params_mut().map(|p| p.grad.as_mut_slice()).collect()
+    }
+
     /// Global L2 norm of the accumulated gradient.
     pub fn grad_norm(&self) -> f64 {
         self.params().map(|p| p.grad.par_iter().map(|&g| (g as f64) * (g as f64)).sum::<f64>()).sum::<f64>().sqrt()
