@@ -6,6 +6,7 @@ pub mod config;
 pub mod cvaa;
 pub mod dinov2;
 pub mod error;
+pub mod flash;
 pub mod init;
 pub mod lora;
 pub mod motion;
