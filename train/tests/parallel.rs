@@ -3,28 +3,19 @@
 //! gradients summed before clipping), and a two-rank run resumed from its checkpoint continues
 //! the uninterrupted one.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use motionvl_train::parallel::{train_threads, ThreadExchange};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, StepLog, Trainer};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
 /// The tiny recipe (eight clips, one per micro-batch, LoRA dropout on) into `out`.
 fn tiny(out: &Path, extra: &[(&str, &str)]) -> Recipe {
-    let root = repo_root();
-    let mut overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), format!("{:?}", out.display().to_string())),
-        ("model.init_config".into(), format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
-        ("data.train".into(), format!("{:?}", root.join("tests/data/tiny-sft/train.jsonl").display().to_string())),
-        ("logging.progress_bar".into(), "false".into()),
-        ("logging.tensorboard".into(), "false".into()),
-    ];
-    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+    let mut extra = extra.to_vec();
+    extra.push(("logging.tensorboard", "false"));
+    common::tiny(out, &extra)
 }
 
 fn assert_close(a: &[StepLog], b: &[StepLog], what: &str) {

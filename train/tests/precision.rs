@@ -2,28 +2,17 @@
 //! LoRA A/B kept as f32 master copies and computed in bf16, loss and optimiser in f32. Candle
 //! runs bf16 on the CPU too, so the recipe is exercised here; on a GPU it is the fast path.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::DType;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::Trainer;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
 fn tiny(out: &Path, dtype: &str) -> Recipe {
-    let root = repo_root();
-    let overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), format!("{:?}", out.display().to_string())),
-        ("model.init_config".into(), format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
-        ("model.dtype".into(), format!("{dtype:?}")),
-        ("data.train".into(), format!("{:?}", root.join("tests/data/tiny-sft/train.jsonl").display().to_string())),
-        ("logging.progress_bar".into(), "false".into()),
-        ("logging.tensorboard".into(), "false".into()),
-        ("optim.max_steps".into(), "3".into()),
-    ];
-    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+    let dtype = format!("{dtype:?}");
+    common::tiny(out, &[("model.dtype", dtype.as_str()), ("logging.tensorboard", "false"), ("optim.max_steps", "3")])
 }
 
 #[test]
