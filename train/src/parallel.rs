@@ -6,7 +6,7 @@
 //! (feature `nccl`), one process per GPU launched by torchrun or SLURM ([`Launch`]), with rank 0
 //! handing NCCL's unique id to the others over TCP ([`share_unique_id`]).
 //!
-//! The trainer reduces the accumulated gradients in buckets ([`reduce_buckets`]) before
+//! The trainer reduces the accumulated gradients in buckets ([`reduce_grads`]) before
 //! clipping and the optimiser step, so every rank takes the identical step.
 
 use std::io::{Read, Write};
@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 
+use crate::optim::Grads;
 use crate::recipe::Recipe;
 use crate::sft::{Start, StepLog, TrainError, Trainer};
 
@@ -46,27 +47,51 @@ pub trait GradExchange {
     fn all_reduce_sum(&self, flat: &Tensor) -> Result<()>;
 }
 
-/// Sums `buffers` across ranks in buckets of at most `bucket_elems` values (a longer buffer
-/// is a bucket of its own): few, large exchanges instead of one per tensor.
-pub fn reduce_buckets(exchange: &dyn GradExchange, buffers: &mut [&mut [f32]], bucket_elems: usize) -> Result<()> {
+/// Consecutive runs of `lens` holding at most `bucket_elems` values each (a longer one is a
+/// run of its own): few, large exchanges instead of one per tensor.
+fn buckets(lens: &[usize], bucket_elems: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
     let mut start = 0;
-    while start < buffers.len() {
-        let mut end = start + 1;
-        let mut len = buffers[start].len();
-        while end < buffers.len() && len + buffers[end].len() <= bucket_elems {
-            len += buffers[end].len();
+    while start < lens.len() {
+        let (mut end, mut len) = (start + 1, lens[start]);
+        while end < lens.len() && len + lens[end] <= bucket_elems {
+            len += lens[end];
             end += 1;
         }
-        let packed: Vec<f32> = buffers[start..end].iter().flat_map(|b| b.iter().copied()).collect();
-        let bucket = Tensor::from_vec(packed, len, exchange.device())?;
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// Sums an optimiser's accumulated gradients across ranks in buckets of at most
+/// `bucket_elems` values: host gradients through a bucket on the exchange's device, device
+/// gradients as buckets concatenated where they live.
+pub fn reduce_grads(exchange: &dyn GradExchange, grads: Grads<'_>, bucket_elems: usize) -> Result<()> {
+    let Grads { mut host, mut device } = grads;
+    let lens: Vec<usize> = host.iter().map(|b| b.len()).collect();
+    for run in buckets(&lens, bucket_elems) {
+        let packed: Vec<f32> = host[run.clone()].iter().flat_map(|b| b.iter().copied()).collect();
+        let bucket = Tensor::from_vec(packed, lens[run.clone()].iter().sum::<usize>(), exchange.device())?;
         exchange.all_reduce_sum(&bucket)?;
         let summed: Vec<f32> = bucket.to_vec1()?;
         let mut at = 0;
-        for buffer in &mut buffers[start..end] {
+        for buffer in &mut host[run] {
             buffer.copy_from_slice(&summed[at..at + buffer.len()]);
             at += buffer.len();
         }
-        start = end;
+    }
+    let lens: Vec<usize> = device.iter().map(|t| t.elem_count()).collect();
+    for run in buckets(&lens, bucket_elems) {
+        let flat: Vec<Tensor> = device[run.clone()].iter().map(|t| t.flatten_all()).collect::<candle_core::Result<_>>()?;
+        let bucket = Tensor::cat(&flat, 0)?.contiguous()?;
+        exchange.all_reduce_sum(&bucket)?;
+        let mut at = 0;
+        for grad in &mut device[run] {
+            let n = grad.elem_count();
+            **grad = bucket.narrow(0, at, n)?.reshape(grad.shape())?;
+            at += n;
+        }
     }
     Ok(())
 }
@@ -409,17 +434,23 @@ mod tests {
                 std::thread::spawn(move || {
                     let r = ex.rank() as f32;
                     let (mut a, mut b, mut c) = (vec![r, 1.0], vec![10.0 * r; 3], vec![0.5; 5]);
-                    let mut buffers: Vec<&mut [f32]> = vec![&mut a, &mut b, &mut c];
-                    // Buckets of 4: [a], [b], [c] (c alone is longer than a bucket).
-                    reduce_buckets(&ex, &mut buffers, 4).map(|_| (a, b, c))
+                    // The same values as tensors: the path GPU gradients take.
+                    let mut d = Tensor::new(&[[r, 2.0], [3.0, 4.0 * r]], &Device::Cpu).expect("tensor");
+                    let mut e = Tensor::new(&[1f32; 3], &Device::Cpu).expect("tensor");
+                    // Buckets of 4: [a], [b], [c] (c alone is longer than a bucket); [d], [e].
+                    let grads = Grads { host: vec![&mut a, &mut b, &mut c], device: vec![&mut d, &mut e] };
+                    reduce_grads(&ex, grads, 4)?;
+                    Ok::<_, ParallelError>((a, b, c, d.to_vec2::<f32>()?, e.to_vec1::<f32>()?))
                 })
             })
             .collect();
         for h in handles {
-            let (a, b, c) = h.join().expect("rank thread").expect("reduced");
+            let (a, b, c, d, e) = h.join().expect("rank thread").expect("reduced");
             assert_eq!(a, [3.0, 3.0]);
             assert_eq!(b, [30.0; 3]);
             assert_eq!(c, [1.5; 5]);
+            assert_eq!(d, [[3.0, 6.0], [9.0, 12.0]]);
+            assert_eq!(e, [3.0; 3]);
         }
     }
 

@@ -32,7 +32,7 @@ use serde::{Deserialize, Serialize};
 use crate::batch::collate;
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::micro::{MicroPlan, RankBatches};
-use crate::parallel::{barrier, reduce_buckets, GradExchange};
+use crate::parallel::{barrier, reduce_grads, GradExchange};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
 use crate::tensorboard::EventWriter;
@@ -540,9 +540,9 @@ impl Trainer {
                 return Err(TrainError::NonFinite { step: self.step + 1, what: format!("loss on {} micro-batch(es) of the step", totals[3]), samples: sample_ids });
             }
             (loss_sum, tokens, samples) = (f64::from(totals[0]), totals[1] as usize, totals[2] as usize);
-            reduce_buckets(exchange.as_ref(), &mut self.optim.grad_buffers_mut(), BUCKET_ELEMS)?;
+            reduce_grads(exchange.as_ref(), self.optim.grads_mut(), BUCKET_ELEMS)?;
         }
-        let bad = self.optim.non_finite_grads();
+        let bad = self.optim.non_finite_grads()?;
         if !bad.is_empty() {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
