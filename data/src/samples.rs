@@ -27,7 +27,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::text::{IMAGE_TAG, MediaKind, Message, Role, TextError, VIDEO_TAG, check_conversation};
+use crate::parquet_rows::{is_parquet, read_parquet_rows, ParquetError};
+use crate::text::{IMAGE_TAG, MediaKind, Message, QwenTokenizer, Role, TextError, VIDEO_TAG, check_conversation, train_tokenizer};
 
 /// Keys under which a JSON object may hold its rows.
 const WRAPPER_KEYS: [&str; 4] = ["samples", "data", "questions", "items"];
@@ -134,8 +135,12 @@ pub struct Record {
 /// A JSON array is split by a small structural scanner before each element is parsed, so a
 /// row keeps its own line number and a malformed element is one bad row, not a dead file.
 pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
-    if crate::parquet_rows::is_parquet(path) {
-        return crate::parquet_rows::read_parquet_records(path);
+    if is_parquet(path) {
+        let rows = read_parquet_rows(path).map_err(|e| match e {
+            ParquetError::Io(source) => ReadError::Io { path: path.to_path_buf(), source },
+            ParquetError::Layout(message) => ReadError::Layout { path: path.to_path_buf(), message },
+        })?;
+        return Ok(rows.into_iter().enumerate().map(|(i, value)| Record { line: i + 1, value: Ok(value) }).collect());
     }
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
     records_from_str(&text)
@@ -547,6 +552,12 @@ fn parse_training_row(
     let format = row.string(&["format", "sample_format"])?.map(|f| f.parse()).transpose()?;
     let task = row.string(&["task", "task_type", "task_name"])?;
     Ok(TrainingSample { id: id.to_string(), messages, images, videos, format, task, file: file.to_path_buf(), line })
+}
+
+/// The tokenizer of a model trained from scratch on `samples`: [`train_tokenizer`] over every
+/// message of every sample, as `train sft` builds it for a fresh base model.
+pub fn tokenizer_for_fresh_model(samples: &[TrainingSample], vocab_size: usize) -> Result<QwenTokenizer, TextError> {
+    train_tokenizer(samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.as_str())), vocab_size)
 }
 
 #[cfg(test)]

@@ -828,12 +828,6 @@ fn layout(
     Ok(laid)
 }
 
-/// The tokenizer of a model trained from scratch on `samples`: [`train_tokenizer`] over every
-/// message of every sample, as `train sft` builds it for a fresh base model.
-pub fn tokenizer_for_fresh_model(samples: &[crate::samples::TrainingSample], vocab_size: usize) -> Result<QwenTokenizer, TextError> {
-    train_tokenizer(samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.as_str())), vocab_size)
-}
-
 /// Trains a byte-level BPE tokenizer shaped like Qwen2's (NFC, Qwen2's split regex, byte-level
 /// alphabet, the Qwen special tokens as added special tokens) on `corpus`.
 ///

@@ -389,7 +389,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     check_token_ids(&model, &tokenizer)?;
     if let Some(adapter) = &config.model.adapter {
         let dir = adapter_dir(adapter)?;
-        LoraWeights::load_peft(&dir, &device)?.attach(&mut model)?;
+        LoraWeights::load_peft(&dir, &device)?.attach(model.linears_mut())?;
     }
     let motion = load_motion(config, &files, &model, &device)?;
     // The checkpoint's own normalisation and patch sizes, when it ships a processor config.

@@ -9,6 +9,7 @@ pub mod error;
 pub mod flash;
 pub mod init;
 pub mod lora;
+pub mod lora_adapter;
 pub mod motion;
 pub mod ops;
 pub mod rope;

@@ -246,6 +246,16 @@ impl Qwen25Vl {
         Ok(self.lm_head.forward(&hidden)?)
     }
 
+    /// transformers' `hidden_states` for a batch: embeddings, then each decoder layer's output
+    /// (the last one after the final norm).
+    pub fn hidden_states(&self, batch: &PromptBatch, inputs: &VisionInputs, positions: &RopePositions) -> Result<Vec<Tensor>> {
+        let embeds = self.embed(batch, &self.encode_vision(inputs)?)?;
+        let device = embeds.device();
+        let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
+        let attn_mask = causal_mask(&batch.mask, 0, embeds.dim(1)?, device)?;
+        Ok(self.text.forward_traced(&embeds, &cos, &sin, attn_mask.as_ref())?)
+    }
+
     /// Greedy decoding with a KV cache; rows of a left-padded batch decode in lockstep.
     pub fn generate(
         &self,

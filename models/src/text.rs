@@ -295,6 +295,19 @@ impl TextModel {
         }
         self.norm.forward(&xs)
     }
+
+    /// The decoder's hidden states as transformers returns them: the input embeddings, each
+    /// layer's output, with the last replaced by the final norm's output.
+    pub fn forward_traced(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: Option<&Tensor>) -> Result<Vec<Tensor>> {
+        let mut states = vec![embeds.clone()];
+        for layer in &self.layers {
+            let next = layer.forward(&states[states.len() - 1], cos, sin, mask, None)?;
+            states.push(next);
+        }
+        let last = states.len() - 1;
+        states[last] = self.norm.forward(&states[last])?;
+        Ok(states)
+    }
 }
 
 /// Parameter gradients collected while recomputing checkpointed layers in a backward pass.

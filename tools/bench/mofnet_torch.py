@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from make_mofnet_fixture import build, randomise  # noqa: E402
+from mofnet import build, randomise  # noqa: E402
 
 
 def main():

@@ -67,8 +67,8 @@ fn main() -> anyhow::Result<()> {
 
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
     let (mut model, _) = random_model(&cfg, 0.02, 0, &device)?;
-    let lora = LoraWeights::init(&model, &LoraConfig::default(), 0, &device)?;
-    lora.attach(&mut model)?;
+    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig::default(), 0, &device)?;
+    lora.attach(model.linears_mut())?;
     let connector = Connector::init_vars(cfg.text.hidden_size, 0, &device)?;
     let branch = MotionBranch::from_visual(model.visual(), &connector)?;
     let adam = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };

@@ -79,8 +79,8 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &device);
     let mut model = motionvl_models::qwen25vl::Qwen25Vl::new(&cfg, vb)?;
     let recomputed = checkpointing.then(|| model.enable_gradient_checkpointing());
-    let lora = LoraWeights::init(&model, &LoraConfig::default(), 0, &device)?;
-    lora.attach(&mut model)?;
+    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig::default(), 0, &device)?;
+    lora.attach(model.linears_mut())?;
     lora.runtime().set_training(true);
     let adam = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
     let mut optim = AdamW::new(vec![("lora".into(), 1e-5, lora.named_vars())], adam)?;

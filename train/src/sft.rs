@@ -18,7 +18,8 @@ use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
-use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
+use motionvl_data::samples::tokenizer_for_fresh_model;
+use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
 use rayon::prelude::*;
 use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
@@ -297,8 +298,8 @@ impl Trainer {
         let mut model = Qwen25Vl::load(&files, parse_dtype(&recipe.model.dtype)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
         let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
-        let lora = LoraWeights::init(&model, &recipe.lora, recipe.seed, &device)?;
-        lora.attach(&mut model)?;
+        let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, &device)?;
+        lora.attach(model.linears_mut())?;
         lora.runtime().set_training(true);
 
         let adam = AdamWConfig {

@@ -121,7 +121,7 @@ fn merged_checkpoint_loads_and_equals_base_plus_adapter() {
 
     let merged = Qwen25Vl::load(&CheckpointFiles::from_dir(&out).unwrap(), DType::F32, &Device::Cpu).unwrap();
     let mut adapted = Qwen25Vl::load(&base, DType::F32, &Device::Cpu).unwrap();
-    LoraWeights::load_peft(&adapter, &Device::Cpu).unwrap().attach(&mut adapted).unwrap();
+    LoraWeights::load_peft(&adapter, &Device::Cpu).unwrap().attach(adapted.linears_mut()).unwrap();
     let ids: Vec<u32> = vec![1, 20, 30, 40, 2];
     let batch = motionvl_models::qwen25vl::PromptBatch::single(ids.clone(), vec![motionvl_models::rope::TokenKind::Text; ids.len()]);
     let a = merged.forward(&batch, &Default::default(), None).unwrap();

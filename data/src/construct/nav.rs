@@ -36,7 +36,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ConstructError, write_json_atomic};
+use super::ConstructError;
+use crate::files::write_json_atomic;
 use crate::rng::{SynthRng, derive_seed};
 
 /// The option letters of a row.

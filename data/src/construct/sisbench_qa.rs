@@ -788,7 +788,7 @@ pub fn build_questions(videos: &[VideoAnnotation], prefix: &str, seed: u64) -> V
 
 /// Writes the questions as a SIS-Bench manifest (a JSON list of [`SisRow`]s).
 pub fn write_manifest(path: &Path, questions: &[Mcq]) -> Result<(), ConstructError> {
-    super::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())
+    Ok(crate::files::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())?)
 }
 
 /// Questions per task, in the taxonomy's order (tasks with none included).

@@ -32,7 +32,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
-use super::{ConstructError, write_atomic};
+use super::ConstructError;
+use crate::files::write_atomic;
 use crate::frames::FramePlan;
 use crate::rng::{SynthRng, derive_seed};
 use crate::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, VideoSource, VideoWriter, probe_video};

@@ -30,7 +30,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
 use motionvl_data::media_config::{media_from_config, ConfigMedia};
 use motionvl_data::video::{DecodeOptions, VideoSource};
-use motionvl_flow::estimator::{estimator_from_spec, EstimatorSpec};
+use motionvl_flow::{estimator_from_spec, EstimatorSpec};
 use motionvl_flow::extract::{manifest_videos, plan_jobs, plan_media, Shard};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows, PseudoImageConfig};
