@@ -11,3 +11,4 @@ pub mod parallel;
 pub mod recipe;
 pub mod sft;
 pub mod tensorboard;
+pub mod threads;

@@ -17,8 +17,6 @@ use std::time::{Duration, Instant};
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 
 use crate::optim::Grads;
-use crate::recipe::Recipe;
-use crate::sft::{Start, StepLog, TrainError, Trainer};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParallelError {
@@ -232,37 +230,6 @@ impl InplaceOp1 for ThreadSum<'_> {
         let result = self.exchange.sum_in_place(&mut values[lo..hi]);
         *self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = result;
         Ok(())
-    }
-}
-
-/// `train sft --data-parallel N` on one machine: `world` trainers as threads, summing through a
-/// [`ThreadExchange`]. Returns rank 0's step logs, or the error of the rank that failed first.
-pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize) -> std::result::Result<Vec<StepLog>, TrainError> {
-    let outcomes: Vec<std::result::Result<Vec<StepLog>, TrainError>> = std::thread::scope(|scope| {
-        let handles: Vec<_> = ThreadExchange::group(world)
-            .into_iter()
-            .map(|exchange| scope.spawn(move || Trainer::start_parallel(recipe, start, Some(Box::new(exchange)))?.run()))
-            .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::Setup(format!("data-parallel rank {rank} panicked")))))
-            .collect()
-    });
-    // A rank that fails releases the others with `PeerGone`: report the cause, not the echo.
-    let mut echo = None;
-    let mut logs = None;
-    for outcome in outcomes {
-        match outcome {
-            Ok(l) => logs = logs.or(Some(l)),
-            Err(TrainError::Parallel(ParallelError::PeerGone(r))) => echo = echo.or(Some(r)),
-            Err(e) => return Err(e),
-        }
-    }
-    match (echo, logs) {
-        (Some(rank), _) => Err(ParallelError::PeerGone(rank).into()),
-        (None, Some(logs)) => Ok(logs),
-        (None, None) => Err(TrainError::Setup("--data-parallel needs at least one rank".into())),
     }
 }
 

@@ -5,7 +5,8 @@
 
 use std::path::Path;
 
-use motionvl_train::parallel::{train_threads, ThreadExchange};
+use motionvl_train::parallel::ThreadExchange;
+use motionvl_train::threads::train_threads;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, StepLog, Trainer};
 

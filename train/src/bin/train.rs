@@ -11,7 +11,8 @@ use clap::{Parser, Subcommand};
 use motionvl_models::{CheckpointFiles, HubOptions};
 use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
 use motionvl_train::recipe::Recipe;
-use motionvl_train::parallel::{train_threads, Launch};
+use motionvl_train::parallel::Launch;
+use motionvl_train::threads::train_threads;
 use motionvl_train::sft::{Start, StepLog, Trainer};
 
 #[global_allocator]
