@@ -88,7 +88,7 @@ impl FramePlan {
     }
 }
 
-/// The SIS-Motion training plan (SPEC §1): a target rate clamped to a frame range, the count
+/// The SIS-Motion training plan: a target rate clamped to a frame range, the count
 /// rounded down to a multiple of 2 (one temporal patch holds two frames).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -99,7 +99,7 @@ pub struct TrainingPlan {
 }
 
 impl Default for TrainingPlan {
-    /// 2 FPS, 8–32 frames (SPEC §1).
+    /// 2 FPS, 8–32 frames.
     fn default() -> Self {
         Self {
             fps: 2.0,
@@ -109,7 +109,7 @@ impl Default for TrainingPlan {
     }
 }
 
-/// The SIS-Bench evaluation protocol (SPEC §2): at most 32 frames; 2 FPS for clips under 16 s,
+/// The SIS-Bench evaluation protocol: at most 32 frames; 2 FPS for clips under 16 s,
 /// 1 FPS for 16–32 s, 32 frames spread uniformly above 32 s.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -265,7 +265,7 @@ pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan,
 /// The fewest frames a video under evaluation may have: one temporal patch.
 pub const EVAL_MIN_FRAMES: usize = 2;
 
-/// The SIS-Bench evaluation plan (SPEC §2). Rate-based regimes take `ceil(duration * fps)`
+/// The SIS-Bench evaluation plan. Rate-based regimes take `ceil(duration * fps)`
 /// frames at exactly that rate (capped at `max_frames` and at the clip's frame count, in which
 /// case they spread); clips longer than `medium_up_to_s` get `max_frames` spread frames. Counts
 /// are not forced even: the preprocessor repeats the last frame like the reference does.

@@ -16,6 +16,7 @@ pub mod manifest;
 pub mod media_config;
 pub mod parquet_rows;
 pub mod preprocess;
+pub mod progress;
 pub mod rng;
 pub mod run_dir;
 pub mod samples;

@@ -114,12 +114,12 @@ pub struct QwenMedia {
     pub image_config: PreprocessConfig,
     pub decode: DecodeOptions,
     /// Rate declared for frame folders, which carry none (VisDrone sequences were converted at
-    /// 15 FPS for SIS-Bench, SPEC §2).
+    /// 15 FPS for SIS-Bench).
     pub frame_folder_fps: f64,
 }
 
 impl Default for QwenMedia {
-    /// The SIS-Motion training settings (SPEC §1): 2 FPS, 8–32 frames, 128–512 × 28² pixels.
+    /// The SIS-Motion training settings: 2 FPS, 8–32 frames, 128–512 × 28² pixels.
     fn default() -> Self {
         QwenMedia {
             video_policy: FramePolicy::Training(TrainingPlan::default()),

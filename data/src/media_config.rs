@@ -47,7 +47,7 @@ impl TrainingVideo {
     }
 }
 
-/// Frame plan and pixel bounds of an evaluation (SPEC §2). The frame keys are those of
+/// Frame plan and pixel bounds of an evaluation. The frame keys are those of
 /// [`EvalProtocol`], spelled out so that a misspelt key is refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]

@@ -135,7 +135,7 @@ impl<'de> Deserialize<'de> for PreprocessConfig {
 }
 
 impl PreprocessConfig {
-    /// The video settings of SIS-Motion training (SPEC §1): 128·28·28 to 512·28·28 pixels per frame.
+    /// The video settings of SIS-Motion training: 128·28·28 to 512·28·28 pixels per frame.
     pub fn sis_motion_training() -> Self {
         Self {
             min_pixels: 128 * 28 * 28,
@@ -144,7 +144,7 @@ impl PreprocessConfig {
         }
     }
 
-    /// The SIS-Bench evaluation protocol (SPEC §2): 256·28·28 to 512·28·28 pixels per frame.
+    /// The SIS-Bench evaluation protocol: 256·28·28 to 512·28·28 pixels per frame.
     pub fn sisbench_eval() -> Self {
         Self {
             min_pixels: 256 * 28 * 28,

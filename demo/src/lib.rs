@@ -113,9 +113,9 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
         Some(summary) if summary.config == config.world => summary,
         _ => {
             eprintln!("rendering the synthetic world into {}", world_dir.display());
-            let bar = progress(show_progress, config.world.total_clips() as u64, "clips");
+            let bar = motionvl_data::progress::bar(config.world.total_clips() as u64, "clips", show_progress);
             let summary = generate_with_progress(&config.world, &world_dir, true, &|| bar.inc(1))?;
-            bar.finish_and_clear();
+            bar.finish();
             summary
         }
     };
@@ -206,14 +206,3 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, train_dir: &Path, eval_di
     Ok(summary.results)
 }
 
-fn progress(show: bool, len: u64, unit: &str) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!("{{bar:30}} {{pos}}/{{len}} {unit} · eta {{eta}}"))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}

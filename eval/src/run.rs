@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::samples::{ReadOptions, RowError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -223,7 +222,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
-    crate::prior::add_priors(&mut items, &config.cvaa, &crate::infer::parse_device(&config.model.device)?, &|| {})?;
+    crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?;
 
     let out = &config.out;
     let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;
@@ -259,15 +258,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
             tally.add(&bench.score(item, text));
         }
     }
-    let bar = if show_progress {
-        ProgressBar::new(items.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:32.cyan/blue} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = motionvl_data::progress::bar(items.len() as u64, "questions", show_progress);
     bar.set_position(resumed as u64);
     bar.set_message(running_message(&tally));
 
@@ -332,7 +323,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         }
         outcome?;
     } else {
-        bar.finish_and_clear();
+        bar.finish();
     }
 
     let all = read_predictions(&predictions_path)?;

@@ -4,6 +4,7 @@
 pub mod checkpoint;
 pub mod config;
 pub mod cvaa;
+pub mod device;
 pub mod dinov2;
 pub mod error;
 pub mod flash;

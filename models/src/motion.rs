@@ -1,5 +1,5 @@
 //! SIS-Motion: a motion encoder over optical-flow pseudo-images and a connector whose output is
-//! added to the visual tokens (SPEC §1).
+//! added to the visual tokens.
 //!
 //! ```text
 //! frames ──► vision tower E_v ──────────────► e_v ─┐

@@ -124,7 +124,7 @@ pub struct DataSection {
     pub min_frames: usize,
     #[serde(default = "default_max_frames")]
     pub max_frames: usize,
-    /// Pixel bounds per frame (SPEC §1: 128·28² to 512·28²).
+    /// Pixel bounds per frame (128·28² to 512·28²).
     #[serde(default = "default_min_pixels")]
     pub min_pixels: usize,
     #[serde(default = "default_max_pixels")]
@@ -171,7 +171,7 @@ pub struct OptimSection {
 }
 
 impl Default for OptimSection {
-    /// The paper's SFT settings (SPEC §1).
+    /// The paper's SFT settings.
     fn default() -> Self {
         Self {
             lr: 1e-5,

@@ -18,6 +18,8 @@ use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::progress;
+use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
@@ -140,26 +142,6 @@ pub struct StepLog {
     pub grad_norm: f64,
     pub tokens_per_s: f64,
     pub samples_per_s: f64,
-}
-
-pub fn parse_device(name: &str) -> Result<Device> {
-    match name {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Ok(Device::new_cuda(0)?),
-        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(ordinal) => Ok(Device::new_cuda(ordinal)?),
-            None => Err(TrainError::Setup(format!("unknown device `{other}` (use cpu, cuda or cuda:N)"))),
-        },
-    }
-}
-
-pub fn parse_dtype(name: &str) -> Result<DType> {
-    match name {
-        "f32" => Ok(DType::F32),
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        other => Err(TrainError::Setup(format!("unknown dtype `{other}` (use f32, bf16 or f16)"))),
-    }
 }
 
 pub struct Trainer {
@@ -295,7 +277,7 @@ impl Trainer {
             _ => parse_device(&recipe.model.device)?,
         };
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
-        let mut model = Qwen25Vl::load(&files, parse_dtype(&recipe.model.dtype)?, &device)?;
+        let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
         let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
         let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, &device)?;
@@ -636,15 +618,7 @@ impl Trainer {
     /// Trains until `max_steps` (or the schedule's end), with a progress bar.
     pub fn run(mut self) -> Result<Vec<StepLog>> {
         let target = self.target_steps();
-        let bar = if self.recipe.logging.progress_bar && self.is_writer() {
-            indicatif::ProgressBar::new(target as u64)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar && self.is_writer());
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -656,7 +630,7 @@ impl Trainer {
         if self.is_writer() && !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
-        bar.finish_and_clear();
+        bar.finish();
         Ok(logs)
     }
 }
@@ -797,19 +771,11 @@ fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<Tr
     DataLoader::new(samples, tokenizer, media, config)
 }
 
-/// A progress bar over `len` items, hidden when `show` is false.
-fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
-    let bar = if show { indicatif::ProgressBar::new(len as u64) } else { indicatif::ProgressBar::hidden() };
-    let template = format!("{{bar:30}} {{pos}}/{{len}} {what} · eta {{eta}}");
-    bar.set_style(indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
-    bar
-}
-
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
 fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
-    let bar = progress_bar(loader.len(), "samples checked", show);
+    let bar = progress::bar(loader.len() as u64, "samples checked", show);
     let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
-    bar.finish_and_clear();
+    bar.finish();
     Ok(check)
 }
 
@@ -845,7 +811,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             sample.videos.iter().map(move |v| (v.as_path(), limits))
         })
         .collect();
-    let bar = progress_bar(jobs.len(), "cached flows checked", show);
+    let bar = progress::bar(jobs.len() as u64, "cached flows checked", show);
     let misses: Vec<TrainError> = jobs
         .par_iter()
         .filter_map(|(video, limits)| {
@@ -859,7 +825,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             found.err().map(TrainError::from)
         })
         .collect();
-    bar.finish_and_clear();
+    bar.finish();
     let count = misses.len();
     match misses.into_iter().next() {
         None => Ok(()),

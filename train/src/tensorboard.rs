@@ -1,7 +1,7 @@
 //! TensorBoard event files, written and read without tensorboard-rs.
 //!
 //! tensorboard-rs panics on IO errors, has `unimplemented!()` methods and pulls
-//! in protobuf 2 and image 0.23 (see `shared/notes/crates.md`). Scalars need
+//! in protobuf 2 and image 0.23. Scalars need
 //! only two small pieces, so they are written by hand here:
 //!
 //! * **TFRecord framing**, one record per event:

@@ -41,7 +41,7 @@ use crate::samples::read_records;
 /// Option letters, in order.
 pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
 
-/// How a video was made (SPEC §2), as the annotations say.
+/// How a video was made, as the annotations say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnnotatedType {

@@ -1,4 +1,4 @@
-//! `construct sisbench-videos`: the four SIS-Bench video types (SPEC §2) from source footage.
+//! `construct sisbench-videos`: the four SIS-Bench video types from source footage.
 //!
 //! Sources are the entries of one folder: sub-folders of numbered frames (VisDrone-style
 //! sequences, shot at a declared rate) and video files. Every output is H.264 MP4 at 15 FPS:

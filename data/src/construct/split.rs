@@ -1,4 +1,4 @@
-//! `construct split`: the AirScape train / benchmark split of SIS-Bench (SPEC §2).
+//! `construct split`: the AirScape train / benchmark split of SIS-Bench.
 //!
 //! Clip names carry their origin, `{id}_{source}_{split}_...` as in
 //! `00942_NAT2021_test_N01001_1.mp4`: a numeric id, the source dataset (`urbanvideo`,

@@ -27,7 +27,7 @@ use super::error::{DccsError, read_json};
 use crate::files::write_json_atomic;
 use super::geom::V3;
 
-/// The closed landmark taxonomy of UAV-DualCog (SPEC §6).
+/// The closed landmark taxonomy of UAV-DualCog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {

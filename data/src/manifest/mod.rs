@@ -8,11 +8,11 @@
 //! | UAV-DualCog (Stage 4 image rows) | `sample_id`, `task_type`, `user_prompt`/`prompt_text`, `reference_image(_with_bbox)`, `target_image` or `candidates` [{option_id, image}], `label_options`, `answer_option_id` | letter |
 //! | LinkS²Bench | `question_id`, `task`, `question`, `options`?, `answer`, `video_path`?, `satellite_image`? | letter, yes/no, number or timestamp, by task |
 //!
-//! LinkS²Bench has no public release (see `shared/notes/cvaa_bench.md`); its row schema above is
+//! LinkS²Bench has no public release; its row schema above is
 //! ours, chosen to mirror SIS-Bench's, and `construct` writes it.
 //!
 //! Every question carries its [`Task`], and through it the dimension and level of the SIS-Bench
-//! taxonomy (SPEC §2), LinkS²Bench's four dimensions, UrbanVideo-Bench's four abilities or
+//! taxonomy, LinkS²Bench's four dimensions, UrbanVideo-Bench's four abilities or
 //! UAV-DualCog's two task groups. A bad row — unknown task, answer not among the options,
 //! missing media file, malformed answer — is a [`RowError`] naming file and line; with
 //! [`ReadOptions::skip_bad`] it is left out and reported in [`ReadOutcome::skipped`].

@@ -93,7 +93,7 @@ impl fmt::Display for Dimension {
     }
 }
 
-/// SIS-Bench's cognitive level (SPEC §2); other benchmarks have none.
+/// SIS-Bench's cognitive level; other benchmarks have none.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
@@ -118,7 +118,7 @@ impl fmt::Display for Level {
     }
 }
 
-/// How a SIS-Bench task's videos were built (SPEC §2).
+/// How a SIS-Bench task's videos were built.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum VideoType {
@@ -147,7 +147,7 @@ fn by_name<T: Copy>(all: &[T], name_of: impl Fn(T) -> &'static str, s: &str) -> 
     all.iter().copied().find(|&t| normalise(name_of(t)) == key)
 }
 
-/// The 13 SIS-Bench tasks (SPEC §2).
+/// The 13 SIS-Bench tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum SisTask {
     ObjectExistence,
@@ -241,7 +241,7 @@ impl SisTask {
     }
 }
 
-/// The 12 LinkS²Bench tasks (SPEC §5).
+/// The 12 LinkS²Bench tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum LinkS2Task {
     TargetVisibility,

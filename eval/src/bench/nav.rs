@@ -1,4 +1,4 @@
-//! The downstream navigation MCQ (SPEC §4): four-option questions on which path a UAV flew,
+//! The downstream navigation MCQ: four-option questions on which path a UAV flew,
 //! built from OpenUAV trajectories (true path plus reversed, rescaled, re-staged and
 //! wrong-altitude distractors).
 //!

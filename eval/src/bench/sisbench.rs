@@ -1,4 +1,4 @@
-//! SIS-Bench (SPEC §2): 13 four-option tasks over UAV video, two dimensions × three levels.
+//! SIS-Bench: 13 four-option tasks over UAV video, two dimensions × three levels.
 
 use std::path::Path;
 

@@ -136,7 +136,7 @@ fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_t
         bail!("a launch of {} processes trains on GPUs: set model.device = \"cuda\" (each rank takes cuda:LOCAL_RANK)", launch.world_size);
     }
     recipe.model.device = format!("cuda:{}", launch.local_rank);
-    let device = motionvl_train::sft::parse_device(&recipe.model.device)?;
+    let device = motionvl_models::device::parse_device(&recipe.model.device)?;
     let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
         .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
     Ok(Box::new(exchange))
@@ -152,6 +152,7 @@ fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train:
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     match Cli::parse().command {
         Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;

@@ -132,6 +132,7 @@ struct Motion {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     let cli = Cli::parse();
     match cli.command {
         Command::Extract { input, motion, config, out, cache, shard, tokenizer } => {

@@ -9,7 +9,7 @@ use motionvl_data::samples::ReadOptions;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::results::Results;
 use motionvl_data::cvaa::{read_pairs, UavView};
-use motionvl_eval::infer::parse_device;
+use motionvl_models::device::parse_device;
 use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
 use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
 use motionvl_eval::{REGISTRY, bench, report, run};
@@ -195,10 +195,10 @@ struct RunArgs {
     /// cpu, cuda or cuda:N.
     #[arg(long)]
     device: Option<String>,
-    /// Frame cap of the protocol (SPEC §2: 32).
+    /// Frame cap of the protocol (32).
     #[arg(long)]
     max_frames: Option<usize>,
-    /// Pixel bounds per frame (SPEC §2: 200704 and 401408, i.e. 256 and 512 × 28²).
+    /// Pixel bounds per frame (200704 and 401408, i.e. 256 and 512 × 28²).
     #[arg(long)]
     min_pixels: Option<usize>,
     #[arg(long)]
@@ -329,6 +329,7 @@ fn print_summary(results: &Results, reports: &[PathBuf]) {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     match Cli::parse().command {
         Command::Run(args) => {
             let quiet = args.quiet;

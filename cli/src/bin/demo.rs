@@ -1,7 +1,7 @@
 //! `demo` — the README's main command: render the synthetic UAV world, train a visual-only
 //! and a motion-aware model on it, evaluate both on held-out worlds, print the table.
 //!
-//! `cargo run --release -p motionvl-demo --bin demo -- --config configs/demo.toml`
+//! `cargo run --release -p motionvl-cli --bin demo -- --config configs/demo.toml`
 //! Any `--section.key value` overrides a key of the config (e.g. `--train.optim.max_steps 20`).
 
 use std::path::PathBuf;
@@ -26,6 +26,7 @@ struct Cli {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     let cli = Cli::parse();
     let mut overrides = Vec::new();
     let mut args = cli.overrides.iter();

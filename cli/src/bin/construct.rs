@@ -220,6 +220,7 @@ impl SynthArgs {
 }
 
 fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
     match Cli::parse().command {
         Command::Synth(args) if args.dccs => dccs::synth(&args.out, args.seed, args.dccs_landmarks),
         Command::Synth(args) => synth(&args),
