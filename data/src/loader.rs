@@ -591,12 +591,27 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         Ok(self.start(position))
     }
 
+    /// Loads only the order indices `visit` (ascending) of epoch `epoch`: a data-parallel rank's
+    /// share. [`EpochIter::position`] then names the next index it would visit.
+    pub fn visit(&self, epoch: u64, visit: Vec<usize>) -> Result<EpochIter, LoadError> {
+        if let Some(&index) = visit.iter().find(|&&k| k >= self.len()) {
+            return Err(LoadError::BadPosition { index, len: self.len() });
+        }
+        Ok(self.start_visit(epoch, visit))
+    }
+
     fn start(&self, position: Position) -> EpochIter {
-        let order = Arc::new(self.order(position.epoch));
-        let len = order.len();
+        self.start_visit(position.epoch, (position.index..self.len()).collect())
+    }
+
+    fn start_visit(&self, epoch: u64, visit: Vec<usize>) -> EpochIter {
+        let order = Arc::new(self.order(epoch));
+        let order_len = order.len();
+        let visit = Arc::new(visit);
+        let len = visit.len();
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { next_claim: position.index, next_yield: position.index, stop: false }),
+            state: Mutex::new(State { next_claim: 0, next_yield: 0, stop: false }),
             wake: Condvar::new(),
             window: self.config.prefetch.max(1),
             len,
@@ -604,19 +619,17 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         let mut handles = Vec::new();
         let inline = if self.config.workers == 0 {
             let ctx = self.ctx.clone();
-            let order = Arc::clone(&order);
-            let epoch = position.epoch;
-            Some(Box::new(move |k: usize| ctx.load(Position { epoch, index: k }, order[k])) as InlineLoad)
+            let (order, visit) = (Arc::clone(&order), Arc::clone(&visit));
+            Some(Box::new(move |j: usize| ctx.load(Position { epoch, index: visit[j] }, order[visit[j]])) as InlineLoad)
         } else {
             for w in 0..self.config.workers {
                 let ctx = self.ctx.clone();
-                let order = Arc::clone(&order);
+                let (order, visit) = (Arc::clone(&order), Arc::clone(&visit));
                 let shared = Arc::clone(&shared);
                 let tx: Sender<(usize, Result<Outcome, LoadError>)> = tx.clone();
-                let epoch = position.epoch;
                 let spawned = std::thread::Builder::new()
                     .name(format!("motionvl-loader-{w}"))
-                    .spawn(move || worker(&ctx, &order, &shared, &tx, epoch));
+                    .spawn(move || worker(&ctx, &order, &visit, &shared, &tx, epoch));
                 match spawned {
                     Ok(h) => handles.push(h),
                     // Fewer threads still load everything; none at all is caught in `next`.
@@ -627,9 +640,11 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         };
         drop(tx);
         EpochIter {
-            epoch: position.epoch,
-            next: position.index,
+            epoch,
+            next: 0,
             len,
+            visit,
+            order_len,
             shared,
             rx,
             buffer: BTreeMap::new(),
@@ -649,9 +664,9 @@ struct Shared {
 }
 
 struct State {
-    /// Next order index a worker may take.
+    /// Next entry of the visit list a worker may take.
     next_claim: usize,
-    /// Next order index the consumer will yield.
+    /// Next entry the consumer will yield.
     next_yield: usize,
     stop: bool,
 }
@@ -667,6 +682,7 @@ impl Shared {
 fn worker<P: MediaProcessor>(
     ctx: &Context<P>,
     order: &[usize],
+    visit: &[usize],
     shared: &Shared,
     tx: &Sender<(usize, Result<Outcome, LoadError>)>,
     epoch: u64,
@@ -686,7 +702,7 @@ fn worker<P: MediaProcessor>(
             st.next_claim += 1;
             st.next_claim - 1
         };
-        let result = ctx.load(Position { epoch, index: k }, order[k]);
+        let result = ctx.load(Position { epoch, index: visit[k] }, order[visit[k]]);
         if tx.send((k, result)).is_err() {
             return;
         }
@@ -696,8 +712,12 @@ fn worker<P: MediaProcessor>(
 /// One epoch's samples in order, from a start position. Dropping it stops the workers.
 pub struct EpochIter {
     epoch: u64,
+    /// Next entry of `visit` to yield.
     next: usize,
     len: usize,
+    /// The order indices this iterator loads, ascending.
+    visit: Arc<Vec<usize>>,
+    order_len: usize,
     shared: Arc<Shared>,
     rx: Receiver<(usize, Result<Outcome, LoadError>)>,
     buffer: BTreeMap<usize, Result<Outcome, LoadError>>,
@@ -710,7 +730,7 @@ impl EpochIter {
     /// Position of the next sample this iterator will consider; save it with a checkpoint and
     /// pass it to [`DataLoader::resume`].
     pub fn position(&self) -> Position {
-        Position { epoch: self.epoch, index: self.next }
+        Position { epoch: self.epoch, index: self.visit.get(self.next).copied().unwrap_or(self.order_len) }
     }
 
     /// Samples skipped so far (too long for `max_seq_len`, or failing under `skip_errors`).

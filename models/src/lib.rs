@@ -7,6 +7,7 @@ pub mod cvaa;
 pub mod device;
 pub mod dinov2;
 pub mod error;
+pub mod flash;
 pub mod init;
 pub mod lora;
 pub mod lora_adapter;

@@ -52,11 +52,13 @@ impl LoraAdapter {
         [&self.a, &self.b]
     }
 
-    /// `xs`: [rows, in] → [rows, out] in the dtype of `xs`.
+    /// `xs`: [rows, in] → [rows, out], computed in the dtype of `xs`: a bf16 model runs its
+    /// adapters in bf16 (mixed precision, as autocast does) while A and B stay f32 master
+    /// copies, which the cast's backward hands their f32 gradients.
     pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let x = xs.to_dtype(self.a.dtype())?;
-        let x = if self.dropout > 0.0 && self.runtime.training() { self.dropout_mask(&x)? } else { x };
-        (x.matmul(&self.a.t()?)?.matmul(&self.b.t()?)? * self.scale)?.to_dtype(xs.dtype())
+        let x = if self.dropout > 0.0 && self.runtime.training() { self.dropout_mask(xs)? } else { xs.clone() };
+        let (a, b) = (self.a.to_dtype(xs.dtype())?, self.b.to_dtype(xs.dtype())?);
+        x.matmul(&a.t()?)?.matmul(&b.t()?)? * self.scale
     }
 
     fn dropout_mask(&self, x: &Tensor) -> candle_core::Result<Tensor> {

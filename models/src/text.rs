@@ -151,8 +151,13 @@ impl TextAttention {
             }
             *slot = Some((k.clone(), v.clone()));
         }
-        let (k, v) = (self.repeat_kv(k)?, self.repeat_kv(v)?);
-        let out = attention(&q, &k, &v, (self.head_dim as f64).powf(-0.5), mask)?;
+        let scale = (self.head_dim as f64).powf(-0.5);
+        // A decode step without padding has no mask: the fused kernel serves it on a GPU.
+        let fused = if mask.is_none() { crate::flash::unmasked(&q, &k, &v, scale)? } else { None };
+        let out = match fused {
+            Some(out) => out,
+            None => attention(&q, &self.repeat_kv(k)?, &self.repeat_kv(v)?, scale, mask)?,
+        };
         self.o_proj.forward(&out.transpose(1, 2)?.reshape((b, l, self.num_heads * self.head_dim))?)
     }
 

@@ -589,7 +589,7 @@ impl CvaaTrainer {
         let best: Vec<u32> = uav.matmul(&sat.t()?)?.argmax(D::Minus1)?.to_vec1()?;
         let batch_accuracy = best.iter().enumerate().filter(|(i, j)| *i as u32 == **j).count() as f64 / best.len() as f64;
         self.optim.accumulate(&loss.backward()?)?;
-        let bad = self.optim.non_finite_grads();
+        let bad = self.optim.non_finite_grads()?;
         if !bad.is_empty() {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: ids() });

@@ -12,10 +12,10 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
-use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
+use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
 use motionvl_data::progress;
@@ -34,6 +34,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::batch::collate;
 use crate::checkpoint::{self as ckpt, Checkpoints};
+use crate::micro::{MicroPlan, RankBatches};
+use crate::parallel::{barrier, reduce_grads, GradExchange};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
 use crate::tensorboard::EventWriter;
@@ -58,9 +60,14 @@ pub enum TrainError {
     NonFinite { step: usize, what: String, samples: Vec<String> },
     #[error(transparent)]
     Flow(#[from] motionvl_flow::FlowError),
+    #[error(transparent)]
+    Parallel(#[from] crate::parallel::ParallelError),
     #[error("{0}")]
     Setup(String),
 }
+
+/// Gradient values per all-reduce bucket: 25 MB of f32, PyTorch DDP's default.
+const BUCKET_ELEMS: usize = 25 << 18;
 
 /// The media path of a run: plain (visual-only) or with motion pseudo-images.
 enum Media {
@@ -144,26 +151,27 @@ pub struct Trainer {
     motion: Option<Motion>,
     optim: AdamW,
     loader: DataLoader<Media>,
-    epoch_iter: EpochIter,
-    epoch: u64,
-    /// Samples the current epoch has yielded, and whether it was iterated from its start: an
-    /// epoch read whole without a single sample is an error, never an endless loop.
-    epoch_yielded: usize,
-    epoch_from_start: bool,
+    /// This rank's micro-batches.
+    batches: RankBatches,
+    /// Global number of the next step's first micro-batch.
+    micro: u64,
+    /// The other data-parallel ranks; `None` trains alone.
+    exchange: Option<Box<dyn GradExchange>>,
     step: usize,
     total_steps: usize,
     warmup: usize,
     recomputed: Option<RecomputedGrads>,
     checkpoints: Checkpoints,
     events: Option<EventWriter>,
-    text_log: std::fs::File,
+    /// Rank 0's `train.log`; the other ranks write nothing.
+    text_log: Option<std::fs::File>,
     device: Device,
     pad_id: u32,
     base_model: String,
     flow_counts: Option<Arc<CacheCounts>>,
     /// What the start did that the user did not spell out (a fresh start under `--resume auto`).
     note: Option<String>,
-    _lock: RunLock,
+    _lock: Option<RunLock>,
 }
 
 /// How a run starts.
@@ -189,7 +197,18 @@ impl Trainer {
     /// refuses a directory that already holds a run, `Overwrite` clears it, and `--resume auto`
     /// without a complete checkpoint starts fresh (see [`Trainer::note`]).
     pub fn start(recipe: &Recipe, start: Start<'_>) -> Result<Self> {
+        Self::start_parallel(recipe, start, None)
+    }
+
+    /// Sets up one rank of a data-parallel run (`exchange` reaches the others; `None` trains
+    /// alone). Rank 0 owns the run directory (lock, logs, checkpoints) and prepares it before
+    /// the others read from it.
+    pub fn start_parallel(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
         let out = recipe.output_dir.clone();
+        let (rank, world) = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
+        if rank != 0 {
+            return Self::follow(recipe, start, exchange);
+        }
         let lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut note = None;
         let resume = match start {
@@ -216,11 +235,47 @@ impl Trainer {
             Start::Resume(arg) => Some(arg),
         };
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
-        let device = parse_device(&recipe.model.device)?;
-
         let samples = read_samples(recipe)?;
-
         let files = base_model_files(recipe, &samples)?;
+        if let Some(exchange) = &exchange {
+            barrier(exchange.as_ref())?;
+        }
+        Self::build(recipe, samples, files, resume, note, Some(lock), exchange, (rank, world))
+    }
+
+    /// A rank other than 0: waits for rank 0 to prepare the run directory, then reads it.
+    fn follow(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
+        let ranks = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
+        if let Some(exchange) = &exchange {
+            barrier(exchange.as_ref())?;
+        }
+        // Rank 0 has cleared a run that `--resume auto` found without a checkpoint.
+        let resume = match start {
+            Start::Resume(arg) if arg != "auto" || ckpt::latest_complete(&recipe.output_dir)?.is_some() => Some(arg),
+            _ => None,
+        };
+        let samples = read_samples(recipe)?;
+        let files = base_model_files(recipe, &samples)?;
+        Self::build(recipe, samples, files, resume, None, None, exchange, ranks)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        recipe: &Recipe,
+        samples: Vec<TrainingSample>,
+        files: CheckpointFiles,
+        resume: Option<&str>,
+        note: Option<String>,
+        lock: Option<RunLock>,
+        exchange: Option<Box<dyn GradExchange>>,
+        (rank, world): (usize, usize),
+    ) -> Result<Self> {
+        let out = recipe.output_dir.clone();
+        // A GPU rank computes on the exchange's device: the one NCCL's stream belongs to.
+        let device = match &exchange {
+            Some(e) if e.device().is_cuda() => e.device().clone(),
+            _ => parse_device(&recipe.model.device)?,
+        };
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
@@ -263,31 +318,37 @@ impl Trainer {
             Media::Visual(_) => None,
         };
         let loader = training_loader(recipe, samples, tokenizer, media);
-        let mut text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
-        let check = check_loader(&loader, recipe.logging.progress_bar)?;
-        writeln!(text_log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
+        let mut text_log = if rank == 0 {
+            Some(std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?)
+        } else {
+            None
+        };
+        let check = check_loader(&loader, recipe.logging.progress_bar && rank == 0)?;
+        if let Some(log) = &mut text_log {
+            writeln!(log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
+        }
         require_usable(&check.report, recipe)?;
         if let Some(media) = flow_media.as_ref().filter(|m| m.cache_only) {
-            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar)?;
+            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar && rank == 0)?;
         }
 
         let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
-        let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
+        let per_epoch = (micro_per_epoch / (recipe.optim.grad_accum.max(1) * world)).max(1);
         let total_steps = recipe.optim.schedule_steps.or(recipe.optim.max_steps).unwrap_or(per_epoch * recipe.optim.epochs.max(1));
         let checkpoints = Checkpoints::open(&out, std::num::NonZeroUsize::new(recipe.checkpoint.keep))?;
-        let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
+        let events = if recipe.logging.tensorboard && rank == 0 { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
+        let plan = MicroPlan::new(&check.fits, loader.len(), recipe.optim.batch_size, recipe.optim.grad_accum, rank, world);
 
         let mut trainer = Self {
-            epoch_iter: loader.epoch(0),
+            batches: RankBatches::new(plan, 0),
+            micro: 0,
+            exchange,
             recipe: recipe.clone(),
             model,
             lora,
             motion,
             optim,
             loader,
-            epoch: 0,
-            epoch_yielded: 0,
-            epoch_from_start: true,
             step: 0,
             total_steps,
             warmup: warmup_steps(recipe.optim.warmup_ratio, total_steps),
@@ -392,58 +453,44 @@ impl Trainer {
             return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
         }
         self.step = state.step;
-        self.epoch = state.position.epoch;
-        self.epoch_from_start = state.position.index == 0;
-        self.epoch_iter = self.loader.resume(state.position).map_err(|e| TrainError::Data(e.to_string()))?;
-        truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+        if state.position.index > self.loader.len() {
+            return Err(TrainError::Data(format!("{}: position {} is past the {} samples", found.path.display(), state.position.index, self.loader.len())));
+        }
+        // The position is a sample, not a rank's place: any world size continues from it.
+        self.micro = self.batches.plan().micro_at(&self.loader, state.position);
+        self.batches = RankBatches::new(self.batches.plan().clone(), self.micro);
+        if self.is_writer() {
+            truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+        }
         self.log_line(&format!("resumed from {} at step {}", found.path.display(), self.step))?;
         Ok(())
     }
 
-    /// The next micro-batch, moving to the next epoch when this one is used up.
-    fn next_samples(&mut self) -> Result<Vec<motionvl_data::loader::LoadedSample>> {
-        let mut out = Vec::new();
-        while out.len() < self.recipe.optim.batch_size.max(1) {
-            match self.epoch_iter.next() {
-                Some(sample) => {
-                    out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?);
-                    self.epoch_yielded += 1;
-                }
-                None => {
-                    let skipped = self.epoch_iter.skipped().to_vec();
-                    for s in &skipped {
-                        self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
-                    }
-                    if self.epoch_from_start && self.epoch_yielded == 0 {
-                        return Err(TrainError::Data(format!(
-                            "epoch {} yielded no sample: all {} were skipped (the reasons are in {}/train.log)",
-                            self.epoch,
-                            skipped.len(),
-                            self.recipe.output_dir.display()
-                        )));
-                    }
-                    if !out.is_empty() {
-                        break;
-                    }
-                    self.epoch += 1;
-                    self.epoch_iter = self.loader.epoch(self.epoch);
-                    (self.epoch_yielded, self.epoch_from_start) = (0, true);
-                }
-            }
-        }
-        Ok(out)
+    /// Whether this process writes the run directory (rank 0, or a run alone).
+    fn is_writer(&self) -> bool {
+        self.exchange.as_ref().is_none_or(|e| e.rank() == 0)
     }
 
-    /// One optimiser step over `grad_accum` micro-batches.
+    /// One optimiser step over `grad_accum` micro-batches per rank; with data parallel, the
+    /// ranks' gradients are summed before clipping and the step.
     pub fn train_step(&mut self) -> Result<StepLog> {
         let started = Instant::now();
-        let accum = self.recipe.optim.grad_accum.max(1);
-        let (mut loss_sum, mut tokens, mut samples) = (0.0, 0, 0);
+        let per_step = self.batches.plan().per_step();
+        let (mut loss_sum, mut tokens, mut samples, mut non_finite) = (0.0, 0, 0, 0);
         let mut sample_ids = Vec::new();
-        for micro in 0..accum {
-            let batch = collate(&self.next_samples()?, self.pad_id, &self.device)?;
-            // Independent dropout seeds per micro-batch, a function of the position in the run.
-            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, (self.step * accum + micro) as u64));
+        for micro in self.batches.plan().rank_micros(self.micro) {
+            let read = self.batches.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
+            for s in &read.skipped {
+                self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
+            }
+            // A micro-batch whose every sample failed under `skip_bad` adds nothing.
+            if read.samples.is_empty() {
+                continue;
+            }
+            let batch = collate(&read.samples, self.pad_id, &self.device)?;
+            // Independent dropout seeds per micro-batch, a function of its number in the run
+            // (not of the rank that reads it).
+            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
             let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
             let embeds = self.model.embed(&batch.prompt, &features)?;
             let positions = self.model.positions(&batch.prompt, &batch.vision)?;
@@ -452,9 +499,14 @@ impl Trainer {
             let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
             if !value.is_finite() {
-                return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
+                if self.exchange.is_none() {
+                    return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
+                }
+                // The other ranks wait in the exchange below: fail there, all together.
+                non_finite += 1;
+                continue;
             }
-            let mut grads = (loss / accum as f64)?.backward()?;
+            let mut grads = (loss / per_step as f64)?.backward()?;
             if let Some(recomputed) = &self.recomputed {
                 recomputed.merge_into(&mut grads)?;
             }
@@ -463,7 +515,17 @@ impl Trainer {
             tokens += batch.tokens;
             samples += batch.sample_ids.len();
         }
-        let bad = self.optim.non_finite_grads();
+        if let Some(exchange) = &self.exchange {
+            let totals = Tensor::new(&[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32], exchange.device())?;
+            exchange.all_reduce_sum(&totals)?;
+            let totals: Vec<f32> = totals.to_vec1()?;
+            if totals[3] > 0.0 {
+                return Err(TrainError::NonFinite { step: self.step + 1, what: format!("loss on {} micro-batch(es) of the step", totals[3]), samples: sample_ids });
+            }
+            (loss_sum, tokens, samples) = (f64::from(totals[0]), totals[1] as usize, totals[2] as usize);
+            reduce_grads(exchange.as_ref(), self.optim.grads_mut(), BUCKET_ELEMS)?;
+        }
+        let bad = self.optim.non_finite_grads()?;
         if !bad.is_empty() {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
@@ -471,12 +533,13 @@ impl Trainer {
         let scale = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(scale, self.recipe.optim.max_grad_norm)?;
         self.step += 1;
+        self.micro += per_step;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         let lr_groups: Vec<(String, f64)> = self.optim.groups.iter().map(|g| (g.name.clone(), g.lr * scale)).collect();
         let log = StepLog {
             step: self.step,
-            epoch: self.epoch,
-            loss: loss_sum / accum as f64,
+            epoch: self.batches.plan().epoch_of(self.micro - 1),
+            loss: loss_sum / per_step as f64,
             lr: lr_groups.first().map_or(0.0, |g| g.1),
             lr_groups,
             grad_norm,
@@ -484,13 +547,16 @@ impl Trainer {
             samples_per_s: samples as f64 / seconds,
         };
         self.write_logs(&log)?;
-        if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
+        if self.is_writer() && self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
         Ok(log)
     }
 
     fn write_logs(&mut self, log: &StepLog) -> Result<()> {
+        if !self.is_writer() {
+            return Ok(());
+        }
         ckpt::append_json_line(self.recipe.output_dir.join("trainer_log.jsonl"), log)?;
         if let Some(events) = &mut self.events {
             let step = log.step as i64;
@@ -513,7 +579,10 @@ impl Trainer {
 
     fn log_line(&mut self, line: &str) -> Result<()> {
         let path = self.recipe.output_dir.join("train.log");
-        writeln!(self.text_log, "{line}").map_err(io(&path))
+        match &mut self.text_log {
+            Some(log) => writeln!(log, "{line}").map_err(io(&path)),
+            None => Ok(()),
+        }
     }
 
     /// Writes `checkpoint-<step>` atomically: the adapter (PEFT layout), optimiser state, and
@@ -529,7 +598,7 @@ impl Trainer {
         ckpt::save_tensors(pending.dir().join("optimizer.safetensors"), &self.optim.state_tensors()?)?;
         let state = TrainerState {
             step: self.step,
-            position: self.epoch_iter.position(),
+            position: self.batches.plan().position_of(&self.loader, self.micro),
             seed: self.recipe.seed,
             total_steps: self.total_steps,
             data_sha256: Some(data_digest(&self.recipe)?),
@@ -549,7 +618,7 @@ impl Trainer {
     /// Trains until `max_steps` (or the schedule's end), with a progress bar.
     pub fn run(mut self) -> Result<Vec<StepLog>> {
         let target = self.target_steps();
-        let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar);
+        let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar && self.is_writer());
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -558,7 +627,7 @@ impl Trainer {
             bar.set_message(format!("loss {:.4}", log.loss));
             logs.push(log);
         }
-        if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
+        if self.is_writer() && !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
         bar.finish();

@@ -2,31 +2,14 @@
 //! in `tests/data/tiny-sft`): it learns, resumes exactly, leaves frozen weights alone, writes
 //! readable TensorBoard events, stops cleanly on non-finite values, and merges.
 
-use std::path::{Path, PathBuf};
-
 use candle_core::{DType, Device};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::{CheckpointFiles, CheckpointWeights};
-use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{StepLog, TrainError, Trainer};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// The tiny recipe, run from the repository root into `out`.
-fn tiny(out: &Path, extra: &[(&str, &str)]) -> Recipe {
-    let root = repo_root();
-    let mut overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), format!("{:?}", out.display().to_string())),
-        ("model.init_config".into(), format!("{:?}", root.join("configs/models/tiny.json").display().to_string())),
-        ("data.train".into(), format!("{:?}", root.join("tests/data/tiny-sft/train.jsonl").display().to_string())),
-        ("logging.progress_bar".into(), "false".into()),
-    ];
-    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
-}
+mod common;
+use common::tiny;
 
 fn losses(logs: &[StepLog]) -> Vec<f64> {
     logs.iter().map(|l| l.loss).collect()

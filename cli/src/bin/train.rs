@@ -11,7 +11,9 @@ use clap::{Parser, Subcommand};
 use motionvl_models::{CheckpointFiles, HubOptions};
 use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::{Start, Trainer};
+use motionvl_train::parallel::Launch;
+use motionvl_train::threads::train_threads;
+use motionvl_train::sft::{Start, StepLog, Trainer};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -59,6 +61,11 @@ enum Command {
         /// or dropped, as one JSON object, and exit (no model is loaded).
         #[arg(long)]
         check_data: bool,
+        /// Data parallel over N threads of this process (CPU): each reads its share of every
+        /// global batch (`grad_accum` micro-batches per rank) and the gradients are summed.
+        /// On GPUs, launch one process per GPU with torchrun or srun instead (`nccl` builds).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        data_parallel: u16,
         /// `--section.key value` recipe overrides.
         #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
         overrides: Vec<String>,
@@ -115,10 +122,39 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
     Ok(out)
 }
 
+fn report_done(logs: &[StepLog]) {
+    if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
+        eprintln!("done: step {} loss {:.4} (first logged {:.4})", last.step, last.loss, first.loss);
+    }
+}
+
+/// This process's rank of a torchrun/SLURM launch: its GPU is `cuda:LOCAL_RANK`, and NCCL
+/// connects it to the others.
+#[cfg(feature = "nccl")]
+fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+    if !recipe.model.device.starts_with("cuda") {
+        bail!("a launch of {} processes trains on GPUs: set model.device = \"cuda\" (each rank takes cuda:LOCAL_RANK)", launch.world_size);
+    }
+    recipe.model.device = format!("cuda:{}", launch.local_rank);
+    let device = motionvl_models::device::parse_device(&recipe.model.device)?;
+    let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
+        .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
+    Ok(Box::new(exchange))
+}
+
+#[cfg(not(feature = "nccl"))]
+fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+    bail!(
+        "launched as rank {} of {} (torchrun/SLURM environment), but this `train` was built without NCCL: build with --features cuda,nccl, or unset WORLD_SIZE/SLURM_NTASKS to train alone",
+        launch.rank,
+        launch.world_size
+    )
+}
+
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
     match Cli::parse().command {
-        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
@@ -135,7 +171,7 @@ fn main() -> Result<()> {
             if flow_cache_only {
                 overrides.push(("motion.cache_only".into(), "true".into()));
             }
-            let recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            let mut recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
             if check_data {
                 let report = motionvl_train::sft::check_data(&recipe).context("checking the training data")?;
                 println!("{}", report.to_json_line());
@@ -146,15 +182,30 @@ fn main() -> Result<()> {
                 (None, true) => Start::Overwrite,
                 (None, false) => Start::Fresh,
             };
-            let trainer = Trainer::start(&recipe, start).context("setting up training")?;
+            let launch = Launch::from_vars(|k| std::env::var(k).ok()).context("reading the launcher's environment")?;
+            if data_parallel > 1 {
+                if launch.is_some() {
+                    bail!("--data-parallel runs threads in one process; under torchrun or srun every process is already a rank");
+                }
+                eprintln!("training on {data_parallel} threads into {}", recipe.output_dir.display());
+                let logs = train_threads(&recipe, start, usize::from(data_parallel)).context("training")?;
+                report_done(&logs);
+                return Ok(());
+            }
+            let exchange = match &launch {
+                Some(launch) => Some(join_group(launch, &mut recipe)?),
+                None => None,
+            };
+            let trainer = Trainer::start_parallel(&recipe, start, exchange).context("setting up training")?;
+            if launch.as_ref().is_some_and(|l| l.rank != 0) {
+                trainer.run().context("training")?;
+                return Ok(());
+            }
             if let Some(note) = trainer.note() {
                 eprintln!("{note}");
             }
             eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
-            let logs = trainer.run().context("training")?;
-            if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
-                eprintln!("done: step {} loss {:.4} (first logged {:.4})", last.step, last.loss, first.loss);
-            }
+            report_done(&trainer.run().context("training")?);
         }
         Command::Cvaa { config, output_dir, max_steps, resume, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
