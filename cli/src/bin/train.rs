@@ -86,7 +86,8 @@ enum Command {
         /// Base checkpoint: local directory or hub id.
         #[arg(long)]
         base: String,
-        /// Adapter directory (PEFT layout; a training checkpoint's `adapter/`).
+        /// Adapter: a run's `checkpoint-N` or root, or any PEFT folder (an older run's
+        /// `checkpoint-N/adapter/` too).
         #[arg(long)]
         adapter: PathBuf,
         #[arg(long)]
