@@ -132,6 +132,10 @@ pub struct DataSection {
     /// Skip samples whose media or template fail instead of stopping (they are logged).
     #[serde(default)]
     pub skip_bad: bool,
+    /// `qwen` (the answer, `<|im_end|>` and the `\n` after it, as Qwen's fine-tuning code and
+    /// LLaMA-Factory) or `answer-im-end` (without the `\n`).
+    #[serde(default)]
+    pub label_mask: motionvl_data::text::LabelMask,
 }
 
 impl DataSection {

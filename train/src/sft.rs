@@ -768,7 +768,7 @@ fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
 fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, ..TemplateOptions::default() };
+    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
     let config = LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() };
     DataLoader::new(samples, tokenizer, media, config)
 }
