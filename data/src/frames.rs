@@ -19,6 +19,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::sampling::Sampling;
+
 /// Errors raised while planning. They describe the clip, since the caller knows its path.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
@@ -96,15 +98,17 @@ pub struct TrainingPlan {
     pub fps: f64,
     pub min_frames: usize,
     pub max_frames: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for TrainingPlan {
-    /// 2 FPS, 8–32 frames.
+    /// 2 FPS, 8–32 frames, motionvl's rate-exact plan (recipes name another).
     fn default() -> Self {
         Self {
             fps: 2.0,
             min_frames: 8,
             max_frames: 32,
+            sampling: Sampling::RateExact,
         }
     }
 }
@@ -122,6 +126,7 @@ pub struct EvalProtocol {
     pub medium_fps: f64,
     /// Frames of longer clips, and the cap for every clip.
     pub max_frames: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for EvalProtocol {
@@ -132,6 +137,8 @@ impl Default for EvalProtocol {
             medium_up_to_s: 32.0,
             medium_fps: 1.0,
             max_frames: 32,
+            // What the released checkpoints are evaluated with.
+            sampling: Sampling::QwenVlUtils,
         }
     }
 }
@@ -146,7 +153,22 @@ pub enum FramePolicy {
 }
 
 impl FramePolicy {
+    /// The frames this policy keeps, chosen by its sampler (see [`crate::sampling`]).
     pub fn plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+        crate::sampling::plan(self.sampling(), self, clip)
+    }
+
+    /// The sampler and resize of this policy; a uniform plan is motionvl's own.
+    pub fn sampling(&self) -> Sampling {
+        match self {
+            FramePolicy::Training(p) => p.sampling,
+            FramePolicy::SisbenchEval(p) => p.sampling,
+            FramePolicy::Uniform { .. } => Sampling::RateExact,
+        }
+    }
+
+    /// motionvl's rate-exact plans.
+    pub(crate) fn rate_exact_plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
         match self {
             FramePolicy::Training(p) => training_plan(clip, p),
             FramePolicy::SisbenchEval(p) => eval_plan(clip, p),
@@ -467,7 +489,8 @@ mod tests {
             FramePolicy::Training(TrainingPlan {
                 fps: 1.0,
                 min_frames: 8,
-                max_frames: 32
+                max_frames: 32,
+                sampling: Sampling::RateExact
             })
         );
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "uniform", "frames": 16}"#).unwrap();

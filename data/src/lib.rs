@@ -20,6 +20,7 @@ pub mod progress;
 pub mod rng;
 pub mod run_dir;
 pub mod samples;
+pub mod sampling;
 pub mod synth;
 pub mod text;
 pub mod video;

@@ -136,6 +136,13 @@ pub struct DataSection {
     /// LLaMA-Factory) or `answer-im-end` (without the `\n`).
     #[serde(default)]
     pub label_mask: motionvl_data::text::LabelMask,
+    /// Frame choice and resize: `rate-exact` (default), `qwen-vl-utils` or `transformers`.
+    #[serde(default = "default_sampling")]
+    pub sampling: motionvl_data::sampling::Sampling,
+}
+
+fn default_sampling() -> motionvl_data::sampling::Sampling {
+    TrainingVideo::default().sampling
 }
 
 impl DataSection {
@@ -147,6 +154,7 @@ impl DataSection {
             max_frames: self.max_frames,
             min_pixels: self.min_pixels,
             max_pixels: self.max_pixels,
+            sampling: self.sampling,
         }
     }
 }
