@@ -411,6 +411,7 @@ mod tests {
             fps: 2.0,
             min_frames: 9,
             max_frames: 9,
+            ..TrainingPlan::default()
         };
         assert!(matches!(
             training_plan(ClipTiming::new(100, 10.0), &bad),
