@@ -213,6 +213,8 @@ fn checkpoints_and_the_run_root_hold_what_hf_trainer_peft_and_llama_factory_read
 
     // Hub-layout model folders: the fresh base model and a merge of the final adapter.
     let merged = dir.path().join("merged");
+    // A hub tokenizer's merges.txt travels with a merge too.
+    std::fs::write(run.join("base-model/merges.txt"), "#version: 0.2\n").expect("merges.txt");
     let base = CheckpointFiles::from_dir(&run.join("base-model")).expect("base");
     motionvl_train::merge::merge(&base, &run, &merged, 1 << 30).expect("merge from the run root");
     for model in [run.join("base-model"), merged] {
@@ -222,6 +224,13 @@ fn checkpoints_and_the_run_root_hold_what_hf_trainer_peft_and_llama_factory_read
         for key in ["bos_token_id", "pad_token_id", "eos_token_id"] {
             assert!(!config[key].is_null(), "{}: no {key}", model.display());
         }
+        for file in ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "preprocessor_config.json", "video_preprocessor_config.json", "generation_config.json", "merges.txt"] {
+            assert!(model.join(file).is_file(), "{} lacks {file}", model.display());
+        }
+        let tokenizer_config = read_json(&model.join("tokenizer_config.json"));
+        assert_eq!(tokenizer_config["chat_template"].as_str(), Some(motionvl_data::hub_files::QWEN25VL_CHAT_TEMPLATE));
+        let pixels = read_json(&model.join("video_preprocessor_config.json"));
+        assert_eq!((pixels["min_pixels"].as_u64(), pixels["max_pixels"].as_u64()), (Some(3136), Some(3136)), "tiny.toml's bounds");
     }
 }
 

@@ -11,6 +11,7 @@ pub mod dccs;
 pub mod digest;
 pub mod files;
 pub mod frames;
+pub mod hub_files;
 pub mod loader;
 pub mod manifest;
 pub mod media_config;

@@ -12,15 +12,20 @@ use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use crate::checkpoint as ckpt;
 use crate::sft::TrainError;
 
-/// Files copied from the base checkpoint when present.
-const SIDE_FILES: [&str; 7] = [
+/// Files copied from the base checkpoint when present: what transformers' tokenizer,
+/// processor and generation read beside the weights.
+const SIDE_FILES: [&str; 11] = [
     "config.json",
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
+    "special_tokens_map.json",
     "preprocessor_config.json",
+    "video_preprocessor_config.json",
     "chat_template.json",
+    "chat_template.jinja",
     "vocab.json",
+    "merges.txt",
 ];
 
 #[derive(Debug, Clone, PartialEq)]

@@ -691,6 +691,8 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let pixels = recipe.data.video().media().image_config;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
