@@ -289,3 +289,20 @@ fn runs_in_the_older_layout_still_resume_and_merge() {
     motionvl_train::merge::merge(&base, &old.path().join("checkpoint-2/adapter"), &b, 1 << 30).expect("merge its adapter/");
     assert_eq!(std::fs::read(a.join("model.safetensors")).expect("a"), std::fs::read(b.join("model.safetensors")).expect("b"));
 }
+
+#[test]
+fn known_flags_may_follow_overrides() {
+    // `--output-dir` and `--check-data` after an override are still the binary's flags.
+    let out = tempfile::tempdir().expect("tempdir");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .current_dir(repo_root())
+        .args(["sft", "--config", "configs/sft/tiny.toml", "--data.workers", "1", "--output-dir"])
+        .arg(out.path())
+        .arg("--check-data")
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "{stderr}");
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("\"samples\":8"), "{stdout}");
+}

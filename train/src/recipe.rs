@@ -370,6 +370,29 @@ fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, String)>) {
     }
 }
 
+/// Command-line arguments with every `--section.key value` (or `--section.key=value`)
+/// override moved behind the other arguments. The binaries collect overrides as trailing
+/// arguments, and clap would otherwise swallow a known flag that follows one, as in
+/// `train sft --config R --optim.lr 1e-4 --max-steps 3`.
+pub fn overrides_last(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let (mut known, mut overrides) = (Vec::new(), Vec::new());
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let key = arg.strip_prefix("--").map(|flag| flag.split_once('=').map_or(flag, |(k, _)| k));
+        if !key.is_some_and(|k| k.contains('.')) {
+            known.push(arg);
+            continue;
+        }
+        let inline = arg.contains('=');
+        overrides.push(arg);
+        if !inline && let Some(value) = args.next() {
+            overrides.push(value);
+        }
+    }
+    known.extend(overrides);
+    known
+}
+
 /// Sets `a.b.c = value`, reading the value as a TOML literal (number, bool, array) and as a
 /// plain string otherwise.
 pub fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), RecipeError> {

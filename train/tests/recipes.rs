@@ -87,3 +87,13 @@ fn the_label_mask_defaults_to_qwens_and_names_its_choices() {
     let err = Recipe::load(&path, &[("data.label_mask".into(), "answers".into())]).unwrap_err().to_string();
     assert!(err.contains("label_mask") && err.contains("answer-im-end"), "{err}");
 }
+
+#[test]
+fn known_flags_may_follow_overrides() {
+    use motionvl_train::recipe::overrides_last;
+    let args = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        overrides_last(args("train sft --optim.lr 1e-4 --max-steps 3 --data.workers=2 --resume --lora.rank -1")),
+        args("train sft --max-steps 3 --resume --optim.lr 1e-4 --data.workers=2 --lora.rank -1")
+    );
+}

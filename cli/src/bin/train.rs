@@ -118,7 +118,7 @@ fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
-    match Cli::parse().command {
+    match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
         Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
