@@ -17,11 +17,11 @@
 //! `fps`/`min_frames`/`max_frames`; the SIS-Bench protocol's rate by clip length (`max_frames`
 //! a cap) and a fixed `max_frames` beyond `medium_up_to_s`; a uniform plan's frame count.
 
-use ndarray::{Array3, Array4, ArrayView3, ArrayView4, Axis};
+use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 use serde::{Deserialize, Serialize};
 
 use crate::frames::{ClipTiming, FramePlan, FramePolicy, PlanError};
-use crate::preprocess::{PreprocessConfig, PreprocessError, resize_frames, smart_resize};
+use crate::preprocess::{PreprocessConfig, PreprocessError, bicubic_aa_kernel, resize_each, resize_frames, smart_resize};
 
 /// Which pipeline's frame choice and resize a video gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -194,18 +194,6 @@ struct AxisTaps {
     ksize: usize,
 }
 
-fn bicubic_aa_f32(x: f32) -> f32 {
-    const A: f32 = -0.5;
-    let x = x.abs();
-    if x < 1.0 {
-        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
-    } else {
-        0.0
-    }
-}
-
 impl AxisTaps {
     fn new(in_size: usize, out_size: usize) -> Self {
         let scale = in_size as f32 / out_size as f32;
@@ -225,7 +213,7 @@ impl AxisTaps {
             let mut total = 0f32;
             for (j, wj) in w.iter_mut().enumerate().take(xsize) {
                 let x = ((f64::from((j + xmin) as f32 - center) + 0.5) * f64::from(invscale)) as f32;
-                *wj = bicubic_aa_f32(x);
+                *wj = bicubic_aa_kernel(x);
                 total += *wj;
             }
             if total != 0.0 {
@@ -294,12 +282,7 @@ pub fn resize_bicubic_aa_f32(image: ArrayView3<u8>, out_h: usize, out_w: usize) 
 
 /// Every frame of a `[T, H, W, C]` clip with [`resize_bicubic_aa_f32`].
 pub fn resize_frames_f32(frames: ArrayView4<u8>, out_h: usize, out_w: usize) -> Array4<u8> {
-    let (t, _, _, c) = frames.dim();
-    let mut out = Array4::<u8>::zeros((t, out_h, out_w, c));
-    for (i, frame) in frames.outer_iter().enumerate() {
-        out.index_axis_mut(Axis(0), i).assign(&resize_bicubic_aa_f32(frame, out_h, out_w));
-    }
-    out
+    resize_each(frames, out_h, out_w, resize_bicubic_aa_f32)
 }
 
 #[cfg(test)]

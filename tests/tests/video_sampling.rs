@@ -4,66 +4,49 @@
 //! resized size and grid — and on the committed small clip the same resized pixels (an exact
 //! f32 tie may round either way: at most one level on one value in 10⁴).
 
-use std::path::Path;
 
 use motionvl_data::frames::{ClipTiming, FramePolicy};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::sampling::{Sampling, plan, resize_video, video_size};
 use motionvl_data::video::{DecodeOptions, VideoSource, load_image};
 use ndarray::Axis;
-use motionvl_tests::fixture_dirs;
+use motionvl_tests::fixtures::dumps;
 use serde_json::Value;
-
-fn read_json(path: &Path) -> Value {
-    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
-    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
-}
-
-/// `json[key]` as `T`; a missing or mistyped key names the file.
-macro_rules! field {
-    ($json:expr, $key:literal, $path:expr) => {{
-        let value = $json.get($key).unwrap_or_else(|| panic!("{} has no `{}`", $path.display(), $key));
-        serde_json::from_value(value.clone()).unwrap_or_else(|e| panic!("{}: `{}`: {e}", $path.display(), $key))
-    }};
-}
 
 #[test]
 fn frames_sizes_and_pixels_equal_qwen_vl_utils_and_transformers_on_every_dump() {
     let mut checked = 0;
-    for dir in fixture_dirs("video_sampling") {
-        let (clip_json, expected_json) = (dir.join("clip.json"), dir.join("expected.json"));
-        let (clip, expected) = (read_json(&clip_json), read_json(&expected_json));
-        let timing = ClipTiming::new(field!(clip, "num_frames", clip_json), field!(clip, "average_fps", clip_json));
-        let (width, height): (usize, usize) = (field!(clip, "width", clip_json), field!(clip, "height", clip_json));
-        let cases: Vec<Value> = field!(expected, "cases", expected_json);
+    for dump in dumps("video_sampling") {
+        let (clip, expected) = (dump.json("clip.json"), dump.json("expected.json"));
+        let timing = ClipTiming::new(dump.field("clip.json", &clip, "num_frames"), dump.field("clip.json", &clip, "average_fps"));
+        let (width, height): (usize, usize) = (dump.field("clip.json", &clip, "width"), dump.field("clip.json", &clip, "height"));
+        let cases: Vec<Value> = dump.field("expected.json", &expected, "cases");
         for case in cases {
-            let sampling: Sampling = field!(case, "sampling", expected_json);
-            let policy: FramePolicy = field!(case, "policy", expected_json);
-            let what = format!("{}: {sampling:?} {policy:?}", dir.display());
+            let sampling: Sampling = dump.field("expected.json", &case, "sampling");
+            let policy: FramePolicy = dump.field("expected.json", &case, "policy");
+            let what = format!("{}: {sampling:?} {policy:?}", dump.label);
             let got = plan(sampling, &policy, timing).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let indices: Vec<usize> = field!(case, "indices", expected_json);
+            let indices: Vec<usize> = dump.field("expected.json", &case, "indices");
             assert_eq!(got.indices, indices, "{what}: indices");
-            let want: f64 = field!(case, "second_per_grid_ts", expected_json);
+            let want: f64 = dump.field("expected.json", &case, "second_per_grid_ts");
             assert!((got.second_per_grid(2) - want).abs() <= 1e-12 * want, "{what}: second_per_grid_ts {} vs {want}", got.second_per_grid(2));
             if sampling != Sampling::QwenVlUtils {
                 continue;
             }
-            let cfg = PreprocessConfig { min_pixels: field!(case, "min_pixels", expected_json), max_pixels: field!(case, "max_pixels", expected_json), ..PreprocessConfig::default() };
+            let cfg = PreprocessConfig { min_pixels: dump.field("expected.json", &case, "min_pixels"), max_pixels: dump.field("expected.json", &case, "max_pixels"), ..PreprocessConfig::default() };
             let (h, w) = video_size(sampling, height, width, got.len(), &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
-            let resized: [usize; 2] = field!(case, "resized", expected_json);
+            let resized: [usize; 2] = dump.field("expected.json", &case, "resized");
             assert_eq!([h, w], resized, "{what}: resized size");
-            let grid: [usize; 3] = field!(case, "grid_thw", expected_json);
+            let grid: [usize; 3] = dump.field("expected.json", &case, "grid_thw");
             assert_eq!([got.len().div_ceil(2), h / 14, w / 14], grid, "{what}: grid");
             if let Some(pngs) = case.get("frames_png") {
                 let pngs: Vec<String> = serde_json::from_value(pngs.clone()).unwrap_or_else(|e| panic!("{what}: frames_png: {e}"));
-                let video = dir.join("clip.mp4");
-                assert!(video.is_file(), "{} has resized frames but no clip.mp4", dir.display());
-                let decoded = VideoSource::File(video).decode(&got, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let decoded = VideoSource::File(dump.path("clip.mp4")).decode(&got, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let float = resize_video(sampling, decoded.frames.view(), h, w);
                 let uint8 = resize_video(Sampling::Transformers, decoded.frames.view(), h, w);
                 let (mut off_float, mut off_uint8, mut values) = (0usize, 0usize, 0usize);
                 for (k, png) in pngs.iter().enumerate() {
-                    let reference = load_image(&dir.join(png)).unwrap_or_else(|e| panic!("{what}: {e}"));
+                    let reference = load_image(&dump.path(png)).unwrap_or_else(|e| panic!("{what}: {e}"));
                     for ((r, f), u) in reference.iter().zip(float.index_axis(Axis(0), k)).zip(uint8.index_axis(Axis(0), k)) {
                         assert!(r.abs_diff(*f) <= 1, "{what}: {png} differs by more than one level");
                         off_float += usize::from(r != f);
