@@ -19,7 +19,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::sampling::Sampling;
+use crate::sampling::{Element, FPS_MIN_FRAMES, Sampling};
 
 /// Errors raised while planning. They describe the clip, since the caller knows its path.
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -155,7 +155,40 @@ pub enum FramePolicy {
 impl FramePolicy {
     /// The frames this policy keeps, chosen by its sampler (see [`crate::sampling`]).
     pub fn plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
-        crate::sampling::plan(self.sampling(), self, clip)
+        self.plan_with(self.sampling(), clip)
+    }
+
+    /// The frames `sampling` keeps under this policy; the rate is the one sampled,
+    /// `n / total × clip fps`, which makes `second_per_grid_ts = 2 / (n / total × fps)`.
+    pub fn plan_with(&self, sampling: Sampling, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+        clip.validate()?;
+        let Some(indices) = crate::sampling::sampled_indices(sampling, self.element(clip), clip.frame_count, clip.fps) else {
+            return self.rate_exact_plan(clip);
+        };
+        let indices = indices.map_err(|n| PlanError::TooFewFrames { frames: clip.frame_count, min_frames: n.max(2) })?;
+        let fps = indices.len() as f64 / clip.frame_count as f64 * clip.fps;
+        Ok(with_frame_times(clip, indices, fps))
+    }
+
+    /// What this policy asks qwen-vl-utils' and transformers' samplers for: the training
+    /// plan's rate and bounds; the SIS-Bench protocol's rate by clip length (`max_frames` a
+    /// cap), or `max_frames` frames beyond `medium_up_to_s`; a uniform plan's count.
+    fn element(&self, clip: ClipTiming) -> Element {
+        match self {
+            FramePolicy::Training(p) => Element::Fps { fps: p.fps, min_frames: p.min_frames, max_frames: Some(p.max_frames) },
+            FramePolicy::SisbenchEval(p) => {
+                let seconds = clip.duration_s();
+                let fps = if seconds < p.short_below_s {
+                    p.short_fps
+                } else if seconds <= p.medium_up_to_s {
+                    p.medium_fps
+                } else {
+                    return Element::Frames(p.max_frames);
+                };
+                Element::Fps { fps, min_frames: FPS_MIN_FRAMES, max_frames: Some(p.max_frames) }
+            }
+            FramePolicy::Uniform { frames } => Element::Frames(*frames),
+        }
     }
 
     /// The sampler and resize of this policy; a uniform plan is motionvl's own.
@@ -168,7 +201,7 @@ impl FramePolicy {
     }
 
     /// motionvl's rate-exact plans.
-    pub(crate) fn rate_exact_plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+    fn rate_exact_plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
         match self {
             FramePolicy::Training(p) => training_plan(clip, p),
             FramePolicy::SisbenchEval(p) => eval_plan(clip, p),

@@ -13,14 +13,13 @@
 //! - [`Sampling::RateExact`]: motionvl's own plans ([`crate::frames`]): frame k at `k / fps`
 //!   when the rate fits, spread otherwise, the actual rate reported; the uint8 resize.
 //!
-//! A [`FramePolicy`] means the same numbers to every sampler: the training plan's
+//! A frame policy means the same numbers to every sampler: the training plan's
 //! `fps`/`min_frames`/`max_frames`; the SIS-Bench protocol's rate by clip length (`max_frames`
 //! a cap) and a fixed `max_frames` beyond `medium_up_to_s`; a uniform plan's frame count.
 
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 use serde::{Deserialize, Serialize};
 
-use crate::frames::{ClipTiming, FramePlan, FramePolicy, PlanError};
 use crate::preprocess::{PreprocessConfig, PreprocessError, bicubic_aa_kernel, resize_each, resize_frames, smart_resize};
 
 /// Which pipeline's frame choice and resize a video gets.
@@ -33,7 +32,7 @@ pub enum Sampling {
 }
 
 /// qwen-vl-utils' and transformers' default `min_frames` when sampling by rate.
-const FPS_MIN_FRAMES: usize = 4;
+pub const FPS_MIN_FRAMES: usize = 4;
 /// Their default `max_frames`.
 const FPS_MAX_FRAMES: usize = 768;
 /// qwen-vl-utils' `VIDEO_MAX_TOKEN_NUM`: merged tokens per frame.
@@ -43,28 +42,12 @@ const MODEL_SEQ_LEN: f64 = 128_000.0;
 /// One temporal patch: both samplers count frames in pairs.
 const FRAME_FACTOR: usize = 2;
 
-/// What a policy asks a sampler for on one clip: a rate with bounds, or a frame count.
+/// What a frame policy asks a sampler for on one clip (qwen-vl-utils' video element): a rate
+/// with bounds, or a frame count.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Element {
+pub enum Element {
     Fps { fps: f64, min_frames: usize, max_frames: Option<usize> },
     Frames(usize),
-}
-
-fn element(policy: &FramePolicy, clip: ClipTiming) -> Element {
-    match policy {
-        FramePolicy::Training(p) => Element::Fps { fps: p.fps, min_frames: p.min_frames, max_frames: Some(p.max_frames) },
-        FramePolicy::SisbenchEval(p) => {
-            let seconds = clip.duration_s();
-            if seconds < p.short_below_s {
-                Element::Fps { fps: p.short_fps, min_frames: FPS_MIN_FRAMES, max_frames: Some(p.max_frames) }
-            } else if seconds <= p.medium_up_to_s {
-                Element::Fps { fps: p.medium_fps, min_frames: FPS_MIN_FRAMES, max_frames: Some(p.max_frames) }
-            } else {
-                Element::Frames(p.max_frames)
-            }
-        }
-        FramePolicy::Uniform { frames, .. } => Element::Frames(*frames),
-    }
 }
 
 /// Python's `round(x / f) * f`, `math.floor`, `math.ceil` by a factor.
@@ -78,39 +61,32 @@ fn ceil_by(x: f64, f: usize) -> usize {
     ((x / f as f64).ceil().max(0.0) as usize) * f
 }
 
-/// qwen-vl-utils' `smart_nframes`.
-fn smart_nframes(element: Element, clip: ClipTiming) -> Result<usize, PlanError> {
-    let total = clip.frame_count;
+/// qwen-vl-utils' `smart_nframes`; `Err` holds the count it refuses.
+fn smart_nframes(element: Element, total: usize, video_fps: f64) -> Result<usize, usize> {
     let n = match element {
         Element::Frames(n) => round_by(n as f64, FRAME_FACTOR),
         Element::Fps { fps, min_frames, max_frames } => {
             let min = ceil_by(min_frames as f64, FRAME_FACTOR) as f64;
             let max = floor_by(max_frames.unwrap_or(FPS_MAX_FRAMES.min(total)) as f64, FRAME_FACTOR) as f64;
-            let n = (total as f64 / clip.fps * fps).max(min).min(max).min(total as f64);
+            let n = (total as f64 / video_fps * fps).max(min).min(max).min(total as f64);
             floor_by(n, FRAME_FACTOR)
         }
     };
-    if n < FRAME_FACTOR || n > total {
-        return Err(PlanError::TooFewFrames { frames: total, min_frames: n.max(FRAME_FACTOR) });
-    }
-    Ok(n)
+    if n < FRAME_FACTOR || n > total { Err(n) } else { Ok(n) }
 }
 
-/// transformers' `Qwen2VLVideoProcessor.sample_frames` frame count.
-fn transformers_nframes(element: Element, clip: ClipTiming) -> Result<usize, PlanError> {
-    let total = clip.frame_count;
+/// transformers' `Qwen2VLVideoProcessor.sample_frames` frame count; `Err` holds the count it
+/// refuses.
+fn transformers_nframes(element: Element, total: usize, video_fps: f64) -> Result<usize, usize> {
     let n = match element {
         Element::Frames(n) => round_by(n as f64, FRAME_FACTOR),
         Element::Fps { fps, min_frames, max_frames } => {
             let max = floor_by(max_frames.unwrap_or(FPS_MAX_FRAMES).min(total) as f64, FRAME_FACTOR) as f64;
-            let n = (total as f64 / clip.fps * fps).max(min_frames as f64).min(max).min(total as f64);
+            let n = (total as f64 / video_fps * fps).max(min_frames as f64).min(max).min(total as f64);
             floor_by(n, FRAME_FACTOR)
         }
     };
-    if n == 0 || n > total {
-        return Err(PlanError::TooFewFrames { frames: total, min_frames: n.max(FRAME_FACTOR) });
-    }
-    Ok(n)
+    if n == 0 || n > total { Err(n) } else { Ok(n) }
 }
 
 /// `torch.linspace(0, last, n)` (float32, its two-sided scalar formula) then `.round()`
@@ -138,26 +114,15 @@ fn arange_int(total: usize, n: usize) -> Vec<usize> {
     (0..size).map(|i| (i as f64 * step) as f32 as usize).collect()
 }
 
-/// The frames `sampling` keeps of `clip` under `policy`, and their sampled rate.
-pub fn plan(sampling: Sampling, policy: &FramePolicy, clip: ClipTiming) -> Result<FramePlan, PlanError> {
-    if sampling == Sampling::RateExact {
-        return policy.rate_exact_plan(clip);
+/// The frames qwen-vl-utils or transformers keeps of a clip of `total` frames at `video_fps`
+/// (`None` for [`Sampling::RateExact`], whose plans are [`crate::frames`]' own). `Err` holds the
+/// frame count the sampler refuses (fewer than a temporal pair, or more than the clip has).
+pub fn sampled_indices(sampling: Sampling, element: Element, total: usize, video_fps: f64) -> Option<Result<Vec<usize>, usize>> {
+    match sampling {
+        Sampling::QwenVlUtils => Some(smart_nframes(element, total, video_fps).map(|n| linspace_round(total.saturating_sub(1), n))),
+        Sampling::Transformers => Some(transformers_nframes(element, total, video_fps).map(|n| arange_int(total, n))),
+        Sampling::RateExact => None,
     }
-    if clip.frame_count == 0 {
-        return Err(PlanError::EmptyClip);
-    }
-    if !(clip.fps.is_finite() && clip.fps > 0.0) {
-        return Err(PlanError::BadClipFps(clip.fps));
-    }
-    let element = element(policy, clip);
-    let indices = match sampling {
-        Sampling::QwenVlUtils => linspace_round(clip.frame_count - 1, smart_nframes(element, clip)?),
-        Sampling::Transformers => arange_int(clip.frame_count, transformers_nframes(element, clip)?),
-        Sampling::RateExact => unreachable!("handled above"),
-    };
-    let fps = indices.len() as f64 / clip.frame_count as f64 * clip.fps;
-    let timestamps = indices.iter().map(|&i| i as f64 / clip.fps).collect();
-    Ok(FramePlan { indices, timestamps, fps })
 }
 
 /// The size frames are resized to: qwen-vl-utils bounds a frame by its token cap and an even
@@ -292,15 +257,17 @@ mod tests {
     #[test]
     fn counts_follow_each_sampler() {
         // The 5.28 s 25 FPS clip at 2 FPS: 10 frames for both samplers.
-        let clip = ClipTiming::new(132, 25.0);
-        let training = FramePolicy::Training(crate::frames::TrainingPlan::default());
-        let q = plan(Sampling::QwenVlUtils, &training, clip).unwrap();
-        assert_eq!(q.indices, [0, 15, 29, 44, 58, 73, 87, 102, 116, 131]);
-        assert!((q.second_per_grid(2) - 1.056).abs() < 1e-12);
-        let t = plan(Sampling::Transformers, &training, clip).unwrap();
-        assert_eq!(t.indices, [0, 13, 26, 39, 52, 66, 79, 92, 105, 118]);
+        let at_2fps = Element::Fps { fps: 2.0, min_frames: 8, max_frames: Some(32) };
+        let q = sampled_indices(Sampling::QwenVlUtils, at_2fps, 132, 25.0).unwrap().unwrap();
+        assert_eq!(q, [0, 15, 29, 44, 58, 73, 87, 102, 116, 131]);
+        let t = sampled_indices(Sampling::Transformers, at_2fps, 132, 25.0).unwrap().unwrap();
+        assert_eq!(t, [0, 13, 26, 39, 52, 66, 79, 92, 105, 118]);
+        // Odd counts round to even as Python's round does (5 → 4, 7 → 8).
+        assert_eq!(sampled_indices(Sampling::QwenVlUtils, Element::Frames(5), 100, 10.0).unwrap().unwrap().len(), 4);
+        assert_eq!(sampled_indices(Sampling::QwenVlUtils, Element::Frames(7), 100, 10.0).unwrap().unwrap().len(), 8);
         // A clip of one frame cannot hold a temporal pair.
-        assert!(matches!(plan(Sampling::QwenVlUtils, &training, ClipTiming::new(1, 25.0)), Err(PlanError::TooFewFrames { .. })));
+        assert_eq!(sampled_indices(Sampling::QwenVlUtils, at_2fps, 1, 25.0), Some(Err(0)));
+        assert_eq!(sampled_indices(Sampling::RateExact, at_2fps, 132, 25.0), None);
     }
 
     #[test]

@@ -7,7 +7,7 @@
 
 use motionvl_data::frames::{ClipTiming, FramePolicy};
 use motionvl_data::preprocess::PreprocessConfig;
-use motionvl_data::sampling::{Sampling, plan, resize_video, video_size};
+use motionvl_data::sampling::{Sampling, resize_video, video_size};
 use motionvl_data::video::{DecodeOptions, VideoSource, load_image};
 use ndarray::Axis;
 use motionvl_tests::fixtures::dumps;
@@ -25,7 +25,7 @@ fn frames_sizes_and_pixels_equal_qwen_vl_utils_and_transformers_on_every_dump() 
             let sampling: Sampling = dump.field("expected.json", &case, "sampling");
             let policy: FramePolicy = dump.field("expected.json", &case, "policy");
             let what = format!("{}: {sampling:?} {policy:?}", dump.label);
-            let got = plan(sampling, &policy, timing).unwrap_or_else(|e| panic!("{what}: {e}"));
+            let got = policy.plan_with(sampling, timing).unwrap_or_else(|e| panic!("{what}: {e}"));
             let indices: Vec<usize> = dump.field("expected.json", &case, "indices");
             assert_eq!(got.indices, indices, "{what}: indices");
             let want: f64 = dump.field("expected.json", &case, "second_per_grid_ts");
