@@ -7,7 +7,7 @@ use std::path::Path;
 
 use serde_json::json;
 
-use crate::construct::{ConstructError, write_json_atomic};
+use crate::files::{FileError, write_json_atomic};
 use crate::preprocess::PreprocessConfig;
 use crate::text::{ENDOFTEXT, IM_END, QWEN_SPECIAL_TOKENS, QwenTokenizer};
 
@@ -31,7 +31,7 @@ const PROCESSOR_CLASS: &str = "Qwen2_5_VLProcessor";
 /// Writes `tokenizer_config.json` (with the chat template), `chat_template.json`,
 /// `preprocessor_config.json`, `video_preprocessor_config.json` and `generation_config.json`
 /// into `dir`, each atomically.
-pub fn write_processor_files(dir: &Path, tokenizer: &QwenTokenizer, preprocess: &PreprocessConfig) -> Result<(), ConstructError> {
+pub fn write_processor_files(dir: &Path, tokenizer: &QwenTokenizer, preprocess: &PreprocessConfig) -> Result<(), FileError> {
     let special = tokenizer.special();
     let added: serde_json::Map<String, serde_json::Value> = QWEN_SPECIAL_TOKENS
         .iter()
