@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits, fit_videos, vision_tokens};
 use crate::frames::{FramePlan, FramePolicy, TrainingPlan};
-use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, resize_frames, smart_resize};
+use crate::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image, smart_resize};
+use crate::sampling::{resize_video, video_size};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{DecodeOptions, VideoSource, load_image};
@@ -150,8 +151,8 @@ impl QwenMedia {
     }
 
     pub fn load_video(&self, path: &Path) -> Result<PixelInput, BoxError> {
-        let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
-        let vision = preprocess_video(decoded.frames.view(), &self.video_config)?;
+        let (plan, frames) = self.load_video_frames(path)?;
+        let vision = normalize_patchify(frames.view(), &self.video_config)?;
         Ok(PixelInput {
             pixel_values: vision.pixel_values,
             grid_thw: vision.grid_thw,
@@ -159,15 +160,15 @@ impl QwenMedia {
         })
     }
 
-    /// The planned frames of a video resized to the grid-aligned size the processor uses, with
-    /// the plan: what a motion path needs to compute flow on exactly the frames the vision
-    /// tower sees. Preprocessing these gives the same pixels as [`load_video`](Self::load_video).
+    /// The planned frames of a video resized to the grid-aligned size (the sampler's pixel
+    /// bounds and resize kernel, see [`crate::sampling`]), with the plan: what the vision tower
+    /// and a motion path's flow both see.
     pub fn load_video_frames(&self, path: &Path) -> Result<(FramePlan, Array4<u8>), BoxError> {
         let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
-        let (_, h, w, _) = decoded.frames.dim();
-        let cfg = &self.video_config;
-        let (rh, rw) = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
-        Ok((plan, resize_frames(decoded.frames.view(), rh, rw)))
+        let (t, h, w, _) = decoded.frames.dim();
+        let sampling = self.video_policy.sampling();
+        let (rh, rw) = video_size(sampling, h, w, t, &self.video_config)?;
+        Ok((plan, resize_video(sampling, decoded.frames.view(), rh, rw)))
     }
 
     pub fn load_image(&self, path: &Path) -> Result<PixelInput, BoxError> {
@@ -217,7 +218,7 @@ impl QwenMedia {
         let info = source.probe()?;
         let plan = self.video_policy.plan(info.timing())?;
         let cfg = &self.video_config;
-        let (h, w) = smart_resize(info.height, info.width, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
+        let (h, w) = video_size(self.video_policy.sampling(), info.height, info.width, plan.len(), cfg)?;
         Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])
     }
 

@@ -75,6 +75,8 @@ pub enum RowProblem {
     UnknownTask { task: String, known: String },
     #[error("media file {0} does not exist")]
     MissingMedia(PathBuf),
+    #[error("image {path} cannot be read: {reason}")]
+    UnreadableImage { path: PathBuf, reason: String },
     #[error("a video given as a list of frame paths is not supported; point at a folder of numbered frames instead")]
     FrameListVideo,
     #[error("id `{0}` appears twice in the file")]
@@ -188,7 +190,7 @@ fn jsonl_records(text: &str) -> Vec<Record> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| Record { line: i + 1, value: serde_json::from_str(l).map_err(|e| e.to_string()) })
+        .map(|(i, l)| Record { line: i + 1, value: serde_json::from_str(l).map_err(|e| in_file(&e, i + 1, 1)) })
         .collect()
 }
 
@@ -205,7 +207,8 @@ fn array_records(text: &str, open: usize) -> Result<Vec<Record>, (usize, String)
         let end = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
         line += bytes[counted_to..pos].iter().filter(|&&b| b == b'\n').count();
         counted_to = pos;
-        let value = serde_json::from_str(&text[pos..end]).map_err(|e| e.to_string());
+        let column = pos - text[..pos].rfind('\n').map_or(0, |nl| nl + 1) + 1;
+        let value = serde_json::from_str(&text[pos..end]).map_err(|e| in_file(&e, line, column));
         out.push(Record { line, value });
         pos = skip_ws(bytes, end);
         match bytes.get(pos) {
@@ -296,6 +299,15 @@ fn skip_value(bytes: &[u8], pos: usize) -> Result<usize, (usize, String)> {
     if in_string || depth > 0 { Err((pos, "unterminated JSON value".to_string())) } else { Ok(i) }
 }
 
+/// serde's message for a row that starts at `line`:`column` of its file, with the position
+/// moved from the row's text to the file, so it points where an editor shows the fault.
+fn in_file(e: &serde_json::Error, line: usize, column: usize) -> String {
+    let message = e.to_string();
+    let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m);
+    let (at_line, at_column) = if e.line() <= 1 { (line, column + e.column().saturating_sub(1)) } else { (line + e.line() - 1, e.column()) };
+    format!("{message} at line {at_line} column {at_column}")
+}
+
 fn line_of(text: &str, pos: usize) -> usize {
     text.as_bytes()[..pos.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
@@ -382,6 +394,18 @@ impl MediaResolver {
         let path = if p.is_absolute() { p.to_path_buf() } else { self.root.join(p) };
         if self.check && !path.exists() {
             return Err(RowProblem::MissingMedia(path));
+        }
+        Ok(path)
+    }
+
+    /// [`resolve`](Self::resolve) for an image, whose header must also decode (an empty or
+    /// truncated file is caught here, not half-way through training).
+    pub fn resolve_image(&self, raw: &str) -> Result<PathBuf, RowProblem> {
+        let path = self.resolve(raw)?;
+        if self.check
+            && let Err(e) = image::image_dimensions(&path)
+        {
+            return Err(RowProblem::UnreadableImage { reason: e.to_string(), path });
         }
         Ok(path)
     }
@@ -538,7 +562,7 @@ fn parse_training_row(
     // A top-level `system` field becomes the first message; a conversation that also opens
     // with a system turn then has two, which the template check below reports.
     let videos = row.paths(&["videos", "video"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
-    let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
+    let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve_image(p)).collect::<Result<Vec<_>, _>>()?;
     check_conversation(id, &messages, images.len(), videos.len()).map_err(|e| match e {
         TextError::MediaCountMismatch { kind, tags, media, .. } => RowProblem::Conversation(format!(
             "{tags} {} tag(s) but {media} {kind}(s) listed",

@@ -36,7 +36,7 @@ fn shortened_demo_trains_and_evaluates_both_models() {
         assert_eq!(r.results.questions, questions, "{}: both models answer the same held-out questions", r.name);
         assert_eq!(r.results.predicted, questions, "{}: every question got a prediction", r.name);
         assert!(r.final_loss.is_some_and(f64::is_finite), "{}", r.name);
-        for file in ["trainer_log.jsonl", "train.log", "config.toml", "checkpoint-2/adapter/adapter_model.safetensors"] {
+        for file in ["trainer_log.jsonl", "train.log", "config.toml", "checkpoint-2/adapter_model.safetensors", "adapter_model.safetensors"] {
             assert!(r.train_dir.join(file).is_file(), "{}: missing {file}", r.name);
         }
         assert!(std::fs::read_dir(r.train_dir.join("tensorboard")).unwrap().next().is_some(), "{}: no TensorBoard events", r.name);

@@ -175,7 +175,7 @@ impl Qwen25Vl {
     pub fn positions(&self, batch: &PromptBatch, inputs: &VisionInputs) -> Result<RopePositions> {
         batch.validate()?;
         let spans = vision_spans(batch, inputs)?;
-        rope_index(&batch.kinds, &batch.mask, &spans, self.cfg.vision.spatial_merge_size, self.cfg.vision.tokens_per_second)
+        rope_index(&batch.kinds, &batch.mask, &spans, self.cfg.vision.spatial_merge_size, f64::from(self.cfg.vision.tokens_per_second))
     }
 
     /// Prompt embeddings `[B, L, hidden]` with vision features in place of the placeholders.

@@ -3,5 +3,6 @@
 //! the types its tests use.
 
 pub mod fixtures;
+pub mod fixture_json;
 pub mod qwen_dump;
 pub mod flow_dump;

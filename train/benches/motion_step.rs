@@ -51,7 +51,7 @@ fn main() -> anyhow::Result<()> {
     }
     let pixels_cfg = PreprocessConfig { min_pixels: 224 * 224, max_pixels: 224 * 224, ..PreprocessConfig::default() };
     let qwen = QwenMedia {
-        video_policy: FramePolicy::Training(TrainingPlan { fps: 2.0, min_frames: 16, max_frames: 16 }),
+        video_policy: FramePolicy::Training(TrainingPlan { fps: 2.0, min_frames: 16, max_frames: 16, ..TrainingPlan::default() }),
         video_config: pixels_cfg.clone(),
         image_config: pixels_cfg,
         ..QwenMedia::default()

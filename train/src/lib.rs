@@ -4,6 +4,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod cvaa;
+pub mod hf_layout;
 pub mod merge;
 pub mod micro;
 pub mod optim;

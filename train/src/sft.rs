@@ -36,6 +36,7 @@ use crate::batch::collate;
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::micro::{MicroPlan, RankBatches};
 use crate::parallel::{barrier, reduce_grads, GradExchange};
+use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
 use crate::tensorboard::EventWriter;
@@ -118,7 +119,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }
 }
 
-/// What a checkpoint records besides tensors.
+/// What a checkpoint records besides tensors, in `motionvl_state.json` (older runs: in
+/// `trainer_state.json`, see [`hf_layout`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainerState {
     pub step: usize,
@@ -135,13 +137,24 @@ pub struct TrainerState {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepLog {
     pub step: usize,
-    pub epoch: u64,
+    /// Fractional, as HF and LLaMA-Factory log it: 1.5 is half-way through the second epoch.
+    pub epoch: f64,
     pub loss: f64,
     pub lr: f64,
     pub lr_groups: Vec<(String, f64)>,
     pub grad_norm: f64,
     pub tokens_per_s: f64,
     pub samples_per_s: f64,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(flatten)]
+    pub progress: LfProgress,
+}
+
+impl StepLog {
+    fn hf_entry(&self) -> HfLogEntry {
+        HfLogEntry { epoch: self.epoch, grad_norm: self.grad_norm, learning_rate: self.lr, loss: self.loss, step: self.step }
+    }
 }
 
 pub struct Trainer {
@@ -159,6 +172,10 @@ pub struct Trainer {
     exchange: Option<Box<dyn GradExchange>>,
     step: usize,
     total_steps: usize,
+    steps_per_epoch: usize,
+    /// This run's steps so far, for `trainer_state.json`'s `log_history`.
+    history: Vec<StepLog>,
+    clock: RunClock,
     warmup: usize,
     recomputed: Option<RecomputedGrads>,
     checkpoints: Checkpoints,
@@ -351,6 +368,9 @@ impl Trainer {
             loader,
             step: 0,
             total_steps,
+            steps_per_epoch: per_epoch,
+            history: Vec::new(),
+            clock: RunClock::starting_at(0),
             warmup: warmup_steps(recipe.optim.warmup_ratio, total_steps),
             recomputed,
             checkpoints,
@@ -358,7 +378,7 @@ impl Trainer {
             text_log,
             device,
             pad_id,
-            base_model: files.dir.display().to_string(),
+            base_model: base_model_name(recipe, &files),
             flow_counts: flow_media.map(|m| Arc::clone(&m.counts)),
             note,
             _lock: lock,
@@ -410,8 +430,10 @@ impl Trainer {
                 changed.join("; ")
             )));
         }
-        let adapter = LoraWeights::load_peft(&found.path.join("adapter"), &self.device)?;
-        let adapter_file = found.path.join("adapter").join("adapter_model.safetensors");
+        let adapter_dir = hf_layout::adapter_dir(&found.path)
+            .ok_or_else(|| TrainError::Setup(format!("{} holds no adapter_config.json (nor does its adapter/ folder)", found.path.display())))?;
+        let adapter = LoraWeights::load_peft(&adapter_dir, &self.device)?;
+        let adapter_file = adapter_dir.join(hf_layout::ADAPTER_FILES[0]);
         for (name, pair) in &self.lora.modules {
             let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
             for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
@@ -448,7 +470,7 @@ impl Trainer {
             }
             _ => {}
         }
-        let state: TrainerState = ckpt::load_json(found.path.join("trainer_state.json"))?;
+        let state: TrainerState = hf_layout::read_resume_state(&found.path)?;
         if state.seed != self.recipe.seed {
             return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
         }
@@ -459,8 +481,14 @@ impl Trainer {
         // The position is a sample, not a rank's place: any world size continues from it.
         self.micro = self.batches.plan().micro_at(&self.loader, state.position);
         self.batches = RankBatches::new(self.batches.plan().clone(), self.micro);
+        self.clock = RunClock::starting_at(self.step);
         if self.is_writer() {
-            truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+            self.history = truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+            if let Some(events) = &mut self.events {
+                // TensorBoard drops what the killed run logged after this checkpoint.
+                events.add_session_start(self.step as i64 + 1)?;
+                events.flush()?;
+            }
         }
         self.log_line(&format!("resumed from {} at step {}", found.path.display(), self.step))?;
         Ok(())
@@ -536,17 +564,23 @@ impl Trainer {
         self.micro += per_step;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         let lr_groups: Vec<(String, f64)> = self.optim.groups.iter().map(|g| (g.name.clone(), g.lr * scale)).collect();
+        // Fractional, as HF logs it: where the next micro-batch starts.
+        let position = self.batches.plan().position_of(&self.loader, self.micro);
+        let epoch = position.epoch as f64 + position.index as f64 / self.loader.len().max(1) as f64;
         let log = StepLog {
             step: self.step,
-            epoch: self.batches.plan().epoch_of(self.micro - 1),
+            epoch,
             loss: loss_sum / per_step as f64,
             lr: lr_groups.first().map_or(0.0, |g| g.1),
             lr_groups,
             grad_norm,
             tokens_per_s: tokens as f64 / seconds,
             samples_per_s: samples as f64 / seconds,
+            tokens: tokens as u64,
+            progress: self.clock.progress(self.step, self.target_steps()),
         };
         self.write_logs(&log)?;
+        self.history.push(log.clone());
         if self.is_writer() && self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
@@ -560,19 +594,22 @@ impl Trainer {
         ckpt::append_json_line(self.recipe.output_dir.join("trainer_log.jsonl"), log)?;
         if let Some(events) = &mut self.events {
             let step = log.step as i64;
+            // HF Trainer's tags; the first group's rate is `train/learning_rate`, as HF logs it.
             let mut scalars: Vec<(String, f32)> = vec![
                 ("train/loss".into(), log.loss as f32),
+                ("train/learning_rate".into(), log.lr as f32),
+                ("train/epoch".into(), log.epoch as f32),
                 ("train/grad_norm".into(), log.grad_norm as f32),
                 ("train/tokens_per_s".into(), log.tokens_per_s as f32),
                 ("train/samples_per_s".into(), log.samples_per_s as f32),
             ];
-            scalars.extend(log.lr_groups.iter().map(|(g, lr)| (format!("train/lr/{g}"), *lr as f32)));
+            scalars.extend(log.lr_groups.iter().skip(1).map(|(g, lr)| (format!("train/learning_rate/{g}"), *lr as f32)));
             let refs: Vec<(&str, f32)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
             events.add_scalars(&refs, step)?;
             events.flush()?;
         }
         self.log_line(&format!(
-            "step {} epoch {} loss {:.6} lr {:.3e} grad_norm {:.4} tokens/s {:.1}",
+            "step {} epoch {:.4} loss {:.6} lr {:.3e} grad_norm {:.4} tokens/s {:.1}",
             log.step, log.epoch, log.loss, log.lr, log.grad_norm, log.tokens_per_s
         ))
     }
@@ -585,11 +622,11 @@ impl Trainer {
         }
     }
 
-    /// Writes `checkpoint-<step>` atomically: the adapter (PEFT layout), optimiser state, and
-    /// the trainer state (step, loader position, seed).
+    /// Writes `checkpoint-<step>` atomically: the adapter (PEFT files at its top), optimiser
+    /// state, HF's `trainer_state.json` and the resume state (step, loader position, seed).
     pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
         let pending = self.checkpoints.begin(self.step as u64)?;
-        self.lora.save_peft(&pending.dir().join("adapter"), Some(&self.base_model))?;
+        self.lora.save_peft(pending.dir(), Some(&self.base_model))?;
         if let Some(motion) = &self.motion {
             let tensors = motion.vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
             ckpt::save_tensors(pending.dir().join(MOTION_WEIGHTS_FILE), &tensors)?;
@@ -603,7 +640,8 @@ impl Trainer {
             total_steps: self.total_steps,
             data_sha256: Some(data_digest(&self.recipe)?),
         };
-        ckpt::save_json(pending.dir().join("trainer_state.json"), &state)?;
+        ckpt::save_json(pending.dir().join(hf_layout::RESUME_STATE_FILE), &state)?;
+        ckpt::save_json(pending.dir().join(hf_layout::HF_STATE_FILE), &self.hf_state())?;
         ckpt::write_atomic(pending.dir().join("config.toml"), self.recipe.to_toml().as_bytes())?;
         let committed = pending.commit()?;
         let path = committed.checkpoint.path.clone();
@@ -615,7 +653,20 @@ impl Trainer {
         Ok(path)
     }
 
-    /// Trains until `max_steps` (or the schedule's end), with a progress bar.
+    fn hf_state(&self) -> HfTrainerState {
+        let shape = RunShape {
+            max_steps: self.target_steps(),
+            steps_per_epoch: self.steps_per_epoch,
+            save_steps: self.recipe.checkpoint.every.max(1),
+            train_batch_size: self.recipe.optim.batch_size.max(1),
+            tokens_seen: self.history.iter().map(|l| l.tokens).sum(),
+        };
+        let epoch = self.history.last().map_or(0.0, |l| l.epoch);
+        HfTrainerState::new(&shape, self.step, epoch, self.history.iter().map(StepLog::hf_entry).collect())
+    }
+
+    /// Trains until `max_steps` (or the schedule's end), with a progress bar, and leaves the
+    /// final adapter at the run root.
     pub fn run(mut self) -> Result<Vec<StepLog>> {
         let target = self.target_steps();
         let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar && self.is_writer());
@@ -627,8 +678,13 @@ impl Trainer {
             bar.set_message(format!("loss {:.4}", log.loss));
             logs.push(log);
         }
-        if self.is_writer() && !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
-            self.save_checkpoint()?;
+        if self.is_writer() {
+            let last = if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) && self.step > 0 {
+                self.recipe.output_dir.join(format!("{}{}", ckpt::CHECKPOINT_PREFIX, self.step))
+            } else {
+                self.save_checkpoint()?
+            };
+            hf_layout::publish_final(&last, &self.recipe.output_dir)?;
         }
         bar.finish();
         Ok(logs)
@@ -636,16 +692,31 @@ impl Trainer {
 }
 
 /// A resumed run continues the log from its checkpoint: later lines (steps the killed run took
-/// after it) are dropped.
-fn truncate_log(path: &Path, step: usize) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: String = text
-        .lines()
-        .filter(|line| serde_json::from_str::<StepLog>(line).is_ok_and(|l| l.step <= step))
-        .map(|l| format!("{l}\n"))
-        .collect();
+/// after it) are dropped. Returns the steps kept.
+fn truncate_log(path: &Path, step: usize) -> Result<Vec<StepLog>> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(Vec::new()) };
+    let (mut kept, mut logs) = (String::new(), Vec::new());
+    for line in text.lines() {
+        match serde_json::from_str::<StepLog>(line) {
+            Ok(log) if log.step <= step => {
+                kept.push_str(line);
+                kept.push('\n');
+                logs.push(log);
+            }
+            _ => {}
+        }
+    }
     ckpt::write_atomic(path, kept.as_bytes())?;
-    Ok(())
+    Ok(logs)
+}
+
+/// What the adapter names as its base: the hub id when the model came from the hub (what PEFT
+/// and LLaMA-Factory resolve), else the model folder.
+fn base_model_name(recipe: &Recipe, files: &CheckpointFiles) -> String {
+    match recipe.model.checkpoint.as_deref() {
+        Some(id) if recipe.model.init_config.is_none() && !Path::new(id).is_dir() => id.split_once('@').map_or(id, |(repo, _)| repo).to_owned(),
+        _ => files.dir.display().to_string(),
+    }
 }
 
 fn check_token_ids(cfg: &Qwen25VlConfig, tokenizer: &QwenTokenizer) -> Result<()> {
@@ -683,12 +754,17 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         json["vision_start_token_id"] = special.vision_start.into();
         json["vision_end_token_id"] = special.vision_end.into();
         json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
+        // Qwen's own: `<|endoftext|>` begins and pads.
+        json["bos_token_id"] = special.endoftext.into();
+        json["pad_token_id"] = special.endoftext.into();
         let cfg = Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
         let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
         let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let pixels = recipe.data.video().media().image_config;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
@@ -697,14 +773,14 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
 /// The files and folders of a previous run in `out` (the flow cache and the lock are not the
 /// run's: flows are extracted into `<out>/flow-cache` before a first run).
 fn run_artefacts(out: &Path) -> Vec<PathBuf> {
-    const FILES: [&str; 6] = ["config.toml", "train.log", "trainer_log.jsonl", "trainer_state.json", "tensorboard", "base-model"];
+    const FILES: [&str; 5] = ["config.toml", "train.log", "trainer_log.jsonl", "tensorboard", "base-model"];
     let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            FILES.contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
+            FILES.contains(&name.as_str()) || hf_layout::published_files().contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
         })
         .collect();
     found.sort();
@@ -715,7 +791,7 @@ fn run_artefacts(out: &Path) -> Vec<PathBuf> {
 /// must not silently discard; the rest is set-up that a failed start may leave behind.
 fn is_progress(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    name == "trainer_log.jsonl" || name.starts_with("checkpoint-")
+    name == "trainer_log.jsonl" || name == hf_layout::ADAPTER_FILES[0] || name.starts_with("checkpoint-")
 }
 
 /// Removes a previous run's files from `out`, nothing else.
@@ -740,7 +816,7 @@ pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<Strin
     let saved: Recipe = toml::from_str(&text)
         .map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
     let mut changed = recipe.unsafe_changes(&saved);
-    let state: TrainerState = ckpt::load_json(dir.join("trainer_state.json"))?;
+    let state: TrainerState = hf_layout::read_resume_state(dir)?;
     if let Some(then) = state.data_sha256 {
         let now = data_digest(recipe)?;
         if then != now {
@@ -766,7 +842,7 @@ fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
 fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, ..TemplateOptions::default() };
+    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
     let config = LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() };
     DataLoader::new(samples, tokenizer, media, config)
 }

@@ -84,7 +84,7 @@ fn tensorboard_events_match_the_step_log() {
     let scalars = motionvl_train::tensorboard::read_scalars(dir.path().join("tensorboard")).unwrap();
     let loss: Vec<(i64, f32)> = scalars.iter().filter(|s| s.tag == "train/loss").map(|s| (s.step, s.value)).collect();
     assert_eq!(loss, logs.iter().map(|l| (l.step as i64, l.loss as f32)).collect::<Vec<_>>());
-    for tag in ["train/lr/lora", "train/grad_norm", "train/tokens_per_s", "train/samples_per_s"] {
+    for tag in ["train/learning_rate", "train/epoch", "train/grad_norm", "train/tokens_per_s", "train/samples_per_s"] {
         assert_eq!(scalars.iter().filter(|s| s.tag == tag).count(), 4, "{tag}");
     }
 }
@@ -113,7 +113,7 @@ fn merged_checkpoint_loads_and_equals_base_plus_adapter() {
     let dir = tempfile::tempdir().unwrap();
     Trainer::new(&tiny(dir.path(), &[("optim.max_steps", "2"), ("checkpoint.every", "2")]), None).unwrap().run().unwrap();
     let base = CheckpointFiles::from_dir(&dir.path().join("base-model")).unwrap();
-    let adapter = dir.path().join("checkpoint-2/adapter");
+    let adapter = dir.path().join("checkpoint-2");
     let out = dir.path().join("merged");
     let summary = motionvl_train::merge::merge(&base, &adapter, &out, 64 << 10).unwrap();
     assert!(summary.shards > 1, "a 64 KiB limit must shard the tiny model");

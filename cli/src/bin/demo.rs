@@ -27,7 +27,7 @@ struct Cli {
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
-    let cli = Cli::parse();
+    let cli = Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args()));
     let mut overrides = Vec::new();
     let mut args = cli.overrides.iter();
     while let Some(flag) = args.next() {

@@ -93,7 +93,8 @@ enum Command {
         /// Base checkpoint: local directory or hub id.
         #[arg(long)]
         base: String,
-        /// Adapter directory (PEFT layout; a training checkpoint's `adapter/`).
+        /// Adapter: a run's `checkpoint-N` or root, or any PEFT folder (an older run's
+        /// `checkpoint-N/adapter/` too).
         #[arg(long)]
         adapter: PathBuf,
         #[arg(long)]
@@ -153,7 +154,7 @@ fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train:
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
-    match Cli::parse().command {
+    match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
         Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {

@@ -130,7 +130,7 @@ fn read_dualcog_image(
     question: String,
 ) -> Result<Question, RowProblem> {
     let reference = row.required_string(&["reference_image_with_bbox", "reference_image"])?;
-    let mut images = vec![media.resolve(&reference)?];
+    let mut images = vec![media.resolve_image(&reference)?];
     let options = match row.get(&["candidates"]) {
         Some((_, Value::Array(candidates))) if !candidates.is_empty() => {
             let wrong = || RowProblem::WrongType {
@@ -141,14 +141,14 @@ fn read_dualcog_image(
             for c in candidates {
                 let letter = c.get("option_id").and_then(Value::as_str).and_then(option_letter).ok_or_else(wrong)?;
                 let image = c.get("image").and_then(Value::as_str).ok_or_else(wrong)?;
-                images.push(media.resolve(image)?);
+                images.push(media.resolve_image(image)?);
                 options.push(AnswerOption { label: letter, text: format!("Image {}", images.len()) });
             }
             options
         }
         Some(_) => return Err(RowProblem::WrongType { field: "candidates".into(), expected: "a non-empty list" }),
         None => {
-            images.push(media.resolve(&row.required_string(&["target_image"])?)?);
+            images.push(media.resolve_image(&row.required_string(&["target_image"])?)?);
             parse_options(row, &["label_options", "choice_options"])?
         }
     };

@@ -65,7 +65,7 @@ pub fn read_links2bench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Q
         }
         let mut q = base.question(id, Task::LinkS2(task), question, options, answer);
         q.videos = videos.iter().map(|v| media.resolve(v)).collect::<Result<_, _>>()?;
-        q.images = images.iter().map(|v| media.resolve(v)).collect::<Result<_, _>>()?;
+        q.images = images.iter().map(|v| media.resolve_image(v)).collect::<Result<_, _>>()?;
         Ok(q)
     })
 }
