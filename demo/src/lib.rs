@@ -62,29 +62,10 @@ impl DemoConfig {
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
         for (key, value) in overrides {
-            set_dotted(&mut table, key, value).map_err(bad)?;
+            motionvl_train::recipe::set_dotted(&mut table, key, value).map_err(|e| bad(e.to_string()))?;
         }
         table.try_into().map_err(|e: toml::de::Error| bad(e.to_string()))
     }
-}
-
-fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), String> {
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().filter(|p| !p.is_empty()).ok_or(format!("override `{key}`: empty key"))?;
-    let mut current = table;
-    for part in parts {
-        current = current
-            .entry(part.to_owned())
-            .or_insert_with(|| toml::Value::Table(Default::default()))
-            .as_table_mut()
-            .ok_or(format!("override `{key}`: `{part}` is not a section"))?;
-    }
-    current.insert(last.to_owned(), value);
-    Ok(())
 }
 
 /// One of the two models the demo trains and evaluates.

@@ -49,7 +49,27 @@ fn shortened_demo_trains_and_evaluates_both_models() {
     assert!(!summary.runs[0].train_dir.join("checkpoint-2/motion.json").exists(), "the visual-only run has no motion branch");
     assert!(summary.table.contains("visual-only") && summary.table.contains("motion-aware"), "{}", summary.table);
 
-    // A rerun finds everything done and gives the same results.
+    // A rerun finds everything done: it rewrites no checkpoint, log or prediction, and reports
+    // the same results.
+    let stamp = |path: &std::path::Path| {
+        let meta = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        (meta.len(), meta.modified().unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    };
+    let outputs: Vec<std::path::PathBuf> = summary
+        .runs
+        .iter()
+        .flat_map(|r| {
+            [r.train_dir.join("checkpoint-2/adapter_model.safetensors"), r.train_dir.join("trainer_log.jsonl"), r.eval_dir.join("predictions.jsonl")]
+        })
+        .collect();
+    let before: Vec<_> = outputs.iter().map(|p| stamp(p)).collect();
     let again = run(&config, &root.join("configs/demo.toml"), false).unwrap();
-    assert_eq!(again.runs[1].results.overall.accuracy, summary.runs[1].results.overall.accuracy);
+    let after: Vec<_> = outputs.iter().map(|p| stamp(p)).collect();
+    for ((path, b), a) in outputs.iter().zip(&before).zip(&after) {
+        assert_eq!(b, a, "the rerun rewrote {}", path.display());
+    }
+    for (r, s) in again.runs.iter().zip(&summary.runs) {
+        assert_eq!(r.results.overall.accuracy, s.results.overall.accuracy, "{}", r.name);
+        assert_eq!(r.results.questions, s.results.questions, "{}", r.name);
+    }
 }

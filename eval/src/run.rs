@@ -135,10 +135,7 @@ fn record_flow_cache(out: &Path, counts: FlowCacheCounts) -> Result<()> {
 }
 
 fn write_record(path: &Path, record: &RunRecord) -> Result<()> {
-    let text = serde_json::to_string_pretty(record).map_err(|e| EvalError::BadFile { path: path.to_path_buf(), message: e.to_string() })?;
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).map_err(EvalError::io("write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(EvalError::io("rename", path))
+    Ok(motionvl_data::files::write_json_atomic(path, record)?)
 }
 
 /// Content digests of the files a run's answers depend on (see [`RunRecord::weights`]).

@@ -207,8 +207,7 @@ impl LoraWeights {
             "rank_pattern": {},
             "alpha_pattern": {},
         });
-        let path = dir.join(CONFIG_FILE);
-        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap_or_default()).map_err(|source| ModelError::Io { path, source })
+        Ok(motionvl_data::files::write_json_atomic(&dir.join(CONFIG_FILE), &config)?)
     }
 
     /// Reads a PEFT LoRA adapter directory (weights kept as trainable f32 variables).

@@ -182,9 +182,7 @@ impl MotionMeta {
     }
 
     pub fn write(&self, dir: &std::path::Path) -> Result<()> {
-        let path = dir.join(MOTION_META_FILE);
-        let text = serde_json::to_string_pretty(self).unwrap_or_default();
-        std::fs::write(&path, text).map_err(|source| ModelError::Io { path, source })
+        Ok(motionvl_data::files::write_json_atomic(&dir.join(MOTION_META_FILE), self)?)
     }
 }
 

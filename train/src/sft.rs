@@ -706,7 +706,11 @@ fn truncate_log(path: &Path, step: usize) -> Result<Vec<StepLog>> {
             _ => {}
         }
     }
-    ckpt::write_atomic(path, kept.as_bytes())?;
+    // Rewritten only when the killed run logged past the checkpoint: resuming a finished run
+    // changes nothing on disk.
+    if kept != text {
+        ckpt::write_atomic(path, kept.as_bytes())?;
+    }
     Ok(logs)
 }
 

@@ -71,7 +71,7 @@ pub fn write_reports(dir: &Path, results: &Results, scored: &[Scored]) -> Result
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    motionvl_data::files::write_atomic(path, bytes).map_err(|e| EvalError::io(e.action, &e.path)(e.source))?;
+    motionvl_data::files::write_atomic(path, bytes)?;
     Ok(path.to_path_buf())
 }
 
