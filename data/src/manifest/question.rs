@@ -14,6 +14,13 @@ pub struct AnswerOption {
     pub text: String,
 }
 
+impl AnswerOption {
+    /// Options labelled A, B, C, … in the order given (at most 26).
+    pub fn lettered<S: AsRef<str>>(texts: &[S]) -> Vec<AnswerOption> {
+        texts.iter().zip('A'..='Z').map(|(t, label)| AnswerOption { label, text: t.as_ref().to_string() }).collect()
+    }
+}
+
 /// A ground-truth time interval in seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Interval {

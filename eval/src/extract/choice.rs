@@ -420,14 +420,7 @@ mod tests {
     use super::*;
 
     fn opts(texts: &[&str]) -> Vec<AnswerOption> {
-        texts
-            .iter()
-            .enumerate()
-            .map(|(i, t)| AnswerOption {
-                label: (b'A' + i as u8) as char,
-                text: t.to_string(),
-            })
-            .collect()
+        AnswerOption::lettered(texts)
     }
 
     #[test]
