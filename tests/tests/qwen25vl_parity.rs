@@ -84,8 +84,12 @@ fn logits_hidden_states_and_loss_match_reference() {
         let hf = fx.hf_positions("", &batch);
         let logits = model.forward(&batch, &inputs, Some(&hf)).unwrap();
         assert_close(&what("logits"), &logits, fx.expected.get("logits"), tolerance::F32_ACTIVATIONS);
-        let loss = causal_lm_loss(&logits, &fx.inputs.i64_rows("labels")).unwrap();
+        let labels = fx.inputs.i64_rows("labels");
+        let loss = causal_lm_loss(&logits, &labels).unwrap();
         assert_close(&what("loss"), &loss, fx.expected.get("loss"), tolerance::LOSS);
+        let embeds = model.embed(&batch, &model.encode_vision(&inputs).unwrap()).unwrap();
+        let loss = model.loss_from_embeds(&embeds, &batch.mask, &hf, &labels).unwrap();
+        assert_close(&what("loss with the LM head on labelled rows only"), &loss, fx.expected.get("loss"), tolerance::LOSS);
 
         let states = model.hidden_states(&batch, &inputs, &hf).unwrap();
         assert_eq!(states.len(), model.config().text.num_hidden_layers + 1, "{}", fx.dump.label);
@@ -118,9 +122,11 @@ fn gradients_match_reference_with_and_without_checkpointing() {
             let (vb, vars) = weights.to_vars(DType::F32, &Device::Cpu).unwrap();
             let mut model = Qwen25Vl::new(&cfg, vb).unwrap();
             let recomputed = checkpointing.then(|| model.enable_gradient_checkpointing());
+            // The trainer's path: the LM head only on the labelled rows.
             let batch = fx.prompt("");
-            let logits = model.forward(&batch, &fx.video_inputs(), Some(&fx.hf_positions("", &batch))).unwrap();
-            let mut grads = causal_lm_loss(&logits, &fx.inputs.i64_rows("labels")).unwrap().backward().unwrap();
+            let embeds = model.embed(&batch, &model.encode_vision(&fx.video_inputs()).unwrap()).unwrap();
+            let loss = model.loss_from_embeds(&embeds, &batch.mask, &fx.hf_positions("", &batch), &fx.inputs.i64_rows("labels")).unwrap();
+            let mut grads = loss.backward().unwrap();
             if let Some(recomputed) = recomputed {
                 recomputed.merge_into(&mut grads).unwrap();
             }

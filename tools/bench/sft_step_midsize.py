@@ -4,14 +4,15 @@ Qwen2.5-VL from a config file on random weights with PEFT LoRA (r32, alpha 64, d
 q/k/v/o/gate/up/down of the language model), AdamW, one micro-batch holding one video.
 
 Defaults: the mid-size config of qwen25vl_midsize.py, f32, 2 CPU threads, a 16-frame 224x224
-video (575 tokens). With `--device cuda --dtype bf16` (the `3b-gpu` profile): weights in bf16,
-adapters in f32 (PEFT's default), forward under bf16 autocast, SDPA attention.
+video (575 tokens), transformers' default SDPA attention (`ATTN=eager` for the eager path). With
+`--device cuda --dtype bf16` (the `3b-gpu` profile): weights in bf16, adapters in f32 (PEFT's
+default), forward under bf16 autocast.
 
 Usage: sft_step_midsize.py [--config JSON] [--grid T,H,W] [--suffix N] [--device cpu|cuda]
                            [--dtype f32|bf16] [--checkpointing]
 Prints one JSON line: median seconds per optimiser step (forward + backward + clipping + AdamW),
 tokens/s, peak RSS and, on CUDA, PyTorch's peak allocated and reserved GPU memory."""
-import argparse, json, pathlib, resource, time, torch
+import argparse, json, os, pathlib, resource, time, torch
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 from peft import LoraConfig, get_peft_model
 
@@ -29,7 +30,7 @@ if not cuda:
     torch.set_num_threads(2)
 torch.manual_seed(0)
 cfg = Qwen2_5_VLConfig(**json.loads(pathlib.Path(args.config).read_text()))
-cfg._attn_implementation = "sdpa" if cuda else "eager"
+cfg._attn_implementation = os.environ.get("ATTN", "sdpa")
 m = Qwen2_5_VLForConditionalGeneration(cfg)
 bf16 = args.dtype == "bf16"
 if bf16:
@@ -67,7 +68,7 @@ step(); xs = []
 for _ in range(args.steps):
     s = time.perf_counter(); step(); xs.append(time.perf_counter() - s)
 median = sorted(xs)[len(xs) // 2]
-out = {"checkpointing": args.checkpointing, "trainable_M": sum(p.numel() for p in trainable) / 1e6, "tokens": ids.shape[1],
+out = {"checkpointing": args.checkpointing, "attention": m.config._attn_implementation, "threads": torch.get_num_threads(), "trainable_M": sum(p.numel() for p in trainable) / 1e6, "tokens": ids.shape[1],
        "step_s": round(median, 3), "tokens_per_s": round(ids.shape[1] / median),
        "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 if cuda:

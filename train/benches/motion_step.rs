@@ -19,7 +19,7 @@ use motionvl_flow::{estimator_by_name, FlowCache, PseudoImageConfig};
 use motionvl_models::init::random_model;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::motion::{vision_features, Connector, MotionBranch};
-use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, VisionInputs};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use motionvl_train::optim::{AdamW, AdamWConfig};
@@ -98,8 +98,8 @@ fn main() -> anyhow::Result<()> {
         let motion = motion_pixels.map(|m| pixels(m.pixel_values, grid)).transpose()?;
         let features = vision_features(&model, motion.as_ref().map(|_| &branch), &inputs, motion.as_ref())?;
         let embeds = model.embed(&batch, &features)?;
-        let logits = model.forward_embeds(&embeds, &batch.mask, &model.positions(&batch, &inputs)?)?;
-        optim.accumulate(&causal_lm_loss(&logits, &labels)?.backward()?)?;
+        let loss = model.loss_from_embeds(&embeds, &batch.mask, &model.positions(&batch, &inputs)?, &labels)?;
+        optim.accumulate(&loss.backward()?)?;
         optim.step_with_clip(1.0, 1.0)?;
         Ok(start.elapsed().as_secs_f64())
     };

@@ -16,9 +16,11 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
+use motionvl_models::flops::ForwardFlops;
 use motionvl_models::init::random_model;
+use motionvl_models::machine::MachineReport;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
-use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, VisionInputs};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use motionvl_train::optim::{AdamW, AdamWConfig};
@@ -103,8 +105,7 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
         video_seconds_per_grid: vec![1.0],
     };
     let mut step = || -> anyhow::Result<()> {
-        let logits = model.forward(&batch, &inputs, None)?;
-        let mut grads = causal_lm_loss(&logits, &labels)?.backward()?;
+        let mut grads = model.loss(&batch, &inputs, &labels)?.backward()?;
         if let Some(r) = &recomputed {
             r.merge_into(&mut grads)?;
         }
@@ -122,10 +123,15 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     }
     times.sort_by(f64::total_cmp);
     let trainable: usize = lora.named_vars().iter().map(|(_, v)| v.elem_count()).sum();
+    // The trainer's loss applies the LM head to the 30 labelled rows only; checkpointing reruns
+    // each decoder layer's forward once more.
+    let flops = ForwardFlops::new(&cfg, &[grid], n)?;
+    let step_flops = flops.train_adapters(30) + if checkpointing { flops.decoder } else { 0.0 };
     println!(
         "{}",
         serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6, "tokens": n,
-            "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().round()})
+            "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().round(),
+            "matmul_GFLOP_per_s": (step_flops / times[1] / 1e9).round(), "threads": candle_core::utils::get_num_threads()})
     );
     Ok(())
 }
@@ -172,6 +178,8 @@ fn main() -> anyhow::Result<()> {
     } else {
         &[("without checkpointing", "plain", None), ("with checkpointing", "checkpointing", Some("--checkpointing"))]
     };
+    let before = MachineReport::now();
+    println!("machine {}", serde_json::to_string(&before)?);
     for &(label, mode, py_flag) in modes {
         let candle = run_child(&me, &["--profile", profile.name, "--measure", mode]);
         let grid = profile.grid.map(|g| g.to_string()).join(",");
@@ -189,5 +197,6 @@ fn main() -> anyhow::Result<()> {
             println!("  pytorch/candle: step time {:.2}x, peak memory {:.2}x", ratio("step_s"), ratio(memory));
         }
     }
+    println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     Ok(())
 }

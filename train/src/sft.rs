@@ -27,7 +27,7 @@ use rayon::prelude::*;
 use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
-use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
+use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::text::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
@@ -522,8 +522,7 @@ impl Trainer {
             let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
             let embeds = self.model.embed(&batch.prompt, &features)?;
             let positions = self.model.positions(&batch.prompt, &batch.vision)?;
-            let logits = self.model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
-            let loss = causal_lm_loss(&logits, &batch.labels)?;
+            let loss = self.model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?;
             let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
             if !value.is_finite() {
