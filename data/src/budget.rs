@@ -14,7 +14,8 @@
 //! are linear in the vision tokens of each video (one pad token per merged patch).
 
 use crate::frames::{ClipTiming, FramePolicy};
-use crate::preprocess::{PreprocessConfig, smart_resize};
+use crate::preprocess::PreprocessConfig;
+use crate::sampling::video_size;
 
 /// Per-sample bounds on its videos, found so that the sample fits `max_seq_len`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -44,13 +45,12 @@ impl VideoBudget {
     /// Video grids `[t, h, w]` (in patches) under `limits`.
     pub fn grids(&self, limits: VideoLimits) -> Result<Vec<[usize; 3]>, String> {
         let policy = self.policy.with_max_frames(limits.max_frames);
-        let cfg = &self.config;
+        let cfg = PreprocessConfig { max_pixels: limits.max_pixels.max(self.config.min_pixels), ..self.config.clone() };
         self.videos
             .iter()
             .map(|&(height, width, timing)| {
                 let plan = policy.plan(timing).map_err(|e| e.to_string())?;
-                let (h, w) = smart_resize(height, width, cfg.factor(), cfg.min_pixels, limits.max_pixels.max(cfg.min_pixels))
-                    .map_err(|e| e.to_string())?;
+                let (h, w) = video_size(policy.sampling(), height, width, plan.len(), &cfg).map_err(|e| e.to_string())?;
                 Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])
             })
             .collect()

@@ -1,9 +1,110 @@
-//! File permissions as the user's umask asks. Writers that create through a temporary file
+//! Writing files so that no reader ever sees half of one, and with the permissions the user's
+//! umask asks. Every crate writes through [`write_atomic`]: a temporary sibling (same file
+//! system, so the rename is atomic), fsynced, renamed over the target, and the folder fsynced
+//! so that the rename survives a crash. Writers that create through a temporary file
 //! (safetensors' own writer uses `tempfile`, which creates 0600) would otherwise leave
 //! checkpoints, adapters and flows readable by their owner only, whatever the umask says.
 
-use std::path::Path;
+use std::fs::{self, File};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// A file operation that failed, with what was being done and to which path.
+#[derive(Debug, thiserror::Error)]
+#[error("{action} {}: {source}", path.display())]
+pub struct FileError {
+    /// What was being done, e.g. `"cannot rename into place"`.
+    pub action: &'static str,
+    pub path: PathBuf,
+    #[source]
+    pub source: io::Error,
+}
+
+impl FileError {
+    pub fn at<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> FileError + 'a {
+        move |source| FileError { action, path: path.to_path_buf(), source }
+    }
+}
+
+/// `.<name>.tmp-<pid>-<n>` beside `path`: unique per process and call, so that two writers of
+/// one process never share a temporary file.
+pub fn temp_sibling(path: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".to_string());
+    path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Writes `bytes` to `path` atomically (see the module docs), creating its folder if needed.
+pub fn write_atomic(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        fs::create_dir_all(dir).map_err(FileError::at("cannot create", dir))?;
+    }
+    let tmp = temp_sibling(path);
+    let result = write_and_sync(&tmp, bytes).and_then(|()| rename_into_place(&tmp, path));
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Pretty JSON with a final newline, written atomically.
+pub fn write_json_atomic(path: &Path, value: &impl serde::Serialize) -> Result<(), FileError> {
+    let mut text = serde_json::to_string_pretty(value).map_err(|e| FileError::at("cannot serialise", path)(io::Error::other(e)))?;
+    text.push('\n');
+    write_atomic(path, text.as_bytes())
+}
+
+/// Appends `value` as one JSON line to `path` (created if missing): the step logs.
+pub fn append_json_line(path: &Path, value: &impl serde::Serialize) -> Result<(), FileError> {
+    let line = serde_json::to_string(value).map_err(|e| FileError::at("cannot serialise a line for", path)(io::Error::other(e)))?;
+    let mut file = fs::OpenOptions::new().create(true).append(true).open(path).map_err(FileError::at("cannot open", path))?;
+    writeln!(file, "{line}").map_err(FileError::at("cannot append to", path))
+}
+
+/// Creates `path` with `bytes` and fsyncs it.
+pub fn write_and_sync(path: &Path, bytes: &[u8]) -> Result<(), FileError> {
+    let mut f = File::create(path).map_err(FileError::at("cannot create", path))?;
+    f.write_all(bytes).map_err(FileError::at("cannot write", path))?;
+    f.sync_all().map_err(FileError::at("cannot fsync", path))
+}
+
+/// Renames `tmp` over `path` and fsyncs the folder, so that the new entry is durable.
+pub fn rename_into_place(tmp: &Path, path: &Path) -> Result<(), FileError> {
+    fs::rename(tmp, path).map_err(FileError::at("cannot rename into place", path))?;
+    match path.parent() {
+        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
+        _ => sync_dir(Path::new(".")),
+    }
+}
+
+/// fsyncs every regular file under `dir` and every folder, `dir` included.
+pub fn sync_tree(dir: &Path) -> Result<(), FileError> {
+    for entry in fs::read_dir(dir).map_err(FileError::at("cannot list", dir))? {
+        let entry = entry.map_err(FileError::at("cannot list", dir))?;
+        let path = entry.path();
+        let kind = entry.file_type().map_err(FileError::at("cannot stat", &path))?;
+        if kind.is_dir() {
+            sync_tree(&path)?;
+        } else if kind.is_file() {
+            File::open(&path).and_then(|f| f.sync_all()).map_err(FileError::at("cannot fsync", &path))?;
+        }
+    }
+    sync_dir(dir)
+}
+
+/// fsyncs a folder so that entries created or renamed in it are durable.
+#[cfg(unix)]
+pub fn sync_dir(dir: &Path) -> Result<(), FileError> {
+    File::open(dir).and_then(|f| f.sync_all()).map_err(FileError::at("cannot fsync directory", dir))
+}
+
+#[cfg(not(unix))]
+pub fn sync_dir(_dir: &Path) -> Result<(), FileError> {
+    // Folders cannot be opened for fsync on Windows; NTFS journals renames.
+    Ok(())
+}
 
 /// The mode a plain `File::create` gets here: `0o666 & !umask`.
 pub fn default_file_mode() -> u32 {

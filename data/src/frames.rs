@@ -19,6 +19,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::sampling::{Element, FPS_MIN_FRAMES, Sampling};
+
 /// Errors raised while planning. They describe the clip, since the caller knows its path.
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum PlanError {
@@ -88,7 +90,7 @@ impl FramePlan {
     }
 }
 
-/// The SIS-Motion training plan (SPEC §1): a target rate clamped to a frame range, the count
+/// The SIS-Motion training plan: a target rate clamped to a frame range, the count
 /// rounded down to a multiple of 2 (one temporal patch holds two frames).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -96,20 +98,22 @@ pub struct TrainingPlan {
     pub fps: f64,
     pub min_frames: usize,
     pub max_frames: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for TrainingPlan {
-    /// 2 FPS, 8–32 frames (SPEC §1).
+    /// 2 FPS, 8–32 frames, motionvl's rate-exact plan (recipes name another).
     fn default() -> Self {
         Self {
             fps: 2.0,
             min_frames: 8,
             max_frames: 32,
+            sampling: Sampling::RateExact,
         }
     }
 }
 
-/// The SIS-Bench evaluation protocol (SPEC §2): at most 32 frames; 2 FPS for clips under 16 s,
+/// The SIS-Bench evaluation protocol: at most 32 frames; 2 FPS for clips under 16 s,
 /// 1 FPS for 16–32 s, 32 frames spread uniformly above 32 s.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
@@ -122,6 +126,7 @@ pub struct EvalProtocol {
     pub medium_fps: f64,
     /// Frames of longer clips, and the cap for every clip.
     pub max_frames: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for EvalProtocol {
@@ -132,6 +137,8 @@ impl Default for EvalProtocol {
             medium_up_to_s: 32.0,
             medium_fps: 1.0,
             max_frames: 32,
+            // What the released checkpoints are evaluated with.
+            sampling: Sampling::QwenVlUtils,
         }
     }
 }
@@ -146,7 +153,55 @@ pub enum FramePolicy {
 }
 
 impl FramePolicy {
+    /// The frames this policy keeps, chosen by its sampler (see [`crate::sampling`]).
     pub fn plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+        self.plan_with(self.sampling(), clip)
+    }
+
+    /// The frames `sampling` keeps under this policy; the rate is the one sampled,
+    /// `n / total × clip fps`, which makes `second_per_grid_ts = 2 / (n / total × fps)`.
+    pub fn plan_with(&self, sampling: Sampling, clip: ClipTiming) -> Result<FramePlan, PlanError> {
+        clip.validate()?;
+        let Some(indices) = crate::sampling::sampled_indices(sampling, self.element(clip), clip.frame_count, clip.fps) else {
+            return self.rate_exact_plan(clip);
+        };
+        let indices = indices.map_err(|n| PlanError::TooFewFrames { frames: clip.frame_count, min_frames: n.max(2) })?;
+        let fps = indices.len() as f64 / clip.frame_count as f64 * clip.fps;
+        Ok(with_frame_times(clip, indices, fps))
+    }
+
+    /// What this policy asks qwen-vl-utils' and transformers' samplers for: the training
+    /// plan's rate and bounds; the SIS-Bench protocol's rate by clip length (`max_frames` a
+    /// cap), or `max_frames` frames beyond `medium_up_to_s`; a uniform plan's count.
+    fn element(&self, clip: ClipTiming) -> Element {
+        match self {
+            FramePolicy::Training(p) => Element::Fps { fps: p.fps, min_frames: p.min_frames, max_frames: Some(p.max_frames) },
+            FramePolicy::SisbenchEval(p) => {
+                let seconds = clip.duration_s();
+                let fps = if seconds < p.short_below_s {
+                    p.short_fps
+                } else if seconds <= p.medium_up_to_s {
+                    p.medium_fps
+                } else {
+                    return Element::Frames(p.max_frames);
+                };
+                Element::Fps { fps, min_frames: FPS_MIN_FRAMES, max_frames: Some(p.max_frames) }
+            }
+            FramePolicy::Uniform { frames } => Element::Frames(*frames),
+        }
+    }
+
+    /// The sampler and resize of this policy; a uniform plan is motionvl's own.
+    pub fn sampling(&self) -> Sampling {
+        match self {
+            FramePolicy::Training(p) => p.sampling,
+            FramePolicy::SisbenchEval(p) => p.sampling,
+            FramePolicy::Uniform { .. } => Sampling::RateExact,
+        }
+    }
+
+    /// motionvl's rate-exact plans.
+    fn rate_exact_plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
         match self {
             FramePolicy::Training(p) => training_plan(clip, p),
             FramePolicy::SisbenchEval(p) => eval_plan(clip, p),
@@ -265,7 +320,7 @@ pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan,
 /// The fewest frames a video under evaluation may have: one temporal patch.
 pub const EVAL_MIN_FRAMES: usize = 2;
 
-/// The SIS-Bench evaluation plan (SPEC §2). Rate-based regimes take `ceil(duration * fps)`
+/// The SIS-Bench evaluation plan. Rate-based regimes take `ceil(duration * fps)`
 /// frames at exactly that rate (capped at `max_frames` and at the clip's frame count, in which
 /// case they spread); clips longer than `medium_up_to_s` get `max_frames` spread frames. Counts
 /// are not forced even: the preprocessor repeats the last frame like the reference does.
@@ -389,6 +444,7 @@ mod tests {
             fps: 2.0,
             min_frames: 9,
             max_frames: 9,
+            ..TrainingPlan::default()
         };
         assert!(matches!(
             training_plan(ClipTiming::new(100, 10.0), &bad),
@@ -467,7 +523,8 @@ mod tests {
             FramePolicy::Training(TrainingPlan {
                 fps: 1.0,
                 min_frames: 8,
-                max_frames: 32
+                max_frames: 32,
+                sampling: Sampling::RateExact
             })
         );
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "uniform", "frames": 16}"#).unwrap();

@@ -32,7 +32,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits, fit_videos, vision_tokens};
 use crate::frames::{FramePlan, FramePolicy, TrainingPlan};
-use crate::preprocess::{PreprocessConfig, preprocess_image, preprocess_video, resize_frames, smart_resize};
+use crate::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image, smart_resize};
+use crate::sampling::{resize_video, video_size};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{DecodeOptions, VideoSource, load_image};
@@ -114,12 +115,12 @@ pub struct QwenMedia {
     pub image_config: PreprocessConfig,
     pub decode: DecodeOptions,
     /// Rate declared for frame folders, which carry none (VisDrone sequences were converted at
-    /// 15 FPS for SIS-Bench, SPEC §2).
+    /// 15 FPS for SIS-Bench).
     pub frame_folder_fps: f64,
 }
 
 impl Default for QwenMedia {
-    /// The SIS-Motion training settings (SPEC §1): 2 FPS, 8–32 frames, 128–512 × 28² pixels.
+    /// The SIS-Motion training settings: 2 FPS, 8–32 frames, 128–512 × 28² pixels.
     fn default() -> Self {
         QwenMedia {
             video_policy: FramePolicy::Training(TrainingPlan::default()),
@@ -150,8 +151,8 @@ impl QwenMedia {
     }
 
     pub fn load_video(&self, path: &Path) -> Result<PixelInput, BoxError> {
-        let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
-        let vision = preprocess_video(decoded.frames.view(), &self.video_config)?;
+        let (plan, frames) = self.load_video_frames(path)?;
+        let vision = normalize_patchify(frames.view(), &self.video_config)?;
         Ok(PixelInput {
             pixel_values: vision.pixel_values,
             grid_thw: vision.grid_thw,
@@ -159,15 +160,15 @@ impl QwenMedia {
         })
     }
 
-    /// The planned frames of a video resized to the grid-aligned size the processor uses, with
-    /// the plan: what a motion path needs to compute flow on exactly the frames the vision
-    /// tower sees. Preprocessing these gives the same pixels as [`load_video`](Self::load_video).
+    /// The planned frames of a video resized to the grid-aligned size (the sampler's pixel
+    /// bounds and resize kernel, see [`crate::sampling`]), with the plan: what the vision tower
+    /// and a motion path's flow both see.
     pub fn load_video_frames(&self, path: &Path) -> Result<(FramePlan, Array4<u8>), BoxError> {
         let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
-        let (_, h, w, _) = decoded.frames.dim();
-        let cfg = &self.video_config;
-        let (rh, rw) = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
-        Ok((plan, resize_frames(decoded.frames.view(), rh, rw)))
+        let (t, h, w, _) = decoded.frames.dim();
+        let sampling = self.video_policy.sampling();
+        let (rh, rw) = video_size(sampling, h, w, t, &self.video_config)?;
+        Ok((plan, resize_video(sampling, decoded.frames.view(), rh, rw)))
     }
 
     pub fn load_image(&self, path: &Path) -> Result<PixelInput, BoxError> {
@@ -217,7 +218,7 @@ impl QwenMedia {
         let info = source.probe()?;
         let plan = self.video_policy.plan(info.timing())?;
         let cfg = &self.video_config;
-        let (h, w) = smart_resize(info.height, info.width, cfg.factor(), cfg.min_pixels, cfg.max_pixels)?;
+        let (h, w) = video_size(self.video_policy.sampling(), info.height, info.width, plan.len(), cfg)?;
         Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])
     }
 
@@ -591,12 +592,27 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         Ok(self.start(position))
     }
 
+    /// Loads only the order indices `visit` (ascending) of epoch `epoch`: a data-parallel rank's
+    /// share. [`EpochIter::position`] then names the next index it would visit.
+    pub fn visit(&self, epoch: u64, visit: Vec<usize>) -> Result<EpochIter, LoadError> {
+        if let Some(&index) = visit.iter().find(|&&k| k >= self.len()) {
+            return Err(LoadError::BadPosition { index, len: self.len() });
+        }
+        Ok(self.start_visit(epoch, visit))
+    }
+
     fn start(&self, position: Position) -> EpochIter {
-        let order = Arc::new(self.order(position.epoch));
-        let len = order.len();
+        self.start_visit(position.epoch, (position.index..self.len()).collect())
+    }
+
+    fn start_visit(&self, epoch: u64, visit: Vec<usize>) -> EpochIter {
+        let order = Arc::new(self.order(epoch));
+        let order_len = order.len();
+        let visit = Arc::new(visit);
+        let len = visit.len();
         let (tx, rx) = channel();
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { next_claim: position.index, next_yield: position.index, stop: false }),
+            state: Mutex::new(State { next_claim: 0, next_yield: 0, stop: false }),
             wake: Condvar::new(),
             window: self.config.prefetch.max(1),
             len,
@@ -604,19 +620,17 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         let mut handles = Vec::new();
         let inline = if self.config.workers == 0 {
             let ctx = self.ctx.clone();
-            let order = Arc::clone(&order);
-            let epoch = position.epoch;
-            Some(Box::new(move |k: usize| ctx.load(Position { epoch, index: k }, order[k])) as InlineLoad)
+            let (order, visit) = (Arc::clone(&order), Arc::clone(&visit));
+            Some(Box::new(move |j: usize| ctx.load(Position { epoch, index: visit[j] }, order[visit[j]])) as InlineLoad)
         } else {
             for w in 0..self.config.workers {
                 let ctx = self.ctx.clone();
-                let order = Arc::clone(&order);
+                let (order, visit) = (Arc::clone(&order), Arc::clone(&visit));
                 let shared = Arc::clone(&shared);
                 let tx: Sender<(usize, Result<Outcome, LoadError>)> = tx.clone();
-                let epoch = position.epoch;
                 let spawned = std::thread::Builder::new()
                     .name(format!("motionvl-loader-{w}"))
-                    .spawn(move || worker(&ctx, &order, &shared, &tx, epoch));
+                    .spawn(move || worker(&ctx, &order, &visit, &shared, &tx, epoch));
                 match spawned {
                     Ok(h) => handles.push(h),
                     // Fewer threads still load everything; none at all is caught in `next`.
@@ -627,9 +641,11 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
         };
         drop(tx);
         EpochIter {
-            epoch: position.epoch,
-            next: position.index,
+            epoch,
+            next: 0,
             len,
+            visit,
+            order_len,
             shared,
             rx,
             buffer: BTreeMap::new(),
@@ -649,9 +665,9 @@ struct Shared {
 }
 
 struct State {
-    /// Next order index a worker may take.
+    /// Next entry of the visit list a worker may take.
     next_claim: usize,
-    /// Next order index the consumer will yield.
+    /// Next entry the consumer will yield.
     next_yield: usize,
     stop: bool,
 }
@@ -667,6 +683,7 @@ impl Shared {
 fn worker<P: MediaProcessor>(
     ctx: &Context<P>,
     order: &[usize],
+    visit: &[usize],
     shared: &Shared,
     tx: &Sender<(usize, Result<Outcome, LoadError>)>,
     epoch: u64,
@@ -686,7 +703,7 @@ fn worker<P: MediaProcessor>(
             st.next_claim += 1;
             st.next_claim - 1
         };
-        let result = ctx.load(Position { epoch, index: k }, order[k]);
+        let result = ctx.load(Position { epoch, index: visit[k] }, order[visit[k]]);
         if tx.send((k, result)).is_err() {
             return;
         }
@@ -696,8 +713,12 @@ fn worker<P: MediaProcessor>(
 /// One epoch's samples in order, from a start position. Dropping it stops the workers.
 pub struct EpochIter {
     epoch: u64,
+    /// Next entry of `visit` to yield.
     next: usize,
     len: usize,
+    /// The order indices this iterator loads, ascending.
+    visit: Arc<Vec<usize>>,
+    order_len: usize,
     shared: Arc<Shared>,
     rx: Receiver<(usize, Result<Outcome, LoadError>)>,
     buffer: BTreeMap<usize, Result<Outcome, LoadError>>,
@@ -710,7 +731,7 @@ impl EpochIter {
     /// Position of the next sample this iterator will consider; save it with a checkpoint and
     /// pass it to [`DataLoader::resume`].
     pub fn position(&self) -> Position {
-        Position { epoch: self.epoch, index: self.next }
+        Position { epoch: self.epoch, index: self.visit.get(self.next).copied().unwrap_or(self.order_len) }
     }
 
     /// Samples skipped so far (too long for `max_seq_len`, or failing under `skip_errors`).

@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 use crate::frames::{EvalProtocol, FramePolicy, TrainingPlan};
 use crate::loader::QwenMedia;
 use crate::preprocess::PreprocessConfig;
+use crate::sampling::Sampling;
 
 /// The video keys of a training recipe's `[data]` section (SPEC §1 defaults: 2 FPS, 8–32
 /// frames, 128–512 × 28² pixels per frame).
@@ -22,6 +23,7 @@ pub struct TrainingVideo {
     pub max_frames: usize,
     pub min_pixels: usize,
     pub max_pixels: usize,
+    pub sampling: Sampling,
 }
 
 impl Default for TrainingVideo {
@@ -34,6 +36,7 @@ impl Default for TrainingVideo {
             max_frames: plan.max_frames,
             min_pixels: pixels.min_pixels,
             max_pixels: pixels.max_pixels,
+            sampling: plan.sampling,
         }
     }
 }
@@ -41,13 +44,13 @@ impl Default for TrainingVideo {
 impl TrainingVideo {
     /// Videos and images of a training run (Qwen2.5-VL's patch sizes and normalisation).
     pub fn media(&self) -> QwenMedia {
-        let plan = TrainingPlan { fps: self.fps, min_frames: self.min_frames, max_frames: self.max_frames };
+        let plan = TrainingPlan { fps: self.fps, min_frames: self.min_frames, max_frames: self.max_frames, sampling: self.sampling };
         let pixels = PreprocessConfig { min_pixels: self.min_pixels, max_pixels: self.max_pixels, ..PreprocessConfig::default() };
         QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() }
     }
 }
 
-/// Frame plan and pixel bounds of an evaluation (SPEC §2). The frame keys are those of
+/// Frame plan and pixel bounds of an evaluation. The frame keys are those of
 /// [`EvalProtocol`], spelled out so that a misspelt key is refused.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -65,6 +68,8 @@ pub struct ProtocolConfig {
     pub min_pixels: usize,
     /// Upper bound on height × width per frame or image.
     pub max_pixels: usize,
+    /// `qwen-vl-utils` (default), `transformers` or `rate-exact`: see [`Sampling`].
+    pub sampling: Sampling,
 }
 
 impl Default for ProtocolConfig {
@@ -79,6 +84,7 @@ impl Default for ProtocolConfig {
             max_frames: frames.max_frames,
             min_pixels: pixels.min_pixels,
             max_pixels: pixels.max_pixels,
+            sampling: frames.sampling,
         }
     }
 }
@@ -91,6 +97,7 @@ impl ProtocolConfig {
             medium_up_to_s: self.medium_up_to_s,
             medium_fps: self.medium_fps,
             max_frames: self.max_frames,
+            sampling: self.sampling,
         }
     }
 

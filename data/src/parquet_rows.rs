@@ -10,23 +10,29 @@ use std::path::Path;
 
 use parquet::file::reader::{FileReader, SerializedFileReader};
 
-use crate::samples::{ReadError, Record};
+/// Why a Parquet file could not be read; the record reader names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ParquetError {
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+    #[error("{0}")]
+    Layout(String),
+}
 
 /// Whether `path` is read as Parquet (by its extension).
 pub fn is_parquet(path: &Path) -> bool {
     path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"))
 }
 
-/// Every row of a Parquet file, in order.
-pub fn read_parquet_records(path: &Path) -> Result<Vec<Record>, ReadError> {
-    let layout = |message: String| ReadError::Layout { path: path.to_path_buf(), message };
-    let file = File::open(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
-    let reader = SerializedFileReader::new(file).map_err(|e| layout(format!("not a readable Parquet file: {e}")))?;
+/// Every row of a Parquet file, in order, as JSON objects.
+pub fn read_parquet_rows(path: &Path) -> Result<Vec<serde_json::Value>, ParquetError> {
+    let file = File::open(path)?;
+    let reader = SerializedFileReader::new(file).map_err(|e| ParquetError::Layout(format!("not a readable Parquet file: {e}")))?;
     let expected = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let mut records = Vec::with_capacity(expected);
+    let mut rows = Vec::with_capacity(expected);
     for (i, row) in reader.into_iter().enumerate() {
-        let row = row.map_err(|e| layout(format!("row {}: {e}", i + 1)))?;
-        records.push(Record { line: i + 1, value: Ok(row.to_json_value()) });
+        let row = row.map_err(|e| ParquetError::Layout(format!("row {}: {e}", i + 1)))?;
+        rows.push(row.to_json_value());
     }
-    Ok(records)
+    Ok(rows)
 }

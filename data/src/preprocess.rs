@@ -135,7 +135,7 @@ impl<'de> Deserialize<'de> for PreprocessConfig {
 }
 
 impl PreprocessConfig {
-    /// The video settings of SIS-Motion training (SPEC §1): 128·28·28 to 512·28·28 pixels per frame.
+    /// The video settings of SIS-Motion training: 128·28·28 to 512·28·28 pixels per frame.
     pub fn sis_motion_training() -> Self {
         Self {
             min_pixels: 128 * 28 * 28,
@@ -144,7 +144,7 @@ impl PreprocessConfig {
         }
     }
 
-    /// The SIS-Bench evaluation protocol (SPEC §2): 256·28·28 to 512·28·28 pixels per frame.
+    /// The SIS-Bench evaluation protocol: 256·28·28 to 512·28·28 pixels per frame.
     pub fn sisbench_eval() -> Self {
         Self {
             min_pixels: 256 * 28 * 28,
@@ -247,16 +247,21 @@ struct AxisFilter {
     precision: u32,
 }
 
-/// PIL's bicubic kernel with `a = -0.5`, which ATen uses whenever `antialias=True`.
-fn bicubic_aa_kernel(x: f64) -> f64 {
-    const A: f64 = -0.5;
-    let x = x.abs();
-    if x < 1.0 {
-        ((A + 2.0) * x - (A + 3.0)) * x * x + 1.0
-    } else if x < 2.0 {
-        ((A * x - 5.0 * A) * x + 8.0 * A) * x - 4.0 * A
+/// PIL's bicubic kernel with `a = -0.5`, which ATen uses whenever `antialias=True`, in the
+/// precision of the kernel that calls it (f64 for the uint8 weights, f32 on the float path).
+pub(crate) fn bicubic_aa_kernel<T>(x: T) -> T
+where
+    T: Copy + PartialOrd + From<f32> + std::ops::Add<Output = T> + std::ops::Sub<Output = T> + std::ops::Mul<Output = T> + std::ops::Neg<Output = T>,
+{
+    let c = T::from;
+    let a = c(-0.5);
+    let x = if x < c(0.0) { -x } else { x };
+    if x < c(1.0) {
+        ((a + c(2.0)) * x - (a + c(3.0))) * x * x + c(1.0)
+    } else if x < c(2.0) {
+        ((a * x - c(5.0) * a) * x + c(8.0) * a) * x - c(4.0) * a
     } else {
-        0.0
+        c(0.0)
     }
 }
 
@@ -446,11 +451,15 @@ pub fn resize_bicubic_aa(image: ArrayView3<u8>, out_h: usize, out_w: usize) -> A
 
 /// Resizes every frame of a `[T, H, W, C]` clip with [`resize_bicubic_aa`].
 pub fn resize_frames(frames: ArrayView4<u8>, out_h: usize, out_w: usize) -> Array4<u8> {
+    resize_each(frames, out_h, out_w, resize_bicubic_aa)
+}
+
+/// Every frame of a `[T, H, W, C]` clip through one frame resize.
+pub(crate) fn resize_each(frames: ArrayView4<u8>, out_h: usize, out_w: usize, resize: fn(ArrayView3<u8>, usize, usize) -> Array3<u8>) -> Array4<u8> {
     let (t, _, _, c) = frames.dim();
     let mut out = Array4::<u8>::zeros((t, out_h, out_w, c));
     for (i, frame) in frames.outer_iter().enumerate() {
-        out.index_axis_mut(Axis(0), i)
-            .assign(&resize_bicubic_aa(frame, out_h, out_w));
+        out.index_axis_mut(Axis(0), i).assign(&resize(frame, out_h, out_w));
     }
     out
 }

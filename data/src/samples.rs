@@ -27,7 +27,8 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::text::{IMAGE_TAG, MediaKind, Message, Role, TextError, VIDEO_TAG, check_conversation};
+use crate::parquet_rows::{is_parquet, read_parquet_rows, ParquetError};
+use crate::text::{IMAGE_TAG, MediaKind, Message, QwenTokenizer, Role, TextError, VIDEO_TAG, check_conversation, train_tokenizer};
 
 /// Keys under which a JSON object may hold its rows.
 const WRAPPER_KEYS: [&str; 4] = ["samples", "data", "questions", "items"];
@@ -74,6 +75,8 @@ pub enum RowProblem {
     UnknownTask { task: String, known: String },
     #[error("media file {0} does not exist")]
     MissingMedia(PathBuf),
+    #[error("image {path} cannot be read: {reason}")]
+    UnreadableImage { path: PathBuf, reason: String },
     #[error("a video given as a list of frame paths is not supported; point at a folder of numbered frames instead")]
     FrameListVideo,
     #[error("id `{0}` appears twice in the file")]
@@ -134,8 +137,12 @@ pub struct Record {
 /// A JSON array is split by a small structural scanner before each element is parsed, so a
 /// row keeps its own line number and a malformed element is one bad row, not a dead file.
 pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
-    if crate::parquet_rows::is_parquet(path) {
-        return crate::parquet_rows::read_parquet_records(path);
+    if is_parquet(path) {
+        let rows = read_parquet_rows(path).map_err(|e| match e {
+            ParquetError::Io(source) => ReadError::Io { path: path.to_path_buf(), source },
+            ParquetError::Layout(message) => ReadError::Layout { path: path.to_path_buf(), message },
+        })?;
+        return Ok(rows.into_iter().enumerate().map(|(i, value)| Record { line: i + 1, value: Ok(value) }).collect());
     }
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
     records_from_str(&text)
@@ -183,7 +190,7 @@ fn jsonl_records(text: &str) -> Vec<Record> {
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, l)| Record { line: i + 1, value: serde_json::from_str(l).map_err(|e| e.to_string()) })
+        .map(|(i, l)| Record { line: i + 1, value: serde_json::from_str(l).map_err(|e| in_file(&e, i + 1, 1)) })
         .collect()
 }
 
@@ -200,7 +207,8 @@ fn array_records(text: &str, open: usize) -> Result<Vec<Record>, (usize, String)
         let end = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
         line += bytes[counted_to..pos].iter().filter(|&&b| b == b'\n').count();
         counted_to = pos;
-        let value = serde_json::from_str(&text[pos..end]).map_err(|e| e.to_string());
+        let column = pos - text[..pos].rfind('\n').map_or(0, |nl| nl + 1) + 1;
+        let value = serde_json::from_str(&text[pos..end]).map_err(|e| in_file(&e, line, column));
         out.push(Record { line, value });
         pos = skip_ws(bytes, end);
         match bytes.get(pos) {
@@ -291,6 +299,15 @@ fn skip_value(bytes: &[u8], pos: usize) -> Result<usize, (usize, String)> {
     if in_string || depth > 0 { Err((pos, "unterminated JSON value".to_string())) } else { Ok(i) }
 }
 
+/// serde's message for a row that starts at `line`:`column` of its file, with the position
+/// moved from the row's text to the file, so it points where an editor shows the fault.
+fn in_file(e: &serde_json::Error, line: usize, column: usize) -> String {
+    let message = e.to_string();
+    let message = message.rsplit_once(" at line ").map_or(message.as_str(), |(m, _)| m);
+    let (at_line, at_column) = if e.line() <= 1 { (line, column + e.column().saturating_sub(1)) } else { (line + e.line() - 1, e.column()) };
+    format!("{message} at line {at_line} column {at_column}")
+}
+
 fn line_of(text: &str, pos: usize) -> usize {
     text.as_bytes()[..pos.min(text.len())].iter().filter(|&&b| b == b'\n').count() + 1
 }
@@ -377,6 +394,18 @@ impl MediaResolver {
         let path = if p.is_absolute() { p.to_path_buf() } else { self.root.join(p) };
         if self.check && !path.exists() {
             return Err(RowProblem::MissingMedia(path));
+        }
+        Ok(path)
+    }
+
+    /// [`resolve`](Self::resolve) for an image, whose header must also decode (an empty or
+    /// truncated file is caught here, not half-way through training).
+    pub fn resolve_image(&self, raw: &str) -> Result<PathBuf, RowProblem> {
+        let path = self.resolve(raw)?;
+        if self.check
+            && let Err(e) = image::image_dimensions(&path)
+        {
+            return Err(RowProblem::UnreadableImage { reason: e.to_string(), path });
         }
         Ok(path)
     }
@@ -533,7 +562,7 @@ fn parse_training_row(
     // A top-level `system` field becomes the first message; a conversation that also opens
     // with a system turn then has two, which the template check below reports.
     let videos = row.paths(&["videos", "video"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
-    let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve(p)).collect::<Result<Vec<_>, _>>()?;
+    let images = row.paths(&["images", "image"])?.iter().map(|p| media.resolve_image(p)).collect::<Result<Vec<_>, _>>()?;
     check_conversation(id, &messages, images.len(), videos.len()).map_err(|e| match e {
         TextError::MediaCountMismatch { kind, tags, media, .. } => RowProblem::Conversation(format!(
             "{tags} {} tag(s) but {media} {kind}(s) listed",
@@ -547,6 +576,12 @@ fn parse_training_row(
     let format = row.string(&["format", "sample_format"])?.map(|f| f.parse()).transpose()?;
     let task = row.string(&["task", "task_type", "task_name"])?;
     Ok(TrainingSample { id: id.to_string(), messages, images, videos, format, task, file: file.to_path_buf(), line })
+}
+
+/// The tokenizer of a model trained from scratch on `samples`: [`train_tokenizer`] over every
+/// message of every sample, as `train sft` builds it for a fresh base model.
+pub fn tokenizer_for_fresh_model(samples: &[TrainingSample], vocab_size: usize) -> Result<QwenTokenizer, TextError> {
+    train_tokenizer(samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.as_str())), vocab_size)
 }
 
 #[cfg(test)]

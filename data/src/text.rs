@@ -16,17 +16,18 @@
 //! kind at all, the tags are prepended to the first user message, as LLaMA-Factory does
 //! (videos before images, each in list order).
 //!
-//! Tokenisation works piece by piece instead of rendering one string: special tokens map
-//! straight to their ids and the text between them is encoded on its own, which is exactly
-//! what the HF tokenizer does with a rendered string (added tokens split the input first).
-//! The one extra cut is between an assistant header (`assistant\n`) and the answer, so that
-//! labels fall on token boundaries; LLaMA-Factory and the official Qwen finetuning code cut
-//! there too.
+//! The whole conversation is rendered to one string (one pad per medium) and tokenised at
+//! once, as `apply_chat_template` does, so the ids are transformers' on every conversation:
+//! tokenising the answer apart from its header would split Qwen2's pre-tokenizer where the
+//! header's `\n` and an answer's leading `\n` merge into one token. Each medium's pad is then
+//! repeated to its count, which equals tokenising the expanded string (pads are special
+//! tokens, split before anything else).
 //!
-//! Labels: the answer tokens and the `<|im_end|>` that closes them are trained; everything
-//! else (system, user turns, vision pads, role headers, the `\n` after `<|im_end|>`) is
-//! [`IGNORE_INDEX`]. The `\n` is left out because generation stops at `<|im_end|>` and never
-//! produces it.
+//! Labels are found by offsets: a token is trained when it starts inside an assistant turn's
+//! trained region, which [`LabelMask`] chooses — by default the answer, its `<|im_end|>` and
+//! the `\n` after it, as Qwen's fine-tuning code and LLaMA-Factory train. A token that merges
+//! the header's `\n` with the answer's stays with the header, masked. Everything else
+//! (system, user turns, vision pads, role headers) is [`IGNORE_INDEX`].
 
 use std::collections::HashSet;
 use std::fmt;
@@ -272,6 +273,18 @@ impl SpecialTokens {
     }
 }
 
+/// Which tokens of an assistant turn the loss sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LabelMask {
+    /// The answer, its `<|im_end|>` and the `\n` after it: Qwen's official fine-tuning code and
+    /// LLaMA-Factory.
+    #[default]
+    Qwen,
+    /// The answer and its `<|im_end|>` only, what generation produces (motionvl's earlier mask).
+    AnswerImEnd,
+}
+
 /// How a conversation is laid out and bounded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemplateOptions {
@@ -281,6 +294,7 @@ pub struct TemplateOptions {
     pub max_seq_len: Option<usize>,
     /// Patch-merge size; pads per medium are `t·h·w / merge_size²`.
     pub merge_size: usize,
+    pub label_mask: LabelMask,
 }
 
 impl Default for TemplateOptions {
@@ -289,6 +303,7 @@ impl Default for TemplateOptions {
             system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
             max_seq_len: Some(2048),
             merge_size: SPATIAL_MERGE_SIZE,
+            label_mask: LabelMask::default(),
         }
     }
 }
@@ -557,41 +572,69 @@ impl QwenTokenizer {
         merge: usize,
     ) -> Result<Tokens, TextError> {
         let sp = &self.special;
-        let mut t = Tokens::default();
+        // One pad per medium, expanded after tokenisation; byte ranges of what is trained.
+        let mut text = String::new();
+        let mut trained: Vec<std::ops::Range<usize>> = Vec::new();
+        let mut msg_ends = Vec::with_capacity(laid.len());
+        let mut media = Vec::new();
         for msg in laid {
-            for (piece, trained) in &msg.pieces {
+            for (piece, piece_trained) in &msg.pieces {
+                let start = text.len();
                 match piece {
-                    Piece::ImStart => t.push(sp.im_start, *trained, 0),
-                    Piece::ImEnd => t.push(sp.im_end, *trained, 0),
-                    Piece::Text(text) => {
-                        let ids = self.encode_raw(text, sample_id)?;
-                        for &(reserved, token) in &sp.reserved() {
-                            if ids.contains(&reserved) {
-                                return Err(TextError::ReservedTokenInText { sample_id: sample_id.to_string(), token });
-                            }
+                    Piece::ImStart => text.push_str(IM_START),
+                    Piece::ImEnd => text.push_str(IM_END),
+                    Piece::Text(t) => {
+                        if let Some(&(_, token)) = sp.reserved().iter().find(|(_, token)| t.contains(token)) {
+                            return Err(TextError::ReservedTokenInText { sample_id: sample_id.to_string(), token });
                         }
-                        for id in ids {
-                            t.push(id, *trained, 0);
-                        }
+                        text.push_str(t);
                     }
                     Piece::Media(kind, index) => {
                         let grid = match kind {
                             MediaKind::Image => image_grids[*index],
                             MediaKind::Video => video_grids[*index],
                         };
-                        let len = pad_count(grid, merge);
-                        t.push(sp.vision_start, false, 0);
-                        t.spans.push(MediaSpan { kind: *kind, index: *index, start: t.ids.len(), len });
-                        let pad = sp.pad(*kind);
-                        for _ in 0..len {
-                            t.push(pad, false, kind.token_type());
-                        }
-                        t.push(sp.vision_end, false, 0);
+                        media.push((*kind, *index, pad_count(grid, merge)));
+                        text.push_str(VISION_START);
+                        text.push_str(kind.pad_token());
+                        text.push_str(VISION_END);
+                    }
+                }
+                if *piece_trained {
+                    match trained.last_mut() {
+                        Some(last) if last.end == start => last.end = text.len(),
+                        _ => trained.push(start..text.len()),
                     }
                 }
             }
-            t.msg_ends.push(t.ids.len());
+            msg_ends.push(text.len());
         }
+        let encoding = self
+            .tokenizer
+            .encode(text.as_str(), false)
+            .map_err(|e| TextError::Tokenize { sample_id: sample_id.to_string(), message: e.to_string() })?;
+        let mut t = Tokens::default();
+        let mut media = media.into_iter();
+        let mut ends = msg_ends.iter().peekable();
+        for (&id, &(start, _)) in encoding.get_ids().iter().zip(encoding.get_offsets()) {
+            while ends.next_if(|&&end| end <= start).is_some() {
+                t.msg_ends.push(t.ids.len());
+            }
+            if id == sp.image_pad || id == sp.video_pad {
+                // Text never holds a pad (checked above), so pads come from media, in order.
+                let Some((kind, index, len)) = media.next() else {
+                    return Err(TextError::ReservedTokenInText { sample_id: sample_id.to_string(), token: MediaKind::Video.pad_token() });
+                };
+                t.spans.push(MediaSpan { kind, index, start: t.ids.len(), len });
+                for _ in 0..len {
+                    t.push(id, false, kind.token_type());
+                }
+                continue;
+            }
+            let is_trained = trained.iter().any(|r| r.contains(&start));
+            t.push(id, is_trained, 0);
+        }
+        t.msg_ends.extend(ends.map(|_| t.ids.len()));
         Ok(t)
     }
 }
@@ -815,7 +858,7 @@ fn layout(
             }
         }
         pieces.push((Piece::ImEnd, assistant));
-        pieces.push((Piece::Text("\n".to_string()), false));
+        pieces.push((Piece::Text("\n".to_string()), assistant && opts.label_mask == LabelMask::Qwen));
         laid.push(Laid { pieces, ends_turn: assistant, has_media });
     }
     if mode == Mode::Prompt {
@@ -826,12 +869,6 @@ fn layout(
         });
     }
     Ok(laid)
-}
-
-/// The tokenizer of a model trained from scratch on `samples`: [`train_tokenizer`] over every
-/// message of every sample, as `train sft` builds it for a fresh base model.
-pub fn tokenizer_for_fresh_model(samples: &[crate::samples::TrainingSample], vocab_size: usize) -> Result<QwenTokenizer, TextError> {
-    train_tokenizer(samples.iter().flat_map(|s| s.messages.iter().map(|m| m.content.as_str())), vocab_size)
 }
 
 /// Trains a byte-level BPE tokenizer shaped like Qwen2's (NFC, Qwen2's split regex, byte-level

@@ -282,3 +282,63 @@ fn read_manifest_dispatches_and_file_errors_are_typed() {
     assert!(matches!(read_sisbench(&wrapper, &skip_bad()), Ok(o) if o.items.is_empty() && o.skipped.len() == 1));
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A training file of `rows` in `dir`, as a JSON array (pretty, one key a line) or JSON lines.
+fn write_rows(dir: &Path, name: &str, rows: &[serde_json::Value], array: bool) -> PathBuf {
+    let text = if array {
+        serde_json::to_string_pretty(rows).expect("json")
+    } else {
+        rows.iter().map(|r| r.to_string() + "\n").collect()
+    };
+    let path = dir.join(name);
+    std::fs::write(&path, text).expect("write rows");
+    path
+}
+
+fn image_row(id: &str, image: &str) -> serde_json::Value {
+    serde_json::json!({"id": id, "image": image, "conversations": [{"from": "human", "value": "<image>What?"}, {"from": "gpt", "value": "A road."}]})
+}
+
+#[test]
+fn an_empty_or_undecodable_image_names_its_file_and_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    image::RgbImage::new(8, 8).save(dir.path().join("good.png")).expect("png");
+    std::fs::write(dir.path().join("empty.png"), b"").expect("empty");
+    std::fs::write(dir.path().join("text.jpg"), b"not a jpeg").expect("text");
+    for (bad, line) in [("empty.png", 2), ("text.jpg", 2)] {
+        let rows = [image_row("ok", "good.png"), image_row("bad", bad)];
+        let path = write_rows(dir.path(), "train.jsonl", &rows, false);
+        let err = first_error(read_training_samples(&path, &ReadOptions::default()));
+        assert_eq!((err.line, err.id.as_deref()), (line, Some("bad")), "{err}");
+        assert!(matches!(&err.problem, RowProblem::UnreadableImage { path, .. } if path.ends_with(bad)), "{err}");
+        assert!(err.to_string().contains(bad), "{err}");
+    }
+}
+
+#[test]
+fn a_json_syntax_error_points_at_its_line_and_column_in_the_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    image::RgbImage::new(8, 8).save(dir.path().join("good.png")).expect("png");
+    let rows = [image_row("a", "good.png"), image_row("b", "good.png"), image_row("c", "good.png")];
+    // Pretty JSON: drop the comma after row "b"'s `"from": "gpt"`; serde sees the fault on the
+    // next line, which the message must name as a line of the file, not of the row.
+    let path = write_rows(dir.path(), "train.json", &rows, true);
+    let text = std::fs::read_to_string(&path).expect("read");
+    let at = text.match_indices("\"from\": \"gpt\",").nth(1).expect("second answer").0 + "\"from\": \"gpt\"".len();
+    let broken = format!("{}{}", &text[..at], &text[at + 1..]);
+    std::fs::write(&path, &broken).expect("break");
+    let fault_line = broken[..at].lines().count() + 1;
+    let err = first_error(read_training_samples(&path, &ReadOptions::default()));
+    let lines: Vec<&str> = broken.lines().collect();
+    let row_line = lines[..fault_line].iter().rposition(|l| *l == "  {").expect("the row's opening brace") + 1;
+    assert_eq!(err.line, row_line, "the row's first line: {err}");
+    assert!(err.to_string().contains(&format!("at line {fault_line} column ")), "{err}");
+
+    // JSON lines: the column is the row's own, on the row's line.
+    let path = write_rows(dir.path(), "train.jsonl", &rows, false);
+    let text = std::fs::read_to_string(&path).expect("read").replacen("\"from\":\"gpt\",", "\"from\":\"gpt\"", 2);
+    std::fs::write(&path, &text).expect("break");
+    let err = first_error(read_training_samples(&path, &ReadOptions::default()));
+    assert_eq!(err.line, 1, "{err}");
+    assert!(err.to_string().contains("at line 1 column "), "{err}");
+}

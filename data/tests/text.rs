@@ -1,7 +1,7 @@
 //! Chat template, label masks and media expansion, checked against a tokenizer trained here.
 
 use motionvl_data::text::{
-    IGNORE_INDEX, IM_END, IMAGE_PAD, MediaKind, Message, QwenTokenizer, Role, TemplateOptions, TextError, VIDEO_PAD,
+    EncodedSample, IGNORE_INDEX, IM_END, IMAGE_PAD, LabelMask, MediaKind, Message, QwenTokenizer, Role, TemplateOptions, TextError, VIDEO_PAD,
     VISION_END, VISION_START, pad_count, render_chat, train_tokenizer,
 };
 
@@ -58,17 +58,8 @@ fn ids_equal_encoding_of_the_rendered_string() {
     assert_eq!(t.decode(&enc.input_ids, false).expect("decode"), rendered);
 }
 
-#[test]
-fn only_answers_and_their_im_end_are_trained() {
-    let t = tokenizer();
-    let msgs = vec![
-        Message::user("<video>What is the drone doing?"),
-        Message::assistant("It ascends."),
-        Message::user("And then?"),
-        Message::assistant("It turns left."),
-    ];
-    let enc = t.encode_chat("s3", &msgs, &[], &[VGRID], &opts()).expect("encode");
-    // Split the trained tokens into runs and decode each.
+/// The trained runs of an encoding, decoded.
+fn trained_runs(t: &QwenTokenizer, enc: &EncodedSample) -> Vec<String> {
     let mut runs: Vec<Vec<u32>> = Vec::new();
     let mut prev = false;
     for (&id, &l) in enc.input_ids.iter().zip(&enc.labels) {
@@ -82,9 +73,23 @@ fn only_answers_and_their_im_end_are_trained() {
         }
         prev = trained;
     }
-    let texts: Vec<String> = runs.iter().map(|r| t.decode(r, false).expect("decode")).collect();
-    assert_eq!(texts, vec![format!("It ascends.{IM_END}"), format!("It turns left.{IM_END}")]);
-    // The token after each trained <|im_end|> is the untrained "\n".
+    runs.iter().map(|r| t.decode(r, false).expect("decode")).collect()
+}
+
+#[test]
+fn answers_their_im_end_and_its_newline_are_trained_or_without_the_newline() {
+    let t = tokenizer();
+    let msgs = vec![
+        Message::user("<video>What is the drone doing?"),
+        Message::assistant("It ascends."),
+        Message::user("And then?"),
+        Message::assistant("It turns left."),
+    ];
+    let enc = t.encode_chat("s3", &msgs, &[], &[VGRID], &opts()).expect("encode");
+    assert_eq!(trained_runs(&t, &enc), vec![format!("It ascends.{IM_END}\n"), format!("It turns left.{IM_END}\n")]);
+    let older = TemplateOptions { label_mask: LabelMask::AnswerImEnd, ..opts() };
+    let enc = t.encode_chat("s3", &msgs, &[], &[VGRID], &older).expect("encode");
+    assert_eq!(trained_runs(&t, &enc), vec![format!("It ascends.{IM_END}"), format!("It turns left.{IM_END}")]);
     let last = enc.labels.len() - 1;
     assert_eq!(enc.labels[last], IGNORE_INDEX);
     assert_eq!(t.decode(&enc.input_ids[last..], false).expect("decode"), "\n");

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, TrainingPlan, eval_plan, uniform_plan};
+use motionvl_data::sampling::Sampling;
 use motionvl_data::video::{
     DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
     load_image, probe_video,
@@ -230,15 +231,15 @@ fn non_integer_frame_rate() {
     for (i, t) in all.timestamps.iter().enumerate() {
         assert!((t - i as f64 * 1001.0 / 30000.0).abs() < 1e-4, "frame {i} at {t}");
     }
-    // The plan sees the real rate: 1.001 s at 2 FPS -> 3 frames (t = 0, 0.5, 1.0).
-    let (plan, got) = VideoSource::File(path)
-        .load(
-            &FramePolicy::SisbenchEval(EvalProtocol::default()),
-            &DecodeOptions::default(),
-        )
-        .expect("load");
+    // The rate-exact plan sees the real rate: 1.001 s at 2 FPS -> 3 frames (t = 0, 0.5, 1.0).
+    let rate_exact = EvalProtocol { sampling: Sampling::RateExact, ..EvalProtocol::default() };
+    let (plan, got) = VideoSource::File(path.clone()).load(&FramePolicy::SisbenchEval(rate_exact), &DecodeOptions::default()).expect("load");
     assert_eq!(plan.len(), 3);
     assert_eq!(codes(&got.frames), vec![0, 15, 29]);
+    // qwen-vl-utils raises the 2 frames at 2 FPS to its 4-frame minimum, spread over the clip.
+    let (plan, got) = VideoSource::File(path).load(&FramePolicy::SisbenchEval(EvalProtocol::default()), &DecodeOptions::default()).expect("load");
+    assert_eq!(plan.indices, [0, 10, 19, 29]);
+    assert_eq!(codes(&got.frames), vec![0, 10, 19, 29]);
 }
 
 #[test]

@@ -110,29 +110,10 @@ impl DemoConfig {
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let mut table: toml::Table = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
         for (key, value) in overrides {
-            set_dotted(&mut table, key, value).map_err(bad)?;
+            motionvl_train::recipe::set_dotted(&mut table, key, value).map_err(|e| bad(e.to_string()))?;
         }
         table.try_into().map_err(|e: toml::de::Error| bad(e.to_string()))
     }
-}
-
-fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), String> {
-    let value = toml::from_str::<toml::Table>(&format!("v = {raw}"))
-        .ok()
-        .and_then(|mut t| t.remove("v"))
-        .unwrap_or_else(|| toml::Value::String(raw.to_owned()));
-    let mut parts: Vec<&str> = key.split('.').collect();
-    let last = parts.pop().filter(|p| !p.is_empty()).ok_or(format!("override `{key}`: empty key"))?;
-    let mut current = table;
-    for part in parts {
-        current = current
-            .entry(part.to_owned())
-            .or_insert_with(|| toml::Value::Table(Default::default()))
-            .as_table_mut()
-            .ok_or(format!("override `{key}`: `{part}` is not a section"))?;
-    }
-    current.insert(last.to_owned(), value);
-    Ok(())
 }
 
 /// One of the three models the demo trains and evaluates.
@@ -164,9 +145,9 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
         Some(summary) if summary.config == config.world => summary,
         _ => {
             eprintln!("rendering the synthetic world into {}", world_dir.display());
-            let bar = progress(show_progress, config.world.total_clips() as u64, "clips");
+            let bar = motionvl_data::progress::bar(config.world.total_clips() as u64, "clips", show_progress);
             let summary = generate_with_progress(&config.world, &world_dir, true, &|| bar.inc(1))?;
-            bar.finish_and_clear();
+            bar.finish();
             summary
         }
     };
@@ -311,14 +292,3 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &
     Ok(summary.results)
 }
 
-fn progress(show: bool, len: u64, unit: &str) -> indicatif::ProgressBar {
-    if !show {
-        return indicatif::ProgressBar::hidden();
-    }
-    let bar = indicatif::ProgressBar::new(len);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(&format!("{{bar:30}} {{pos}}/{{len}} {unit} · eta {{eta}}"))
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-    );
-    bar
-}

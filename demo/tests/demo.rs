@@ -77,7 +77,10 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
         assert_eq!(r.results.predicted, questions, "{}: every held-out question got a prediction", r.name);
         let recipe = std::fs::read_to_string(r.train_dir.join("config.toml")).unwrap();
         assert!(recipe.contains(&summary.pretrained.display().to_string()), "{} was not fine-tuned from the pretrained model", r.name);
-        assert!(r.train_dir.join("checkpoint-2/adapter/adapter_model.safetensors").is_file(), "{}", r.name);
+        assert!(r.final_loss.is_some_and(f64::is_finite), "{}", r.name);
+        for file in ["trainer_log.jsonl", "train.log", "checkpoint-2/adapter_model.safetensors", "adapter_model.safetensors"] {
+            assert!(r.train_dir.join(file).is_file(), "{}: missing {file}", r.name);
+        }
     }
     for (r, estimator) in [(&summary.runs[1], "\"dis\""), (&summary.runs[2], "\"zero\"")] {
         let meta = std::fs::read_to_string(r.train_dir.join("checkpoint-2/motion.json")).unwrap();
@@ -116,10 +119,25 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
     let png = std::fs::read(out.path().join("summary.png")).unwrap();
     assert!(png.starts_with(b"\x89PNG\r\n\x1a\n"), "summary.png is not a PNG");
 
-    // A rerun redoes nothing: the pretrained weights stay the same file, the results the same.
-    let weights = summary.pretrained.join("model.safetensors");
-    let before = std::fs::metadata(&weights).unwrap().modified().unwrap();
+    // A rerun finds everything done: it rewrites no pretrained weight, checkpoint, log or
+    // prediction, and reports the same results.
+    let stamp = |path: &std::path::Path| {
+        let meta = std::fs::metadata(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        (meta.len(), meta.modified().unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+    };
+    let outputs: Vec<std::path::PathBuf> = summary
+        .runs
+        .iter()
+        .flat_map(|r| {
+            [r.train_dir.join("checkpoint-2/adapter_model.safetensors"), r.train_dir.join("trainer_log.jsonl"), r.eval_dir.join("predictions.jsonl")]
+        })
+        .chain([summary.pretrained.join("model.safetensors")])
+        .collect();
+    let before: Vec<_> = outputs.iter().map(|p| stamp(p)).collect();
     let again = run(&config, &root.join("configs/demo.toml"), false).unwrap();
-    assert_eq!(std::fs::metadata(&weights).unwrap().modified().unwrap(), before, "stage 0 ran again with nothing changed");
+    let after: Vec<_> = outputs.iter().map(|p| stamp(p)).collect();
+    for ((path, b), a) in outputs.iter().zip(&before).zip(&after) {
+        assert_eq!(b, a, "the rerun rewrote {}", path.display());
+    }
     assert_eq!(again.report.json, summary.report.json);
 }

@@ -100,3 +100,9 @@ impl EvalError {
 }
 
 pub type Result<T> = std::result::Result<T, EvalError>;
+
+impl From<motionvl_data::files::FileError> for EvalError {
+    fn from(e: motionvl_data::files::FileError) -> Self {
+        EvalError::Io { action: e.action, path: e.path, source: e.source }
+    }
+}

@@ -14,6 +14,7 @@ use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
+use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
@@ -297,39 +298,6 @@ impl Generate for QwenGenerator {
     }
 }
 
-/// `cpu`, `cuda` or `cuda:N`.
-pub fn parse_device(s: &str) -> Result<Device> {
-    let s = s.trim().to_ascii_lowercase();
-    if s == "cpu" {
-        return Ok(Device::Cpu);
-    }
-    let ordinal = match s.strip_prefix("cuda") {
-        Some("") => 0,
-        Some(rest) => rest
-            .strip_prefix(':')
-            .and_then(|n| n.parse::<usize>().ok())
-            .ok_or_else(|| EvalError::Config(format!("device `{s}`: expected cpu, cuda or cuda:N")))?,
-        None => return Err(EvalError::Config(format!("device `{s}`: expected cpu, cuda or cuda:N"))),
-    };
-    Device::new_cuda(ordinal).map_err(|e| {
-        EvalError::Config(format!(
-            "device cuda:{ordinal}: {e} (was motionvl built with --features cuda?)"
-        ))
-    })
-}
-
-/// `f32`, `bf16` or `f16`; `None` picks f32 on the CPU (Candle has no fast bf16 matmul there)
-/// and bf16 on a GPU.
-pub fn parse_dtype(s: Option<&str>, device: &Device) -> Result<DType> {
-    match s.map(|s| s.trim().to_ascii_lowercase()).as_deref() {
-        None => Ok(if device.is_cpu() { DType::F32 } else { DType::BF16 }),
-        Some("f32" | "float32") => Ok(DType::F32),
-        Some("bf16" | "bfloat16") => Ok(DType::BF16),
-        Some("f16" | "float16") => Ok(DType::F16),
-        Some(other) => Err(EvalError::Config(format!("dtype `{other}`: expected f32, bf16 or f16"))),
-    }
-}
-
 /// A PEFT adapter folder: the folder itself, or the `adapter/` folder of a trainer checkpoint.
 fn adapter_dir(path: &Path) -> Result<PathBuf> {
     for dir in [path.to_path_buf(), path.join("adapter")] {
@@ -350,21 +318,9 @@ fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Res
     if local.is_file() || Path::new(checkpoint).is_dir() {
         return Ok(local.is_file().then_some(local));
     }
-    let hub = HubOptions::from_env();
     let (repo, revision) = checkpoint.split_once('@').unwrap_or((checkpoint, "main"));
-    let repo = hf_hub::Repo::with_revision(repo.to_string(), hf_hub::RepoType::Model, revision.to_string());
-    let cache = hf_hub::Cache::new(hub.cache_dir.clone());
-    if let Some(path) = cache.repo(repo.clone()).get(name) {
-        return Ok(Some(path));
-    }
-    if hub.offline {
-        return Ok(None);
-    }
-    let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-        .with_progress(true)
-        .build()
-        .map_err(|e| EvalError::Config(format!("hub client for {checkpoint}: {e}")))?;
-    Ok(api.repo(repo).get(name).ok())
+    // Absent from the repository, or offline and not cached: the caller falls back.
+    Ok(HubOptions::from_env().fetch(repo, revision, name).ok())
 }
 
 /// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
@@ -389,7 +345,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     check_token_ids(&model, &tokenizer)?;
     if let Some(adapter) = &config.model.adapter {
         let dir = adapter_dir(adapter)?;
-        LoraWeights::load_peft(&dir, &device)?.attach(&mut model)?;
+        LoraWeights::load_peft(&dir, &device)?.attach(model.linears_mut())?;
     }
     let motion = load_motion(config, &files, &model, &device)?;
     // The checkpoint's own normalisation and patch sizes, when it ships a processor config.

@@ -20,8 +20,8 @@ use motionvl_data::manifest::Interval;
 
 use crate::extract::{Extracted, Rule};
 
-/// Half-width of the ACC@1s window in seconds. SPEC §5 reads "correct when |ŷ−y| ≤ 1 s"; that
-/// literal reading is used (SoccerNet's "@1s" is ±0.5 s, see `shared/notes/cvaa_bench.md`).
+/// Half-width of the ACC@1s window in seconds. The LinkS²Bench paper reads "correct when |ŷ−y| ≤ 1 s"; that
+/// literal reading is used (SoccerNet's "@1s" is ±0.5 s).
 pub const ACC_WINDOW_S: f64 = 1.0;
 
 /// Slack on the ACC@1s bound, so that 10.1 vs 11.1 s (|Δ| = 1.0000000000000009 in binary
@@ -48,7 +48,7 @@ impl Metric {
     }
 }
 
-/// Mean Relative Accuracy of a numeric answer (SPEC §5).
+/// Mean Relative Accuracy of a numeric answer.
 ///
 /// The ten thresholds θ_k = (50 + 5k)/100 are compared in integer hundredths —
 /// `100·|ŷ−y| < (50 − 5k)·|y|` — so a relative error of exactly 0.05 fails θ = 0.95 as the

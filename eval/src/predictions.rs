@@ -138,7 +138,10 @@ impl PredictionWriter {
             .write(true)
             .open(path)
             .map_err(EvalError::io("open", path))?;
-        file.set_len(keep as u64).map_err(EvalError::io("truncate", path))?;
+        if keep < bytes.len() {
+            // Only a cut last line is dropped: a finished run's file stays untouched.
+            file.set_len(keep as u64).map_err(EvalError::io("truncate", path))?;
+        }
         let mut writer = Self {
             path: path.to_path_buf(),
             out: BufWriter::new(file),

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
-use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::samples::{ReadOptions, RowError};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -136,10 +135,7 @@ fn record_flow_cache(out: &Path, counts: FlowCacheCounts) -> Result<()> {
 }
 
 fn write_record(path: &Path, record: &RunRecord) -> Result<()> {
-    let text = serde_json::to_string_pretty(record).map_err(|e| EvalError::BadFile { path: path.to_path_buf(), message: e.to_string() })?;
-    let tmp = path.with_extension(format!("json.{}.tmp", std::process::id()));
-    std::fs::write(&tmp, text).map_err(EvalError::io("write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(EvalError::io("rename", path))
+    Ok(motionvl_data::files::write_json_atomic(path, record)?)
 }
 
 /// Content digests of the files a run's answers depend on (see [`RunRecord::weights`]).
@@ -223,7 +219,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
-    crate::prior::add_priors(&mut items, &config.cvaa, &crate::infer::parse_device(&config.model.device)?, &|| {})?;
+    crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?;
 
     let out = &config.out;
     let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;
@@ -259,15 +255,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
             tally.add(&bench.score(item, text));
         }
     }
-    let bar = if show_progress {
-        ProgressBar::new(items.len() as u64)
-    } else {
-        ProgressBar::hidden()
-    };
-    bar.set_style(
-        ProgressStyle::with_template("{bar:32.cyan/blue} {pos}/{len} [{elapsed_precise}<{eta_precise}] {msg}")
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
+    let bar = motionvl_data::progress::bar(items.len() as u64, "questions", show_progress);
     bar.set_position(resumed as u64);
     bar.set_message(running_message(&tally));
 
@@ -332,7 +320,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         }
         outcome?;
     } else {
-        bar.finish_and_clear();
+        bar.finish();
     }
 
     let all = read_predictions(&predictions_path)?;

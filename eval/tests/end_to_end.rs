@@ -187,7 +187,7 @@ fn tiny_checkpoint_end_to_end() {
     let files = motionvl_models::CheckpointFiles::from_dir(&checkpoint).expect("files");
     let model = Qwen25Vl::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
     let lora = LoraWeights::init(
-        &model,
+        &model.linear_shapes(),
         &LoraConfig {
             rank: 4,
             alpha: 8.0,
@@ -232,7 +232,7 @@ fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: boo
     let model = Qwen25Vl::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
     let out = dir.join(name);
     let lora = LoraWeights::init(
-        &model,
+        &model.linear_shapes(),
         &LoraConfig {
             rank: 4,
             alpha: 8.0,

@@ -9,14 +9,7 @@ use motionvl_eval::extract::{
 };
 
 fn options(texts: &[&str]) -> Vec<AnswerOption> {
-    texts
-        .iter()
-        .enumerate()
-        .map(|(i, t)| AnswerOption {
-            label: (b'A' + i as u8) as char,
-            text: t.to_string(),
-        })
-        .collect()
+    AnswerOption::lettered(texts)
 }
 
 /// SIS-Bench Action Recognition-style options.

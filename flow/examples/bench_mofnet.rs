@@ -6,7 +6,8 @@
 //! sintel config, seeded random weights, which it saves for us), then times our MOFNet on the
 //! same weights and frames, and prints ms per window for both, the ratio and the largest flow
 //! difference. Needs `timm==0.4.12 einops yacs` beside torch, and a checkout of
-//! XiaoyuShi97/VideoFlow (`core/`, `configs/`). `PYTHON` picks the interpreter.
+//! XiaoyuShi97/VideoFlow (`core/`, `configs/`). `PYTHON` picks the interpreter. `--device cuda`
+//! (a `--features cuda` build) runs both sides on GPU 0 and also prints frames per second.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -43,6 +44,8 @@ fn main() -> Result<()> {
     let videoflow = arg("--videoflow").context("pass --videoflow PATH (a checkout of XiaoyuShi97/VideoFlow)")?;
     let iters: usize = arg("--iters").map(|s| s.parse()).transpose()?.unwrap_or(12);
     let runs: usize = arg("--runs").map(|s| s.parse()).transpose()?.unwrap_or(2);
+    let cuda = arg("--device").is_some_and(|d| d.starts_with("cuda"));
+    let device = if cuda { Device::new_cuda(0)? } else { Device::Cpu };
     let threads = rayon::current_num_threads();
     let dir = tempfile::tempdir()?;
     let path = |name: &str| -> PathBuf { dir.path().join(name) };
@@ -61,6 +64,7 @@ fn main() -> Result<()> {
     let out = Command::new(&python)
         .arg(script)
         .args(["--videoflow", &videoflow, "--iters", &iters.to_string(), "--runs", &runs.to_string(), "--threads", &threads.to_string()])
+        .args(["--device", if cuda { "cuda" } else { "cpu" }])
         .arg("--frames")
         .arg(path("frames.safetensors"))
         .arg("--weights-out")
@@ -77,18 +81,19 @@ fn main() -> Result<()> {
     let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
 
     eprintln!("Candle: {runs} runs + warm-up…");
-    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, &Device::Cpu)?;
+    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, &device)?;
     let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {
         let (t0, c0) = (Instant::now(), cpu_ms());
         flows = est.window_flows(frames.view())?;
+        device.synchronize()?;
         ours_ms.push(t0.elapsed().as_secs_f64() * 1000.0);
         if let (Some(c0), Some(c1)) = (c0, cpu_ms()) {
             ours_cpu.push(c1 - c0);
         }
     }
-    let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?;
+    let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?.to_device(&Device::Cpu)?;
     let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("window").context("torch flows")?.to_dtype(DType::F32)?;
     let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
     let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
@@ -102,6 +107,8 @@ fn main() -> Result<()> {
         let (tc, oc) = (median(torch_cpu.clone()), median(ours_cpu.clone()));
         println!("  CPU time ms: PyTorch {torch_cpu:.0?} / Candle {ours_cpu:.0?}  (medians {tc:.0} / {oc:.0}, ratio {:.2}x)", tc / oc);
     }
+    let frames_per_s = |ms: f64| 5000.0 / ms;
+    println!("  frames/s: PyTorch {:.2}, Candle {:.2} ({})", frames_per_s(t), frames_per_s(o), if cuda { "GPU 0" } else { "CPU" });
     println!("  speed-up {:.2}x; max |Δflow| {diff:.2e} px (flows up to {scale:.1} px, relative {:.1e})", t / o, diff / scale.max(1e-6));
     Ok(())
 }

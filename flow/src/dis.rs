@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 
 use crate::error::{FlowError, Result};
-use crate::estimator::{FlowEstimator, Flows};
+use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 use image::Plane;
 pub use variational::VariationalParams;
 
@@ -94,6 +94,20 @@ impl Dis {
             return Err(FlowError::InvalidParameter(format!("DIS patch stride must be in 1..={}, got {}", params.patch_size, params.patch_stride)));
         }
         Ok(Dis { params, name: "dis".to_string() })
+    }
+
+    /// `dis`/`classic`/`dis-medium`, `dis-fast` or `dis-ultrafast`; DIS takes no weights.
+    pub fn from_spec(spec: &EstimatorSpec) -> Result<Self> {
+        let preset = match spec.name {
+            "dis" | "classic" | "dis-medium" => DisPreset::Medium,
+            "dis-fast" => DisPreset::Fast,
+            "dis-ultrafast" => DisPreset::UltraFast,
+            other => return Err(FlowError::UnknownEstimator { name: other.to_string(), known: "dis, classic, dis-medium, dis-fast, dis-ultrafast".into() }),
+        };
+        if let Some(path) = spec.weights {
+            return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
+        }
+        Ok(Dis::new(preset.params())?.with_name(spec.name))
     }
 
     /// The same estimator under another registry name (`classic`, `dis-fast`...).

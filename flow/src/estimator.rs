@@ -1,4 +1,5 @@
-//! The `FlowEstimator` trait, its input-size rule, and the registry behind `--motion NAME`.
+//! The `FlowEstimator` trait, its input-size rule, and what the registry ([`crate::registry`])
+//! builds estimators from.
 //!
 //! An estimator takes a whole clip, `[N, H, W, 3]` RGB u8 frames, and returns one flow field per
 //! consecutive pair, `[N-1, 2, H, W]` f32 (channel 0 = horizontal `u`, 1 = vertical `v`, in
@@ -8,15 +9,9 @@
 
 use std::path::Path;
 
-use candle_core::Device;
 use ndarray::{s, Array4, ArrayView4};
 
-use crate::dis::{Dis, DisPreset};
 use crate::error::{FlowError, Result};
-use crate::memflow::MemFlowEstimator;
-use crate::mofnet::MofNetEstimator;
-use crate::raft::{RaftArch, RaftEstimator};
-use crate::sea_raft::{SeaRaftEstimator, SeaRaftPreset};
 
 /// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
 pub type Flows = Array4<f32>;
@@ -109,10 +104,6 @@ impl Padding {
     }
 }
 
-/// Registry names accepted by [`estimator_by_name`].
-pub const KNOWN_ESTIMATORS: &[&str] =
-    &["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium", "raft-small", "raft-large", "sea-raft-s", "sea-raft-m", "sea-raft-l", "mofnet", "memflow", "zero"];
-
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
 pub struct EstimatorSpec<'a> {
@@ -121,55 +112,6 @@ pub struct EstimatorSpec<'a> {
     pub weights: Option<&'a Path>,
     /// Refinement iterations for RAFT (default 12, torchvision's default).
     pub iters: Option<usize>,
-}
-
-/// The estimator behind `--motion NAME`. `dis` (alias `classic`) needs no weights; `raft-small`
-/// and `raft-large` need a torchvision or princeton-vl checkpoint.
-pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    estimator_from_spec(&EstimatorSpec { name, weights, iters: None }, device)
-}
-
-/// [`estimator_by_name`] with the extra knobs of [`EstimatorSpec`].
-pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    let preset = match spec.name {
-        "dis" | "classic" | "dis-medium" => Some(DisPreset::Medium),
-        "dis-fast" => Some(DisPreset::Fast),
-        "dis-ultrafast" => Some(DisPreset::UltraFast),
-        _ => None,
-    };
-    if let Some(preset) = preset {
-        if let Some(path) = spec.weights {
-            return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
-        }
-        return Ok(Box::new(Dis::new(preset.params())?.with_name(spec.name)));
-    }
-    if spec.name == "zero" {
-        if let Some(path) = spec.weights {
-            return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
-        }
-        return Ok(Box::new(crate::zero::ZeroFlow));
-    }
-    if spec.name == "mofnet" {
-        return Ok(Box::new(MofNetEstimator::from_spec(spec, device)?));
-    }
-    if spec.name == "memflow" {
-        return Ok(Box::new(MemFlowEstimator::from_spec(spec, device)?));
-    }
-    if let Some(preset) = SeaRaftPreset::from_name(spec.name) {
-        return Ok(Box::new(SeaRaftEstimator::from_spec(preset, spec, device)?));
-    }
-    let arch = match spec.name {
-        "raft-small" => RaftArch::Small,
-        "raft-large" => RaftArch::Large,
-        other => {
-            return Err(FlowError::UnknownEstimator { name: other.to_string(), known: KNOWN_ESTIMATORS.join(", ") });
-        }
-    };
-    let Some(weights) = spec.weights else {
-        return Err(FlowError::MissingWeights { name: spec.name.to_string(), expected: arch.expected_weights().to_string() });
-    };
-    let iters = spec.iters.unwrap_or(12);
-    Ok(Box::new(RaftEstimator::from_checkpoint(weights, arch.config(), iters, device)?))
 }
 
 #[cfg(test)]
@@ -190,19 +132,6 @@ mod tests {
         let cropped = p.crop(flows);
         assert_eq!(cropped.dim(), (1, 2, 61, 96));
         assert_eq!(cropped[[0, 1, 0, 3]], 10000.0 + 100.0 + 3.0);
-    }
-
-    #[test]
-    fn registry_names_and_errors() {
-        let dev = Device::Cpu;
-        assert_eq!(estimator_by_name("dis", None, &dev).map(|e| e.name().to_string()).ok().as_deref(), Some("dis"));
-        assert_eq!(estimator_by_name("classic", None, &dev).map(|e| e.name().to_string()).ok().as_deref(), Some("classic"));
-        let unknown = estimator_by_name("farneback", None, &dev).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(unknown.contains("raft-large") && unknown.contains("dis"), "{unknown}");
-        let missing = estimator_by_name("raft-small", None, &dev).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(missing.contains("--weights") && missing.contains("`dis`") && missing.contains("raft_small"), "{missing}");
-        let extra = estimator_by_name("dis", Some(Path::new("x.pth")), &dev).err().map(|e| e.to_string()).unwrap_or_default();
-        assert!(extra.contains("takes no weights"), "{extra}");
     }
 
     #[test]

@@ -16,7 +16,8 @@ use motionvl_data::manifest::{read_manifest, Benchmark};
 use motionvl_data::media_config::{ConfigMedia, ProtocolConfig, TokenizerSource, TrainingVideo};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
-use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
+use motionvl_data::samples::tokenizer_for_fresh_model;
+use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 
 use crate::error::{FlowError, Result};
 use crate::estimator::Flows;

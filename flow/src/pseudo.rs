@@ -1,9 +1,9 @@
-//! Flow → pseudo-images for the motion encoder: `P_t = [‖U_t‖₂, U_tˣ, U_tʸ]` (SPEC §1), as
+//! Flow → pseudo-images for the motion encoder: `P_t = [‖U_t‖₂, U_tˣ, U_tʸ]`, as
 //! three-channel frames the Qwen2.5-VL video preprocessing consumes like real frames.
 //!
 //! **Normalisation.** One fixed scale per clip, `s = α · √(H² + W²)` (α = 0.05 by default, so
 //! 32 px at 448², 16 px at 224²), never the per-frame maximum, which would erase absolute speed
-//! and blow up noise on still frames (notes/flow.md §5). Components map to `clip(U/s, −1, 1)`,
+//! and blow up noise on still frames. Components map to `clip(U/s, −1, 1)`,
 //! the magnitude to `2·clip(‖U‖/s, 0, 1) − 1` (computed from the unclipped vector). Because
 //! `s` is a fraction of the frame diagonal, `U/s` does not change when the frame is resized,
 //! so the preprocessing may resize pseudo-images exactly as it resizes video frames.

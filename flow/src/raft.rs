@@ -26,7 +26,7 @@ pub use model::Raft;
 
 use crate::error::{FlowError, Result};
 use crate::state_dict::weights_id;
-use crate::estimator::{FlowEstimator, Flows};
+use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
 const FEATURE_BATCH: usize = 8;
@@ -44,6 +44,20 @@ pub struct RaftEstimator {
 }
 
 impl RaftEstimator {
+    /// `raft-small` or `raft-large` with `spec.weights` (torchvision or princeton-vl), 12
+    /// refinement iterations unless `spec.iters` says otherwise (torchvision's default).
+    pub fn from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Self> {
+        let arch = match spec.name {
+            "raft-small" => RaftArch::Small,
+            "raft-large" => RaftArch::Large,
+            other => return Err(FlowError::UnknownEstimator { name: other.to_string(), known: "raft-small, raft-large".into() }),
+        };
+        let Some(weights) = spec.weights else {
+            return Err(FlowError::MissingWeights { name: spec.name.to_string(), expected: arch.expected_weights().to_string() });
+        };
+        Self::from_checkpoint(weights, arch.config(), spec.iters.unwrap_or(12), device)
+    }
+
     /// Loads a checkpoint (`.safetensors` or `.pth`, torchvision or princeton-vl names).
     pub fn from_checkpoint(path: &Path, cfg: RaftConfig, iters: usize, device: &Device) -> Result<Self> {
         let tensors = weights::load_checkpoint(path, device)?;

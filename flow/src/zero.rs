@@ -7,12 +7,22 @@
 
 use ndarray::{Array4, ArrayView4};
 
-use crate::error::Result;
-use crate::estimator::{FlowEstimator, Flows};
+use crate::error::{FlowError, Result};
+use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 
 /// Zero flow for every consecutive pair.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ZeroFlow;
+
+impl ZeroFlow {
+    /// `--motion zero`, which takes no weights.
+    pub fn from_spec(spec: &EstimatorSpec) -> Result<Self> {
+        match spec.weights {
+            Some(path) => Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() }),
+            None => Ok(ZeroFlow),
+        }
+    }
+}
 
 impl FlowEstimator for ZeroFlow {
     fn name(&self) -> &str {

@@ -19,8 +19,17 @@ use crate::error::{ModelError, Result};
 const SINGLE_FILE: &str = "model.safetensors";
 const INDEX_FILE: &str = "model.safetensors.index.json";
 /// Files a model directory should hold besides config and weights.
-const SIDE_FILES: [&str; 5] =
-    ["tokenizer.json", "tokenizer_config.json", "preprocessor_config.json", "generation_config.json", "chat_template.json"];
+const SIDE_FILES: [&str; 9] = [
+    "tokenizer.json",
+    "tokenizer_config.json",
+    "preprocessor_config.json",
+    "video_preprocessor_config.json",
+    "generation_config.json",
+    "chat_template.json",
+    "chat_template.jinja",
+    "vocab.json",
+    "merges.txt",
+];
 
 /// The files of one checkpoint on local disk.
 #[derive(Debug, Clone)]

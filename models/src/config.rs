@@ -54,8 +54,8 @@ pub struct VisionConfig {
     /// Window side in pixels for window attention.
     pub window_size: usize,
     pub fullatt_block_indexes: Vec<usize>,
-    /// Temporal M-RoPE units per second of video.
-    pub tokens_per_second: f64,
+    /// Temporal M-RoPE units per second of video (an int in transformers' config).
+    pub tokens_per_second: u32,
     pub hidden_act: Activation,
     pub rope_theta: f64,
 }
@@ -105,6 +105,9 @@ pub struct Qwen25VlConfig {
     pub vision_start_token_id: u32,
     pub vision_end_token_id: u32,
     pub eos_token_ids: Vec<u32>,
+    /// Written so transformers does not fall back to Qwen's 151643, outside a small vocabulary.
+    pub bos_token_id: Option<u32>,
+    pub pad_token_id: Option<u32>,
     pub tie_word_embeddings: bool,
 }
 
@@ -130,6 +133,8 @@ struct RawText {
     rope_parameters: Option<RawRope>,
     hidden_act: Option<String>,
     eos_token_id: Option<Value>,
+    bos_token_id: Option<u32>,
+    pad_token_id: Option<u32>,
     tie_word_embeddings: Option<bool>,
 }
 
@@ -260,7 +265,7 @@ impl Qwen25VlConfig {
             temporal_patch_size: v.temporal_patch_size.unwrap_or(2),
             window_size: v.window_size.unwrap_or(112),
             fullatt_block_indexes: v.fullatt_block_indexes.clone().unwrap_or_default(),
-            tokens_per_second: v.tokens_per_second.unwrap_or(2.0),
+            tokens_per_second: whole(v.tokens_per_second.unwrap_or(2.0)).ok_or("`vision_config.tokens_per_second` must be a whole number (transformers reads it as an int)")?,
             hidden_act: act(v.hidden_act.clone())?,
             rope_theta: v.rope_parameters.as_ref().and_then(|r| r.rope_theta).unwrap_or(10000.0),
         };
@@ -283,9 +288,16 @@ impl Qwen25VlConfig {
             vision_start_token_id: raw.vision_start_token_id.unwrap_or(151652),
             vision_end_token_id: raw.vision_end_token_id.unwrap_or(151653),
             eos_token_ids,
+            bos_token_id: nested.bos_token_id.or(top.bos_token_id),
+            pad_token_id: nested.pad_token_id.or(top.pad_token_id),
             tie_word_embeddings: top.tie_word_embeddings.or(nested.tie_word_embeddings).unwrap_or(false),
         })
     }
+}
+
+/// `2.0` → 2; older motionvl configs wrote whole numbers as floats.
+fn whole(x: f64) -> Option<u32> {
+    (x.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&x)).then_some(x as u32)
 }
 
 impl Activation {
@@ -318,6 +330,8 @@ impl Qwen25VlConfig {
             "max_position_embeddings": 32768,
             "tie_word_embeddings": self.tie_word_embeddings,
             "eos_token_id": self.eos_token_ids,
+            "bos_token_id": self.bos_token_id,
+            "pad_token_id": self.pad_token_id,
             "image_token_id": self.image_token_id,
             "video_token_id": self.video_token_id,
             "vision_start_token_id": self.vision_start_token_id,
@@ -329,6 +343,7 @@ impl Qwen25VlConfig {
                 "intermediate_size": v.intermediate_size,
                 "num_heads": v.num_heads,
                 "in_chans": v.in_channels,
+                "in_channels": v.in_channels,
                 "out_hidden_size": v.out_hidden_size,
                 "patch_size": v.patch_size,
                 "spatial_patch_size": v.patch_size,

@@ -69,10 +69,7 @@ impl Dinov2Config {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let cfg: Self = serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), reason: e.to_string() })?;
-        cfg.validate().map_err(|reason| ModelError::Config { path: path.to_path_buf(), reason })?;
-        Ok(cfg)
+        crate::error::read_validated_json(path, Self::validate)
     }
 
     pub fn validate(&self) -> std::result::Result<(), String> {

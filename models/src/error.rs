@@ -52,3 +52,20 @@ pub enum ModelError {
 }
 
 pub type Result<T> = std::result::Result<T, ModelError>;
+
+impl From<motionvl_data::files::FileError> for ModelError {
+    fn from(e: motionvl_data::files::FileError) -> Self {
+        ModelError::Io { path: e.path, source: e.source }
+    }
+}
+
+/// A JSON config file, parsed and then checked by `validate`; every problem names the file.
+pub(crate) fn read_validated_json<T: serde::de::DeserializeOwned>(
+    path: &std::path::Path,
+    validate: impl Fn(&T) -> std::result::Result<(), String>,
+) -> Result<T> {
+    let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+    let cfg: T = serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), reason: e.to_string() })?;
+    validate(&cfg).map_err(|reason| ModelError::Config { path: path.to_path_buf(), reason })?;
+    Ok(cfg)
+}

@@ -4,10 +4,15 @@
 pub mod checkpoint;
 pub mod config;
 pub mod cvaa;
+pub mod device;
 pub mod dinov2;
 pub mod error;
+pub mod flash;
+pub mod flops;
 pub mod init;
 pub mod lora;
+pub mod lora_adapter;
+pub mod machine;
 pub mod motion;
 pub mod ops;
 pub mod rope;

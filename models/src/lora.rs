@@ -11,8 +11,6 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::Arc;
 
 use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
@@ -20,7 +18,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::canonical_name;
 use crate::error::{ModelError, Result};
-use crate::qwen25vl::Qwen25Vl;
+use crate::ops::Linear;
+
+pub use crate::lora_adapter::{dropout_keep_mask, LoraAdapter, LoraRuntime};
 
 /// The projections LoRA adapts by default: attention and MLP of every decoder layer.
 pub const DEFAULT_TARGETS: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
@@ -69,81 +69,6 @@ impl LoraConfig {
     }
 }
 
-/// Switches shared by all adapters of a model: training mode (dropout on) and the dropout seed
-/// of the current micro-batch. Dropout masks derive from that seed, so a resumed run draws the
-/// same masks as an uninterrupted one.
-#[derive(Debug, Clone, Default)]
-pub struct LoraRuntime(Arc<(AtomicBool, AtomicU64)>);
-
-impl LoraRuntime {
-    pub fn set_training(&self, training: bool) {
-        self.0.0.store(training, Ordering::Relaxed);
-    }
-
-    pub fn training(&self) -> bool {
-        self.0.0.load(Ordering::Relaxed)
-    }
-
-    pub fn set_dropout_seed(&self, seed: u64) {
-        self.0.1.store(seed, Ordering::Relaxed);
-    }
-
-    fn dropout_seed(&self) -> u64 {
-        self.0.1.load(Ordering::Relaxed)
-    }
-}
-
-/// The low-rank update attached to one [`crate::ops::Linear`].
-#[derive(Debug, Clone)]
-pub struct LoraAdapter {
-    a: Tensor, // [r, in]
-    b: Tensor, // [out, r]
-    scale: f64,
-    dropout: f32,
-    module_id: u64,
-    runtime: LoraRuntime,
-}
-
-impl LoraAdapter {
-    pub fn matrices(&self) -> [&Tensor; 2] {
-        [&self.a, &self.b]
-    }
-
-    /// `xs`: [rows, in] → [rows, out] in the dtype of `xs`.
-    pub fn forward(&self, xs: &Tensor) -> candle_core::Result<Tensor> {
-        let x = xs.to_dtype(self.a.dtype())?;
-        let x = if self.dropout > 0.0 && self.runtime.training() { self.dropout_mask(&x)? } else { x };
-        (x.matmul(&self.a.t()?)?.matmul(&self.b.t()?)? * self.scale)?.to_dtype(xs.dtype())
-    }
-
-    fn dropout_mask(&self, x: &Tensor) -> candle_core::Result<Tensor> {
-        let seed = self.runtime.dropout_seed() ^ self.module_id.wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        x.mul(&dropout_keep_mask(x.shape(), x.device(), seed, self.dropout)?.to_dtype(x.dtype())?)
-    }
-}
-
-/// An inverted-dropout mask (`0` with probability `p`, else `1/(1−p)`) drawn where the
-/// activations live, as a pure function of `(seed, element index)`: a checkpointed layer's
-/// recompute and a resumed run draw exactly the same mask, and nothing crosses between host and
-/// device. On the CPU each element is a SplitMix64 hash of its index (computed in parallel, no
-/// sequential RNG stream); on CUDA the device generator is reseeded with `seed` and draws
-/// uniforms on the device.
-pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64, p: f32) -> candle_core::Result<Tensor> {
-    let keep = 1.0 / (1.0 - p);
-    if device.is_cpu() {
-        use rayon::prelude::*;
-        let threshold = (p as f64 * (1u64 << 24) as f64) as u64;
-        let mask: Vec<f32> = (0..shape.elem_count() as u64)
-            .into_par_iter()
-            .map(|i| if motionvl_data::rng::mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
-            .collect();
-        return Tensor::from_vec(mask, shape, device);
-    }
-    device.set_seed(seed)?;
-    let uniform = Tensor::rand(0f32, 1f32, shape, device)?;
-    uniform.ge(p as f64)?.to_dtype(DType::F32)? * keep as f64
-}
-
 /// The A and B matrices of one adapted layer.
 #[derive(Debug, Clone)]
 pub struct LoraPair {
@@ -160,23 +85,25 @@ pub struct LoraWeights {
 }
 
 impl LoraWeights {
-    /// Fresh adapters for every layer the config selects: A Kaiming-uniform (as `nn.Linear`
-    /// initialises, bound 1/√in), B zero.
-    pub fn init(model: &Qwen25Vl, config: &LoraConfig, seed: u64, device: &Device) -> Result<Self> {
+    /// Fresh adapters for every layer the config selects among `linears` (checkpoint path, in,
+    /// out — a model's `linear_shapes()`): A Kaiming-uniform (as `nn.Linear` initialises, bound
+    /// 1/√in), B zero.
+    pub fn init(linears: &[(String, usize, usize)], config: &LoraConfig, seed: u64, device: &Device) -> Result<Self> {
         if config.rank == 0 {
             return Err(ModelError::Input("LoRA rank must be positive".into()));
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut modules = BTreeMap::new();
-        for (name, in_dim, out_dim) in model.linear_shapes() {
-            if !config.selects(&name) {
+        for (name, in_dim, out_dim) in linears {
+            let (in_dim, out_dim) = (*in_dim, *out_dim);
+            if !config.selects(name) {
                 continue;
             }
             let bound = 1.0 / (in_dim as f32).sqrt();
             let a: Vec<f32> = (0..config.rank * in_dim).map(|_| rng.random_range(-bound..bound)).collect();
             let a = Var::from_tensor(&Tensor::from_vec(a, (config.rank, in_dim), device)?)?;
             let b = Var::zeros((out_dim, config.rank), DType::F32, device)?;
-            modules.insert(name, LoraPair { a, b });
+            modules.insert(name.clone(), LoraPair { a, b });
         }
         if modules.is_empty() {
             return Err(ModelError::Input(format!("LoRA targets {:?} match no layer of the model", config.target_modules)));
@@ -188,10 +115,11 @@ impl LoraWeights {
         &self.runtime
     }
 
-    /// Puts the adapters on the model's layers (replacing any attached before).
-    pub fn attach(&self, model: &mut Qwen25Vl) -> Result<()> {
+    /// Puts the adapters on a model's layers (`linears`: its `linears_mut()`), replacing any
+    /// attached before.
+    pub fn attach(&self, linears: Vec<(String, &mut Linear)>) -> Result<()> {
         let mut remaining: BTreeMap<&str, &LoraPair> = self.modules.iter().map(|(k, v)| (k.as_str(), v)).collect();
-        for (module_id, (name, linear)) in model.linears_mut().into_iter().enumerate() {
+        for (module_id, (name, linear)) in linears.into_iter().enumerate() {
             let Some(pair) = remaining.remove(name.as_str()) else {
                 linear.set_adapter(None);
                 continue;
@@ -205,14 +133,8 @@ impl LoraWeights {
                     found: vec![b.dim(0)?, a.dim(1)?],
                 });
             }
-            linear.set_adapter(Some(LoraAdapter {
-                a: a.clone(),
-                b: b.clone(),
-                scale: self.config.scale(rank),
-                dropout: self.config.dropout,
-                module_id: module_id as u64,
-                runtime: self.runtime.clone(),
-            }));
+            let adapter = LoraAdapter::new(a.clone(), b.clone(), self.config.scale(rank), self.config.dropout, module_id as u64, self.runtime.clone());
+            linear.set_adapter(Some(adapter));
         }
         if let Some(name) = remaining.keys().next() {
             return Err(ModelError::Input(format!("the adapter targets `{name}`, which the model does not have")));
@@ -285,8 +207,7 @@ impl LoraWeights {
             "rank_pattern": {},
             "alpha_pattern": {},
         });
-        let path = dir.join(CONFIG_FILE);
-        std::fs::write(&path, serde_json::to_string_pretty(&config).unwrap_or_default()).map_err(|source| ModelError::Io { path, source })
+        Ok(motionvl_data::files::write_json_atomic(&dir.join(CONFIG_FILE), &config)?)
     }
 
     /// Reads a PEFT LoRA adapter directory (weights kept as trainable f32 variables).

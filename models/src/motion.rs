@@ -1,5 +1,5 @@
 //! SIS-Motion: a motion encoder over optical-flow pseudo-images and a connector whose output is
-//! added to the visual tokens (SPEC §1).
+//! added to the visual tokens.
 //!
 //! ```text
 //! frames ──► vision tower E_v ──────────────► e_v ─┐
@@ -101,12 +101,13 @@ impl Connector {
         })
     }
 
-    /// `e_m` [N, d] → `e_m'` [N, d], computed in the connector's dtype and returned in `e_m`'s.
+    /// `e_m` [N, d] → `e_m'` [N, d], computed in `e_m`'s dtype (bf16 on a bf16 model; the
+    /// layer norm in f32) from the connector's f32 master weights.
     pub fn forward(&self, motion_tokens: &Tensor) -> Result<Tensor> {
         let dtype = motion_tokens.dtype();
-        let x = motion_tokens.to_dtype(self.fc1.weight().dtype())?;
-        let x = self.fc1.forward(&self.norm.forward(&x)?)?.gelu_erf()?;
-        Ok(self.fc2.forward(&x)?.to_dtype(dtype)?)
+        let cast = |l: &Linear| -> Result<Linear> { Ok(Linear::from_parts(l.weight().to_dtype(dtype)?, l.bias().map(|b| b.to_dtype(dtype)).transpose()?)) };
+        let x = cast(&self.fc1)?.forward(&self.norm.forward(motion_tokens)?)?.gelu_erf()?;
+        Ok(cast(&self.fc2)?.forward(&x)?)
     }
 }
 
@@ -181,9 +182,7 @@ impl MotionMeta {
     }
 
     pub fn write(&self, dir: &std::path::Path) -> Result<()> {
-        let path = dir.join(MOTION_META_FILE);
-        let text = serde_json::to_string_pretty(self).unwrap_or_default();
-        std::fs::write(&path, text).map_err(|source| ModelError::Io { path, source })
+        Ok(motionvl_data::files::write_json_atomic(&dir.join(MOTION_META_FILE), self)?)
     }
 }
 

@@ -36,7 +36,7 @@ impl RmsNorm {
 pub struct Linear {
     weight: Tensor,
     bias: Option<Tensor>,
-    adapter: Option<crate::lora::LoraAdapter>,
+    adapter: Option<crate::lora_adapter::LoraAdapter>,
 }
 
 impl Linear {
@@ -68,11 +68,11 @@ impl Linear {
         out
     }
 
-    pub fn set_adapter(&mut self, adapter: Option<crate::lora::LoraAdapter>) {
+    pub fn set_adapter(&mut self, adapter: Option<crate::lora_adapter::LoraAdapter>) {
         self.adapter = adapter;
     }
 
-    pub fn adapter(&self) -> Option<&crate::lora::LoraAdapter> {
+    pub fn adapter(&self) -> Option<&crate::lora_adapter::LoraAdapter> {
         self.adapter.as_ref()
     }
 

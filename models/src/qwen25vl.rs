@@ -175,7 +175,7 @@ impl Qwen25Vl {
     pub fn positions(&self, batch: &PromptBatch, inputs: &VisionInputs) -> Result<RopePositions> {
         batch.validate()?;
         let spans = vision_spans(batch, inputs)?;
-        rope_index(&batch.kinds, &batch.mask, &spans, self.cfg.vision.spatial_merge_size, self.cfg.vision.tokens_per_second)
+        rope_index(&batch.kinds, &batch.mask, &spans, self.cfg.vision.spatial_merge_size, f64::from(self.cfg.vision.tokens_per_second))
     }
 
     /// Prompt embeddings `[B, L, hidden]` with vision features in place of the placeholders.
@@ -237,13 +237,46 @@ impl Qwen25Vl {
         self.forward_embeds(&embeds, &batch.mask, &positions)
     }
 
+    /// The training loss of a batch (see [`Self::loss_from_embeds`]) with the computed positions.
+    pub fn loss(&self, batch: &PromptBatch, inputs: &VisionInputs, labels: &[Vec<i64>]) -> Result<Tensor> {
+        let embeds = self.embed(batch, &self.encode_vision(inputs)?)?;
+        self.loss_from_embeds(&embeds, &batch.mask, &self.positions(batch, inputs)?, labels)
+    }
+
     /// Decoder + LM head on ready embeddings (the entry point for fused motion features).
     pub fn forward_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions) -> Result<Tensor> {
+        Ok(self.lm_head.forward(&self.hidden_from_embeds(embeds, mask, positions)?)?)
+    }
+
+    /// The decoder's final hidden states `[B, L, hidden]`, before the LM head.
+    pub fn hidden_from_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions) -> Result<Tensor> {
         let device = embeds.device();
         let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
         let attn_mask = causal_mask(mask, 0, embeds.dim(1)?, device)?;
-        let hidden = self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), None)?;
-        Ok(self.lm_head.forward(&hidden)?)
+        Ok(self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), None)?)
+    }
+
+    /// The training loss, [`causal_lm_loss`] of [`Self::forward_embeds`], with the LM head
+    /// applied only to the positions that predict a label. An SFT answer is a few dozen of a
+    /// prompt's hundreds of tokens, and the head (vocab × hidden) is the largest matmul of the
+    /// model: the full logits would cost most of the step's FLOPs and a `[L, vocab]` activation
+    /// (and its gradient) for rows whose loss is zero.
+    pub fn loss_from_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<Tensor> {
+        let hidden = self.hidden_from_embeds(embeds, mask, positions)?;
+        let (rows, len, width) = hidden.dims3()?;
+        let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
+        let chosen = hidden.reshape((rows * len, width))?.index_select(&picks.rows_tensor(hidden.device())?, 0)?;
+        picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+    }
+
+    /// transformers' `hidden_states` for a batch: embeddings, then each decoder layer's output
+    /// (the last one after the final norm).
+    pub fn hidden_states(&self, batch: &PromptBatch, inputs: &VisionInputs, positions: &RopePositions) -> Result<Vec<Tensor>> {
+        let embeds = self.embed(batch, &self.encode_vision(inputs)?)?;
+        let device = embeds.device();
+        let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
+        let attn_mask = causal_mask(&batch.mask, 0, embeds.dim(1)?, device)?;
+        Ok(self.text.forward_traced(&embeds, &cos, &sin, attn_mask.as_ref())?)
     }
 
     /// Greedy decoding with a KV cache; rows of a left-padded batch decode in lockstep.
@@ -349,28 +382,48 @@ fn vision_spans(batch: &PromptBatch, inputs: &VisionInputs) -> Result<Vec<Vision
 /// (`labels` are aligned with the inputs; the shift happens here, as in transformers).
 pub fn causal_lm_loss(logits: &Tensor, labels: &[Vec<i64>]) -> Result<Tensor> {
     let (rows, len, vocab) = logits.dims3()?;
-    let mut picks = Vec::new();
-    let mut targets = Vec::new();
-    for (b, row) in labels.iter().enumerate().take(rows) {
-        for i in 0..len.saturating_sub(1) {
-            let label = row.get(i + 1).copied().unwrap_or(-100);
-            if label == -100 {
-                continue;
+    let picks = LabelPicks::new(labels, rows, len, vocab)?;
+    let chosen = logits.reshape((rows * len, vocab))?.index_select(&picks.rows_tensor(logits.device())?, 0)?;
+    picks.mean_cross_entropy(&chosen)
+}
+
+/// The flattened `b * len + i` rows whose next token has a label, and those labels.
+struct LabelPicks {
+    rows: Vec<u32>,
+    targets: Vec<u32>,
+}
+
+impl LabelPicks {
+    fn new(labels: &[Vec<i64>], rows: usize, len: usize, vocab: usize) -> Result<Self> {
+        let mut picks = Self { rows: Vec::new(), targets: Vec::new() };
+        for (b, row) in labels.iter().enumerate().take(rows) {
+            for i in 0..len.saturating_sub(1) {
+                let label = row.get(i + 1).copied().unwrap_or(-100);
+                if label == -100 {
+                    continue;
+                }
+                if label < 0 || label as usize >= vocab {
+                    return Err(ModelError::Input(format!("label {label} at row {b}, position {} is outside the vocabulary of {vocab}", i + 1)));
+                }
+                picks.rows.push((b * len + i) as u32);
+                picks.targets.push(label as u32);
             }
-            if label < 0 || label as usize >= vocab {
-                return Err(ModelError::Input(format!("label {label} at row {b}, position {} is outside the vocabulary of {vocab}", i + 1)));
-            }
-            picks.push((b * len + i) as u32);
-            targets.push(label as u32);
         }
+        if picks.rows.is_empty() {
+            return Err(ModelError::Input("no position has a label: nothing to train on".into()));
+        }
+        Ok(picks)
     }
-    if picks.is_empty() {
-        return Err(ModelError::Input("no position has a label: nothing to train on".into()));
+
+    fn rows_tensor(&self, device: &Device) -> Result<Tensor> {
+        Ok(Tensor::new(self.rows.as_slice(), device)?)
     }
-    let device = logits.device();
-    let n = picks.len();
-    let chosen = logits.reshape((rows * len, vocab))?.index_select(&Tensor::new(picks, device)?, 0)?;
-    let log_probs = candle_nn::ops::log_softmax(&chosen.to_dtype(DType::F32)?, D::Minus1)?;
-    let target_log_probs = log_probs.gather(&Tensor::new(targets, device)?.unsqueeze(1)?, 1)?;
-    Ok((target_log_probs.sum_all()? / -(n as f64))?)
+
+    /// Mean negative log-likelihood of the targets under `logits` `[picks, vocab]`.
+    fn mean_cross_entropy(&self, logits: &Tensor) -> Result<Tensor> {
+        let log_probs = candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?;
+        let targets = Tensor::new(self.targets.as_slice(), logits.device())?.unsqueeze(1)?;
+        let target_log_probs = log_probs.gather(&targets, 1)?;
+        Ok((target_log_probs.sum_all()? / -(self.targets.len() as f64))?)
+    }
 }

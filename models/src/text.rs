@@ -151,8 +151,13 @@ impl TextAttention {
             }
             *slot = Some((k.clone(), v.clone()));
         }
-        let (k, v) = (self.repeat_kv(k)?, self.repeat_kv(v)?);
-        let out = attention(&q, &k, &v, (self.head_dim as f64).powf(-0.5), mask)?;
+        let scale = (self.head_dim as f64).powf(-0.5);
+        // A decode step without padding has no mask: the fused kernel serves it on a GPU.
+        let fused = if mask.is_none() { crate::flash::unmasked(&q, &k, &v, scale)? } else { None };
+        let out = match fused {
+            Some(out) => out,
+            None => attention(&q, &self.repeat_kv(k)?, &self.repeat_kv(v)?, scale, mask)?,
+        };
         self.o_proj.forward(&out.transpose(1, 2)?.reshape((b, l, self.num_heads * self.head_dim))?)
     }
 
@@ -289,6 +294,19 @@ impl TextModel {
             };
         }
         self.norm.forward(&xs)
+    }
+
+    /// The decoder's hidden states as transformers returns them: the input embeddings, each
+    /// layer's output, with the last replaced by the final norm's output.
+    pub fn forward_traced(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: Option<&Tensor>) -> Result<Vec<Tensor>> {
+        let mut states = vec![embeds.clone()];
+        for layer in &self.layers {
+            let next = layer.forward(&states[states.len() - 1], cos, sin, mask, None)?;
+            states.push(next);
+        }
+        let last = states.len() - 1;
+        states[last] = self.norm.forward(&states[last])?;
+        Ok(states)
     }
 }
 

@@ -104,6 +104,8 @@ impl VisionLayout {
 /// Rows of a sequence split into independent attention segments. Segments of equal length are
 /// batched together, so a video with hundreds of windows costs a handful of matmuls.
 struct Segments {
+    /// Cumulative row offsets of the segments, as the layout gives them.
+    cu_seqlens: Vec<usize>,
     /// Row order that lays the segments out group by group; `None` when already in that order.
     gather: Option<Tensor>,
     /// Inverse of `gather`.
@@ -137,7 +139,7 @@ impl Segments {
             }
             (Some(Tensor::new(order, device)?), Some(Tensor::new(inverse, device)?))
         };
-        Ok(Self { gather, scatter, groups })
+        Ok(Self { cu_seqlens: cu_seqlens.to_vec(), gather, scatter, groups })
     }
 }
 
@@ -173,11 +175,14 @@ impl VisionAttention {
         let q = apply_rotary(&part(0)?, cos, sin)?;
         let k = apply_rotary(&part(1)?, cos, sin)?;
         let v = part(2)?;
+        let scale = (self.head_dim as f64).powf(-0.5);
+        if let Some(out) = crate::flash::segments(&q, &k, &v, &segments.cu_seqlens, scale)? {
+            return self.proj.forward(&out.reshape((n, self.num_heads * self.head_dim))?);
+        }
         let (q, k, v) = match &segments.gather {
             Some(g) => (q.index_select(g, 0)?, k.index_select(g, 0)?, v.index_select(g, 0)?),
             None => (q, k, v),
         };
-        let scale = (self.head_dim as f64).powf(-0.5);
         let mut outputs = Vec::with_capacity(segments.groups.len());
         let mut offset = 0;
         for &(len, count) in &segments.groups {

@@ -136,7 +136,7 @@ fn a_pretrained_backbone_stays_frozen_while_the_heads_learn() {
     let world = SynthConfig { train_worlds: 1, test_worlds: 1, ..SynthConfig::default() };
     let sat = SatelliteConfig { size_px: 96, metres_per_pixel: 3.0, frame_px: 28, train_frames_per_world: 8, test_frames_per_world: 1, ..SatelliteConfig::default() };
     let summary = write_pairs(&world, &sat, dir.path(), &|| {}).expect("pairs");
-    let fixture = motionvl_tests::fixture_root("dinov2").join("odd_size");
+    let fixture = motionvl_tests::fixtures::fixtures_root().join("dinov2/odd_size");
     let mut r = recipe(&summary.train_pairs, &dir.path().join("frozen"), 2);
     r.model.init = None;
     r.model.train_backbone = false;

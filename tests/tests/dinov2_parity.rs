@@ -1,17 +1,14 @@
 //! DINOv2 in Candle against transformers' `Dinov2Model` (`tests/fixtures/dinov2/*`), in f32 on
 //! CPU. Every dump directory is checked, so a new dump needs no code.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::{Context, Result};
 use candle_core::{DType, Device};
 use motionvl_models::dinov2::{Dinov2Model, Dinov2Naming, Dinov2Weights, PosInterpolation};
-use motionvl_tests::{assert_close, fixture_dirs, Tensors};
+use motionvl_tests::fixtures::{assert_close, dumps, Dump, Tensors};
 
 const TOL: f32 = 1e-4;
 
 struct Fixture {
-    dir: PathBuf,
+    dump: Dump,
     name: String,
     inputs: Tensors,
     expected: Tensors,
@@ -19,25 +16,17 @@ struct Fixture {
 
 impl Fixture {
     fn all() -> Vec<Fixture> {
-        let fixtures: Vec<Fixture> = fixture_dirs("dinov2").iter().map(|dir| Fixture::open(dir).unwrap_or_else(|e| panic!("{e:#}"))).collect();
-        assert!(!fixtures.is_empty(), "no DINOv2 dumps");
-        fixtures
-    }
-
-    fn open(dir: &Path) -> Result<Self> {
-        for file in ["model.safetensors", "inputs.safetensors", "expected.safetensors"] {
-            anyhow::ensure!(dir.join(file).is_file(), "DINOv2 dump {} lacks {file}", dir.display());
-        }
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            name: dir.file_name().unwrap_or_default().to_string_lossy().into_owned(),
-            inputs: Tensors::load(&dir.join("inputs.safetensors"))?,
-            expected: Tensors::load(&dir.join("expected.safetensors"))?,
-        })
+        dumps("dinov2")
+            .into_iter()
+            .map(|dump| {
+                dump.path("model.safetensors");
+                Fixture { inputs: dump.tensors("inputs.safetensors"), expected: dump.tensors("expected.safetensors"), name: dump.label.clone(), dump }
+            })
+            .collect()
     }
 
     fn model(&self) -> Dinov2Model {
-        Dinov2Model::load(&self.dir, DType::F32, &Device::Cpu).with_context(|| format!("loading {}", self.dir.display())).unwrap()
+        Dinov2Model::load(&self.dump.dir, DType::F32, &Device::Cpu).unwrap_or_else(|e| panic!("loading {}: {e}", self.name))
     }
 }
 
@@ -45,22 +34,22 @@ impl Fixture {
 fn outputs_match_transformers() {
     for fx in Fixture::all() {
         let model = fx.model();
-        let out = model.forward(fx.inputs.get("pixel_values").unwrap()).unwrap();
-        assert_close(&format!("{}: last_hidden_state", fx.name), &out.last_hidden_state, fx.expected.get("last_hidden_state").unwrap(), TOL);
-        assert_close(&format!("{}: pooler_output", fx.name), &out.pooler_output, fx.expected.get("pooler_output").unwrap(), TOL);
+        let out = model.forward(fx.inputs.get("pixel_values")).unwrap();
+        assert_close(&format!("{}: last_hidden_state", fx.name), &out.last_hidden_state, fx.expected.get("last_hidden_state"), TOL);
+        assert_close(&format!("{}: pooler_output", fx.name), &out.pooler_output, fx.expected.get("pooler_output"), TOL);
     }
 }
 
 #[test]
 fn positions_resample_like_each_implementation() {
     for fx in Fixture::all() {
-        let grid = fx.inputs.i64_flat("interpolation_grid").unwrap();
+        let grid = fx.inputs.i64_flat("interpolation_grid");
         let (rows, cols) = (grid[0] as usize, grid[1] as usize);
         let mut model = fx.model();
         for (way, interpolation) in [("transformers", PosInterpolation::Transformers), ("meta", PosInterpolation::Meta), ("timm", PosInterpolation::Timm)] {
             model.set_interpolation(interpolation);
             let positions = model.embeddings().positions(rows, cols).unwrap();
-            assert_close(&format!("{}: positions at {rows}×{cols}, {way}", fx.name), &positions, fx.expected.get(&format!("positions.{way}")).unwrap(), 1e-5);
+            assert_close(&format!("{}: positions at {rows}×{cols}, {way}", fx.name), &positions, fx.expected.get(&format!("positions.{way}")), 1e-5);
         }
     }
 }
@@ -69,7 +58,7 @@ fn positions_resample_like_each_implementation() {
 fn each_naming_is_recognised_with_its_resampling() {
     let mut seen = Vec::new();
     for fx in Fixture::all() {
-        let weights = Dinov2Weights::open(&fx.dir, &Device::Cpu).unwrap();
+        let weights = Dinov2Weights::open(&fx.dump.dir, &Device::Cpu).unwrap();
         let expected = match weights.naming {
             Dinov2Naming::Hub | Dinov2Naming::Transformers5 => PosInterpolation::Transformers,
             Dinov2Naming::Meta => PosInterpolation::Meta,

@@ -124,11 +124,7 @@ fn the_predictions_reader_never_panics() {
 
 #[test]
 fn option_splitting_and_answer_extraction_never_panic() {
-    let options: Vec<AnswerOption> = ["move forward", "turn left", "ascend", "3.5 m"]
-        .iter()
-        .enumerate()
-        .map(|(i, t)| AnswerOption { label: (b'A' + i as u8) as char, text: t.to_string() })
-        .collect();
+    let options = AnswerOption::lettered(&["move forward", "turn left", "ascend", "3.5 m"]);
     let seeds = ["The answer is B. turn left", "A. up\nB. down\nC) left (D) right", "{\"answer\": \"C\", \"time\": \"00:12\"}", "Yes, 12.5 meters at 1:02.5", "B and D"];
     for (s, seed) in seeds.iter().enumerate() {
         for i in 0..iterations() * 4 {

@@ -8,17 +8,15 @@ use candle_core::{DType, Device, Tensor};
 use motionvl_models::qwen25vl::{PromptBatch, Qwen25Vl, VisionFeatures};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::{CheckpointFiles, HubOptions, ModelError};
-use motionvl_tests::{assert_close, fixture_dirs, Tensors};
+use motionvl_tests::fixtures::{assert_close, max_rel_diff, tolerance, Tensors};
+use motionvl_tests::qwen_dump::QwenDump;
 
-/// Logits of a text-only prompt, enough to tell two loads apart.
-fn text_logits(model: &Qwen25Vl) -> Tensor {
-    let ids = vec![1u32, 7, 42, 99, 3];
-    let batch = PromptBatch::single(ids.clone(), vec![TokenKind::Text; ids.len()]);
-    model.forward(&batch, &Default::default(), None).unwrap()
-}
-
-fn reference_model(dir: &Path) -> Qwen25Vl {
-    Qwen25Vl::load(&CheckpointFiles::from_dir(dir).unwrap(), DType::F32, &Device::Cpu).unwrap()
+/// transformers' logits for the dump's video sample, so that every weight — the vision tower's
+/// included — is checked by value.
+fn assert_reproduces_dump(what: &str, model: &Qwen25Vl, fx: &QwenDump) {
+    let batch = fx.prompt("");
+    let logits = model.forward(&batch, &fx.video_inputs(), Some(&fx.hf_positions("", &batch))).unwrap();
+    assert_close(&format!("{}: {what}", fx.dump.label), &logits, fx.expected.get("logits"), tolerance::F32_ACTIVATIONS);
 }
 
 /// Copies a fixture's config and writes its tensors under the transformers-5 names, split
@@ -26,17 +24,16 @@ fn reference_model(dir: &Path) -> Qwen25Vl {
 fn write_sharded_transformers5(fixture: &Path, out: &Path) {
     std::fs::copy(fixture.join("config.json"), out.join("config.json")).unwrap();
     let names: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(fixture.join("weight_names.json")).unwrap()).unwrap();
-    let tensors = Tensors::load(&fixture.join("model.safetensors")).unwrap();
+    let tensors = Tensors::load(&fixture.join("model.safetensors"));
     let mut shards: [HashMap<String, Tensor>; 2] = Default::default();
     let mut weight_map = serde_json::Map::new();
-    let mut saved: Vec<&String> = tensors.names().collect();
-    saved.sort();
+    let saved: Vec<&String> = tensors.names();
     for (i, saved_name) in saved.into_iter().enumerate() {
         let new_name = names["saved_key_to_transformers5_state_dict_key"][saved_name.as_str()]
             .as_str()
             .unwrap_or_else(|| panic!("weight_names.json has no transformers-5 name for {saved_name}"));
         let shard = i % 2;
-        shards[shard].insert(new_name.to_owned(), tensors.get(saved_name).unwrap().clone());
+        shards[shard].insert(new_name.to_owned(), tensors.get(saved_name).clone());
         weight_map.insert(new_name.to_owned(), format!("model-0000{}-of-00002.safetensors", shard + 1).into());
     }
     for (i, shard) in shards.iter().enumerate() {
@@ -48,19 +45,20 @@ fn write_sharded_transformers5(fixture: &Path, out: &Path) {
 
 #[test]
 fn sharded_checkpoint_with_transformers5_names_loads_identically() {
-    for fixture in fixture_dirs("qwen2_5_vl") {
+    for fx in QwenDump::all() {
         let dir = tempfile::tempdir().unwrap();
-        write_sharded_transformers5(&fixture, dir.path());
+        write_sharded_transformers5(&fx.dump.dir, dir.path());
         let files = CheckpointFiles::from_dir(dir.path()).unwrap();
         assert_eq!(files.weights.len(), 2);
         let model = Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap();
-        assert_close("sharded transformers-5 checkpoint", &text_logits(&model), &text_logits(&reference_model(&fixture)), 0.0);
+        assert_reproduces_dump("sharded transformers-5 checkpoint", &model, &fx);
     }
 }
 
 #[test]
 fn hub_id_resolves_from_the_cache_and_offline_misses_are_explained() {
-    let fixture = &fixture_dirs("qwen2_5_vl")[0];
+    for fx in QwenDump::all() {
+    let fixture = &fx.dump.dir;
     let cache = tempfile::tempdir().unwrap();
     let repo = cache.path().join("models--motionvl--tiny");
     let snapshot = repo.join("snapshots").join("0123abcd");
@@ -74,23 +72,25 @@ fn hub_id_resolves_from_the_cache_and_offline_misses_are_explained() {
     let files = CheckpointFiles::resolve("motionvl/tiny", &hub).unwrap();
     assert!(files.dir.join("generation_config.json").is_file(), "side files resolve into the snapshot folder");
     let model = Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap();
-    assert_close("hub-cached checkpoint", &text_logits(&model), &text_logits(&reference_model(fixture)), 0.0);
+    assert_reproduces_dump("hub-cached checkpoint", &model, &fx);
 
     let err = CheckpointFiles::resolve("motionvl/absent", &hub).unwrap_err();
     assert!(matches!(err, ModelError::NotCached { .. }), "{err}");
     let message = err.to_string();
     assert!(message.contains("motionvl/absent") && message.contains("offline"), "{message}");
+    }
 }
 
 #[test]
 fn missing_and_misshaped_tensors_are_named() {
-    let fixture = &fixture_dirs("qwen2_5_vl")[0];
-    let tensors = Tensors::load(&fixture.join("model.safetensors")).unwrap();
-    let victim = "model.layers.0.self_attn.q_proj.weight";
+    for fx in QwenDump::all() {
+    let fixture = &fx.dump.dir;
+    let tensors = Tensors::load(&fixture.join("model.safetensors"));
+    for victim in ["model.layers.0.self_attn.q_proj.weight", "visual.blocks.0.mlp.up_proj.weight"] {
     let write_variant = |replacement: Option<Tensor>| -> String {
         let dir = tempfile::tempdir().unwrap();
         std::fs::copy(fixture.join("config.json"), dir.path().join("config.json")).unwrap();
-        let mut map: HashMap<String, Tensor> = tensors.names().map(|n| (n.clone(), tensors.get(n).unwrap().clone())).collect();
+        let mut map: HashMap<String, Tensor> = tensors.names().into_iter().map(|n| (n.clone(), tensors.get(n).clone())).collect();
         match replacement {
             Some(t) => map.insert(victim.into(), t),
             None => map.remove(victim),
@@ -101,17 +101,18 @@ fn missing_and_misshaped_tensors_are_named() {
     };
     let missing = write_variant(None);
     assert!(missing.contains(victim), "{missing}");
-    let shape = tensors.get(victim).unwrap().dims().to_vec();
+    let shape = tensors.get(victim).dims().to_vec();
     let wrong = Tensor::zeros((shape[0], shape[1] + 1), DType::F32, &Device::Cpu).unwrap();
     let misshaped = write_variant(Some(wrong));
     assert!(misshaped.contains(victim), "{misshaped}");
     assert!(misshaped.contains(&format!("{:?}", [shape[0], shape[1] + 1])) && misshaped.contains(&format!("{shape:?}")), "{misshaped}");
+    }
+    }
 }
 
 #[test]
 fn placeholder_count_mismatch_names_both_counts() {
-    let fixture = &fixture_dirs("qwen2_5_vl")[0];
-    let model = reference_model(fixture);
+    let model = QwenDump::all().remove(0).model();
     let cfg = model.config();
     let ids = vec![1, cfg.vision_start_token_id, cfg.video_token_id, cfg.video_token_id, cfg.vision_end_token_id, 9];
     let kinds = ids.iter().map(|&t| if t == cfg.video_token_id { TokenKind::Video } else { TokenKind::Text }).collect();
@@ -128,14 +129,23 @@ fn placeholder_count_mismatch_names_both_counts() {
 
 #[test]
 fn reduced_precision_loads_close_to_f32() {
-    let fixture = &fixture_dirs("qwen2_5_vl")[0];
-    let files = CheckpointFiles::from_dir(fixture).unwrap();
-    let reference = text_logits(&reference_model(fixture));
-    for dtype in [DType::BF16, DType::F16] {
-        let model = Qwen25Vl::load(&files, dtype, &Device::Cpu).unwrap();
-        let logits = text_logits(&model);
-        assert_eq!(logits.dtype(), dtype);
-        let rel = motionvl_tests::max_rel_diff(&logits, &reference).unwrap();
-        assert!(rel < 0.1, "{dtype:?} logits drift by {rel} relative to f32");
+    for fx in QwenDump::all() {
+        let files = CheckpointFiles::from_dir(&fx.dump.dir).unwrap();
+        let batch = fx.prompt("");
+        let positions = fx.hf_positions("", &batch);
+        let reference = fx.expected.get("logits");
+        for (dtype, bound) in [(DType::BF16, tolerance::BF16_LOGITS_RELATIVE), (DType::F16, tolerance::F16_LOGITS_RELATIVE)] {
+            let model = Qwen25Vl::load(&files, dtype, &Device::Cpu).unwrap();
+            let video = fx.video_inputs();
+            let video = motionvl_models::qwen25vl::VisionInputs {
+                videos: video.videos.map(|v| motionvl_models::qwen25vl::PixelInput { pixel_values: v.pixel_values.to_dtype(dtype).unwrap(), ..v }),
+                ..video
+            };
+            let logits = model.forward(&batch, &video, Some(&positions)).unwrap();
+            assert_eq!(logits.dtype(), dtype);
+            let rel = max_rel_diff(&logits, reference);
+            eprintln!("{}: {dtype:?} logits drift {rel:.4} relative to transformers' f32", fx.dump.label);
+            assert!(rel < bound, "{}: {dtype:?} logits drift by {rel} relative to f32 (bound {bound})", fx.dump.label);
+        }
     }
 }

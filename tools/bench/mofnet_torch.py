@@ -19,7 +19,7 @@ import torch
 from safetensors.torch import load_file, save_file
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
-from make_mofnet_fixture import build, randomise  # noqa: E402
+from mofnet import build, randomise  # noqa: E402
 
 
 def main():
@@ -32,6 +32,7 @@ def main():
     ap.add_argument("--runs", type=int, default=2)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--seed", type=int, default=9)
+    ap.add_argument("--device", default="cpu")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -42,16 +43,19 @@ def main():
     save_file(state, args.weights_out)
 
     frames = load_file(args.frames)["frames"]
-    images = frames.permute(0, 3, 1, 2).float()[None]
+    images = frames.permute(0, 3, 1, 2).float()[None].to(args.device)
+    model = model.to(args.device)
+    sync = torch.cuda.synchronize if args.device.startswith("cuda") else (lambda: None)
     times, cpu = [], []
     with torch.inference_mode():
         out, _ = model(images, {})  # warm-up (allocator, oneDNN kernels)
         for _ in range(args.runs):
             t0, c0 = time.perf_counter(), time.process_time()
             out, _ = model(images, {})
+            sync()
             times.append((time.perf_counter() - t0) * 1000.0)
             cpu.append((time.process_time() - c0) * 1000.0)
-    save_file({"window": out[0].float().contiguous()}, args.flows_out)
+    save_file({"window": out[0].float().cpu().contiguous()}, args.flows_out)
     print(json.dumps({"ms": times, "cpu_ms": cpu, "threads": torch.get_num_threads(), "torch": torch.__version__}))
 
 

@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures"))
 
 
 def sea_raft(args, frames):
-    import make_searaft_fixture as fx
+    import sea_raft as fx
 
     RAFT = fx.import_official(args.repo)
     gen = torch.Generator().manual_seed(args.seed)
@@ -52,7 +52,7 @@ def sea_raft(args, frames):
 
 
 def memflow(args, frames):
-    import make_memflow_fixture as fx
+    import memflow as fx
 
     MemFlowNet, InferenceCore, InputPadder = fx.import_official(args.repo)
     gen = torch.Generator().manual_seed(args.seed)

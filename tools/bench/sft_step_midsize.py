@@ -1,43 +1,77 @@
 #!/usr/bin/env python
-"""PyTorch side of the SFT-step benchmark: the mid-size Qwen2.5-VL of qwen25vl_midsize.py with
-PEFT LoRA (r32, alpha 64, dropout 0.05, q/k/v/o/gate/up/down of the language model), AdamW,
-f32, 2 threads. Usage: sft_step_midsize.py [--checkpointing]. Prints one JSON line: median seconds
-per optimiser step (forward + backward + AdamW, one micro-batch) and peak RSS."""
-import json, resource, sys, time, torch
+"""PyTorch side of the SFT-step benchmark (`cargo bench -p motionvl-train --bench sft_step`):
+Qwen2.5-VL from a config file on random weights with PEFT LoRA (r32, alpha 64, dropout 0.05,
+q/k/v/o/gate/up/down of the language model), AdamW, one micro-batch holding one video.
+
+Defaults: the mid-size config of qwen25vl_midsize.py, f32, 2 CPU threads, a 16-frame 224x224
+video (575 tokens), transformers' default SDPA attention (`ATTN=eager` for the eager path). With
+`--device cuda --dtype bf16` (the `3b-gpu` profile): weights in bf16, adapters in f32 (PEFT's
+default), forward under bf16 autocast.
+
+Usage: sft_step_midsize.py [--config JSON] [--grid T,H,W] [--suffix N] [--device cpu|cuda]
+                           [--dtype f32|bf16] [--checkpointing]
+Prints one JSON line: median seconds per optimiser step (forward + backward + clipping + AdamW),
+tokens/s, peak RSS and, on CUDA, PyTorch's peak allocated and reserved GPU memory."""
+import argparse, json, os, pathlib, resource, time, torch
 from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
 from peft import LoraConfig, get_peft_model
-torch.set_num_threads(2); torch.manual_seed(0)
-ckpt = "--checkpointing" in sys.argv
-cfg = Qwen2_5_VLConfig(
-  vision_config=dict(depth=8, hidden_size=256, num_heads=4, intermediate_size=1024, patch_size=14, temporal_patch_size=2,
-                     spatial_merge_size=2, window_size=112, fullatt_block_indexes=[3,7], out_hidden_size=512, tokens_per_second=2),
-  text_config=dict(hidden_size=512, num_hidden_layers=8, num_attention_heads=8, num_key_value_heads=2, intermediate_size=1408,
-                   vocab_size=151936, rope_parameters={"rope_type":"default","rope_theta":1e6,"mrope_section":[8,12,12]}),
-  image_token_id=151655, video_token_id=151656, vision_start_token_id=151652, vision_end_token_id=151653)
-cfg._attn_implementation = "eager"
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--config", default=str(pathlib.Path(__file__).resolve().parents[2] / "configs/models/midsize.json"))
+ap.add_argument("--grid", default="8,16,16", help="video grid in patches (t,h,w)")
+ap.add_argument("--suffix", type=int, default=40, help="text tokens after the video")
+ap.add_argument("--device", default="cpu")
+ap.add_argument("--dtype", default="f32", choices=["f32", "bf16"])
+ap.add_argument("--checkpointing", action="store_true")
+ap.add_argument("--steps", type=int, default=3, help="timed steps after one warm-up")
+args = ap.parse_args()
+cuda = args.device.startswith("cuda")
+if not cuda:
+    torch.set_num_threads(2)
+torch.manual_seed(0)
+cfg = Qwen2_5_VLConfig(**json.loads(pathlib.Path(args.config).read_text()))
+cfg._attn_implementation = os.environ.get("ATTN", "sdpa")
 m = Qwen2_5_VLForConditionalGeneration(cfg)
+bf16 = args.dtype == "bf16"
+if bf16:
+    m = m.to(torch.bfloat16)
+m = m.to(args.device)
 lora = LoraConfig(r=32, lora_alpha=64, lora_dropout=0.05,
                   target_modules=r"^(?!.*visual).*\.(q_proj|k_proj|v_proj|o_proj|gate_proj|up_proj|down_proj)$")
 m = get_peft_model(m, lora)
-if ckpt:
+if args.checkpointing:
     m.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     m.enable_input_require_grads()
 m.train()
-opt = torch.optim.AdamW([p for p in m.parameters() if p.requires_grad], lr=1e-5, weight_decay=0.01)
-T,H,W = 16,224,224
-gt,gh,gw = T//2, H//14, W//14
-npatch = gt*gh*gw; ntok = npatch//4
-pix = torch.randn(npatch, 3*2*14*14)
-ids = torch.tensor([[151644]+[100]*20+[151652]+[151656]*ntok+[151653]+[200]*40]); mm = (ids==151656).long()*2
+trainable = [p for p in m.parameters() if p.requires_grad]
+opt = torch.optim.AdamW(trainable, lr=1e-5, weight_decay=0.01)
+gt, gh, gw = (int(g) for g in args.grid.split(","))
+npatch = gt * gh * gw; ntok = npatch // 4
+pix = torch.randn(npatch, 3 * 2 * 14 * 14).to(args.device, torch.bfloat16 if bf16 else torch.float32)
+ids = torch.tensor([[151644] + [100] * 20 + [151652] + [151656] * ntok + [151653] + [200] * args.suffix], device=args.device)
+mm = (ids == 151656).long() * 2
 labels = ids.clone(); labels[:, :-30] = -100
-kw = dict(input_ids=ids, pixel_values_videos=pix, video_grid_thw=torch.tensor([[gt,gh,gw]]), second_per_grid_ts=torch.tensor([1.0]), mm_token_type_ids=mm, labels=labels)
+kw = dict(input_ids=ids, pixel_values_videos=pix, video_grid_thw=torch.tensor([[gt, gh, gw]], device=args.device),
+          second_per_grid_ts=torch.tensor([1.0], device=args.device), mm_token_type_ids=mm, labels=labels)
+
 def step():
     opt.zero_grad(set_to_none=True)
-    m(**kw).loss.backward()
-    torch.nn.utils.clip_grad_norm_([p for p in m.parameters() if p.requires_grad], 1.0)
+    with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
+        loss = m(**kw).loss
+    loss.float().backward()
+    torch.nn.utils.clip_grad_norm_(trainable, 1.0)
     opt.step()
-step(); xs=[]
-for _ in range(3):
-    s=time.perf_counter(); step(); xs.append(time.perf_counter()-s)
-print(json.dumps({"checkpointing": ckpt, "trainable_M": sum(p.numel() for p in m.parameters() if p.requires_grad)/1e6,
-  "step_s": round(sorted(xs)[1],3), "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss/1024)}))
+    if cuda:
+        torch.cuda.synchronize()
+
+step(); xs = []
+for _ in range(args.steps):
+    s = time.perf_counter(); step(); xs.append(time.perf_counter() - s)
+median = sorted(xs)[len(xs) // 2]
+out = {"checkpointing": args.checkpointing, "attention": m.config._attn_implementation, "threads": torch.get_num_threads(), "trainable_M": sum(p.numel() for p in trainable) / 1e6, "tokens": ids.shape[1],
+       "step_s": round(median, 3), "tokens_per_s": round(ids.shape[1] / median),
+       "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
+if cuda:
+    out["torch_max_allocated_MiB"] = round(torch.cuda.max_memory_allocated() / 2**20)
+    out["torch_max_reserved_MiB"] = round(torch.cuda.max_memory_reserved() / 2**20)
+print(json.dumps(out))

@@ -19,7 +19,7 @@ use motionvl_flow::{estimator_by_name, FlowCache, PseudoImageConfig};
 use motionvl_models::init::random_model;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::motion::{vision_features, Connector, MotionBranch};
-use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, VisionInputs};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use motionvl_train::optim::{AdamW, AdamWConfig};
@@ -51,7 +51,7 @@ fn main() -> anyhow::Result<()> {
     }
     let pixels_cfg = PreprocessConfig { min_pixels: 224 * 224, max_pixels: 224 * 224, ..PreprocessConfig::default() };
     let qwen = QwenMedia {
-        video_policy: FramePolicy::Training(TrainingPlan { fps: 2.0, min_frames: 16, max_frames: 16 }),
+        video_policy: FramePolicy::Training(TrainingPlan { fps: 2.0, min_frames: 16, max_frames: 16, ..TrainingPlan::default() }),
         video_config: pixels_cfg.clone(),
         image_config: pixels_cfg,
         ..QwenMedia::default()
@@ -67,8 +67,8 @@ fn main() -> anyhow::Result<()> {
 
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
     let (mut model, _) = random_model(&cfg, 0.02, 0, &device)?;
-    let lora = LoraWeights::init(&model, &LoraConfig::default(), 0, &device)?;
-    lora.attach(&mut model)?;
+    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig::default(), 0, &device)?;
+    lora.attach(model.linears_mut())?;
     let connector = Connector::init_vars(cfg.text.hidden_size, 0, &device)?;
     let branch = MotionBranch::from_visual(model.visual(), &connector)?;
     let adam = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
@@ -98,8 +98,8 @@ fn main() -> anyhow::Result<()> {
         let motion = motion_pixels.map(|m| pixels(m.pixel_values, grid)).transpose()?;
         let features = vision_features(&model, motion.as_ref().map(|_| &branch), &inputs, motion.as_ref())?;
         let embeds = model.embed(&batch, &features)?;
-        let logits = model.forward_embeds(&embeds, &batch.mask, &model.positions(&batch, &inputs)?)?;
-        optim.accumulate(&causal_lm_loss(&logits, &labels)?.backward()?)?;
+        let loss = model.loss_from_embeds(&embeds, &batch.mask, &model.positions(&batch, &inputs)?, &labels)?;
+        optim.accumulate(&loss.backward()?)?;
         optim.step_with_clip(1.0, 1.0)?;
         Ok(start.elapsed().as_secs_f64())
     };

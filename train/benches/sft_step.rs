@@ -5,14 +5,22 @@
 //!
 //! `RAYON_NUM_THREADS=2 cargo bench -p motionvl-train --bench sft_step` — each configuration
 //! runs in its own process so that each peak RSS is its own.
+//!
+//! `--profile 3b-gpu` (with `--features cuda`; `tools/gpu_check.sh` runs it) measures the
+//! paper's setting instead: the real Qwen2.5-VL-3B config on random weights, bf16 frozen
+//! weights, LoRA r32 in f32 masters, gradient checkpointing, one 2,048-token sample holding a
+//! 16-frame 420×448 video, on `cuda:0`, with tokens/s and peak GPU memory (the card's used
+//! memory above its level before the run, sampled with nvidia-smi, the same way for both sides).
 
 use std::process::Command;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
+use motionvl_models::flops::ForwardFlops;
 use motionvl_models::init::random_model;
+use motionvl_models::machine::MachineReport;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
-use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, VisionInputs};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use motionvl_train::optim::{AdamW, AdamWConfig};
@@ -20,8 +28,39 @@ use motionvl_train::optim::{AdamW, AdamWConfig};
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// The mid-size config shared by the benchmarks (and the PyTorch scripts beside them).
-const CONFIG: &str = include_str!("../../configs/models/midsize.json");
+/// What one run measures.
+struct Profile {
+    name: &'static str,
+    /// Model config (the PyTorch script reads the same file).
+    config: &'static str,
+    cuda: bool,
+    bf16: bool,
+    /// Video grid (t, h, w) in patches.
+    grid: [usize; 3],
+    /// Text tokens after the video.
+    suffix: usize,
+}
+
+/// The mid-size config shared by the CPU benchmarks, f32, a 16-frame 224×224 video (575 tokens).
+const MIDSIZE_CPU: Profile =
+    Profile { name: "midsize-cpu", config: "configs/models/midsize.json", cuda: false, bf16: false, grid: [8, 16, 16], suffix: 40 };
+/// Qwen2.5-VL-3B, bf16, a 16-frame 420×448 video: 1 + 20 + 1 + 1,920 + 1 + 105 = 2,048 tokens.
+const QWEN_3B_GPU: Profile =
+    Profile { name: "3b-gpu", config: "configs/models/qwen2.5-vl-3b.json", cuda: true, bf16: true, grid: [8, 30, 32], suffix: 105 };
+
+fn profile(name: &str) -> anyhow::Result<&'static Profile> {
+    [&MIDSIZE_CPU, &QWEN_3B_GPU].into_iter().find(|p| p.name == name).ok_or_else(|| anyhow::anyhow!("unknown profile `{name}` (midsize-cpu, 3b-gpu)"))
+}
+
+fn repo_path(rel: &str) -> String {
+    format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Used memory of GPU 0 in MiB, from nvidia-smi; `None` without one.
+fn gpu_used_mib() -> Option<f64> {
+    let out = Command::new("nvidia-smi").args(["--query-gpu=memory.used", "--format=csv,noheader,nounits", "-i", "0"]).output().ok()?;
+    String::from_utf8_lossy(&out.stdout).trim().parse().ok()
+}
 
 fn peak_rss_mib() -> f64 {
     let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
@@ -33,42 +72,46 @@ fn peak_rss_mib() -> f64 {
 }
 
 /// One configuration, in this process; prints a JSON line.
-fn measure(checkpointing: bool) -> anyhow::Result<()> {
-    let device = Device::Cpu;
-    let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
-    let (mut model, _) = random_model(&cfg, 0.02, 0, &device)?;
+fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
+    let device = if profile.cuda { Device::new_cuda(0)? } else { Device::Cpu };
+    let cfg = Qwen25VlConfig::from_json(&std::fs::read_to_string(repo_path(profile.config))?).map_err(anyhow::Error::msg)?;
+    // Random weights are drawn in f32 on the CPU (as the PyTorch side does), then placed.
+    let (_, tensors) = random_model(&cfg, 0.02, 0, &Device::Cpu)?;
+    let dtype = if profile.bf16 { candle_core::DType::BF16 } else { candle_core::DType::F32 };
+    let vb = candle_nn::VarBuilder::from_tensors(tensors, dtype, &device);
+    let mut model = motionvl_models::qwen25vl::Qwen25Vl::new(&cfg, vb)?;
     let recomputed = checkpointing.then(|| model.enable_gradient_checkpointing());
-    let lora = LoraWeights::init(&model, &LoraConfig::default(), 0, &device)?;
-    lora.attach(&mut model)?;
+    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig::default(), 0, &device)?;
+    lora.attach(model.linears_mut())?;
     lora.runtime().set_training(true);
     let adam = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
     let mut optim = AdamW::new(vec![("lora".into(), 1e-5, lora.named_vars())], adam)?;
 
-    let grid = [8, 16, 16];
+    let grid = profile.grid;
     let patches: usize = grid.iter().product();
     let mut ids = vec![151644u32];
     ids.extend([100; 20]);
     ids.push(cfg.vision_start_token_id);
     ids.extend(std::iter::repeat_n(cfg.video_token_id, patches / 4));
     ids.push(cfg.vision_end_token_id);
-    ids.extend([200; 40]);
+    ids.extend(std::iter::repeat_n(200, profile.suffix));
     let kinds = ids.iter().map(|&i| if i == cfg.video_token_id { TokenKind::Video } else { TokenKind::Text }).collect();
     let n = ids.len();
     let labels = vec![ids.iter().enumerate().map(|(i, &t)| if i + 30 >= n { t as i64 } else { -100 }).collect::<Vec<_>>()];
     let batch = PromptBatch::single(ids, kinds);
     let inputs = VisionInputs {
         images: None,
-        videos: Some(PixelInput { pixel_values: Tensor::randn(0f32, 1.0, (patches, 1176), &device)?, grids: vec![grid] }),
+        videos: Some(PixelInput { pixel_values: Tensor::randn(0f32, 1.0, (patches, 1176), &device)?.to_dtype(dtype)?, grids: vec![grid] }),
         video_seconds_per_grid: vec![1.0],
     };
     let mut step = || -> anyhow::Result<()> {
-        let logits = model.forward(&batch, &inputs, None)?;
-        let mut grads = causal_lm_loss(&logits, &labels)?.backward()?;
+        let mut grads = model.loss(&batch, &inputs, &labels)?.backward()?;
         if let Some(r) = &recomputed {
             r.merge_into(&mut grads)?;
         }
         optim.accumulate(&grads)?;
         optim.step_with_clip(1.0, 1.0)?;
+        device.synchronize()?;
         Ok(())
     };
     step()?;
@@ -80,42 +123,80 @@ fn measure(checkpointing: bool) -> anyhow::Result<()> {
     }
     times.sort_by(f64::total_cmp);
     let trainable: usize = lora.named_vars().iter().map(|(_, v)| v.elem_count()).sum();
+    // The trainer's loss applies the LM head to the 30 labelled rows only; checkpointing reruns
+    // each decoder layer's forward once more.
+    let flops = ForwardFlops::new(&cfg, &[grid], n)?;
+    let step_flops = flops.train_adapters(30) + if checkpointing { flops.decoder } else { 0.0 };
     println!(
         "{}",
-        serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6,
-            "step_s": (times[1] * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().round()})
+        serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6, "tokens": n,
+            "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().round(),
+            "matmul_GFLOP_per_s": (step_flops / times[1] / 1e9).round(), "threads": candle_core::utils::get_num_threads()})
     );
     Ok(())
 }
 
+/// Runs one side in its own process; its last stdout line is a JSON object, to which the peak
+/// GPU memory above the level before it started is added when there is a GPU.
 fn run_child(program: &str, args: &[&str]) -> Option<serde_json::Value> {
-    let out = Command::new(program).args(args).output().ok()?;
+    let base = gpu_used_mib();
+    let mut child = Command::new(program).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().ok()?;
+    let mut peak = base;
+    while child.try_wait().ok()?.is_none() {
+        if let Some(now) = gpu_used_mib() {
+            peak = Some(peak.map_or(now, |p: f64| p.max(now)));
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    let out = child.wait_with_output().ok()?;
     if !out.status.success() {
         eprintln!("{program} {args:?} failed:\n{}", String::from_utf8_lossy(&out.stderr));
         return None;
     }
-    serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last()?).ok()
+    let mut json: serde_json::Value = serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last()?).ok()?;
+    if let (Some(base), Some(peak)) = (base, peak) {
+        json["peak_gpu_MiB"] = (peak - base).into();
+    }
+    Some(json)
 }
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
-    if let Some(mode) = args.iter().position(|a| a == "--measure").and_then(|i| args.get(i + 1)) {
-        return measure(mode == "checkpointing");
+    let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+    let profile = profile(&value("--profile").unwrap_or_else(|| MIDSIZE_CPU.name.into()))?;
+    if let Some(mode) = value("--measure") {
+        return measure(profile, mode == "checkpointing");
     }
     let me = std::env::current_exe()?;
     let me = me.to_string_lossy();
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/sft_step_midsize.py");
-    for (label, mode, py_flag) in [("without checkpointing", "plain", None), ("with checkpointing", "checkpointing", Some("--checkpointing"))] {
-        let candle = run_child(&me, &["--measure", mode]);
-        let mut py_args = vec![script];
+    let script = repo_path("tools/bench/sft_step_midsize.py");
+    let config = repo_path(profile.config);
+    // The paper trains with gradient checkpointing; on a GPU that is the setting measured.
+    let modes: &[(&str, &str, Option<&str>)] = if profile.cuda {
+        &[("with checkpointing", "checkpointing", Some("--checkpointing"))]
+    } else {
+        &[("without checkpointing", "plain", None), ("with checkpointing", "checkpointing", Some("--checkpointing"))]
+    };
+    let before = MachineReport::now();
+    println!("machine {}", serde_json::to_string(&before)?);
+    for &(label, mode, py_flag) in modes {
+        let candle = run_child(&me, &["--profile", profile.name, "--measure", mode]);
+        let grid = profile.grid.map(|g| g.to_string()).join(",");
+        let suffix = profile.suffix.to_string();
+        let mut py_args = vec![script.as_str(), "--config", config.as_str(), "--grid", grid.as_str(), "--suffix", suffix.as_str()];
+        if profile.cuda {
+            py_args.extend(["--device", "cuda", "--dtype", "bf16"]);
+        }
         py_args.extend(py_flag);
         let torch = run_child(&python, &py_args);
         println!("{label}:\n  candle  {}\n  pytorch {}", candle.clone().unwrap_or_default(), torch.clone().unwrap_or_default());
         if let (Some(c), Some(t)) = (candle, torch) {
             let ratio = |k: &str| t[k].as_f64().unwrap_or(f64::NAN) / c[k].as_f64().unwrap_or(f64::NAN);
-            println!("  pytorch/candle: step time {:.2}x, peak memory {:.2}x", ratio("step_s"), ratio("peak_rss_MiB"));
+            let memory = if profile.cuda { "peak_gpu_MiB" } else { "peak_rss_MiB" };
+            println!("  pytorch/candle: step time {:.2}x, peak memory {:.2}x", ratio("step_s"), ratio(memory));
         }
     }
+    println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     Ok(())
 }

@@ -25,7 +25,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::fs::{self, File};
-use std::io::{self, Write};
+use std::io;
 use std::num::NonZeroUsize;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, OnceLock};
@@ -33,6 +33,8 @@ use std::sync::{Mutex, OnceLock};
 use candle_core::{DType, Device, Tensor};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+
+use motionvl_data::files::{self, FileError};
 
 /// File whose presence makes `checkpoint-<step>/` a complete checkpoint. It
 /// holds `{"step": N}`, which lets a checkpoint that was renamed (`best/`)
@@ -110,6 +112,12 @@ pub enum CheckpointError {
 }
 
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
+
+impl From<FileError> for CheckpointError {
+    fn from(e: FileError) -> Self {
+        CheckpointError::Io { action: e.action, path: e.path, source: e.source }
+    }
+}
 
 fn io_err<'a>(
     action: &'static str,
@@ -240,11 +248,11 @@ impl PendingCheckpoint {
     /// been deleted, except when the error came from pruning, which happens
     /// strictly after the new checkpoint is in place.
     pub fn commit(mut self) -> Result<Committed> {
-        sync_tree(&self.dir)?;
+        files::sync_tree(&self.dir)?;
         let marker = self.dir.join(COMPLETE_MARKER);
         let body = format!("{{\"step\": {}}}\n", self.step);
-        write_and_sync(&marker, body.as_bytes())?;
-        sync_dir(&self.dir)?;
+        files::write_and_sync(&marker, body.as_bytes())?;
+        files::sync_dir(&self.dir)?;
 
         let final_dir = self
             .output_dir
@@ -270,7 +278,7 @@ impl PendingCheckpoint {
         }
         self.done = true;
         live_temp_dirs().remove(&self.dir);
-        sync_dir(&self.output_dir)?;
+        files::sync_dir(&self.output_dir)?;
         if let Some(old) = displaced {
             remove_path(&old)?;
         }
@@ -335,7 +343,7 @@ fn prune(output_dir: &Path, keep: &Checkpoint, k: NonZeroUsize) -> Result<Vec<Ch
         remove_path(&trash)?;
     }
     if !doomed.is_empty() {
-        sync_dir(output_dir)?;
+        files::sync_dir(output_dir)?;
     }
     Ok(doomed)
 }
@@ -502,7 +510,7 @@ pub fn clean_stale_temp(output_dir: impl AsRef<Path>) -> Result<Vec<PathBuf>> {
                 let home = output_dir.join(format!("{CHECKPOINT_PREFIX}{step}"));
                 if fs::symlink_metadata(&home).is_err() {
                     fs::rename(&path, &home).map_err(io_err("cannot restore", &path))?;
-                    sync_dir(output_dir)?;
+                    files::sync_dir(output_dir)?;
                     continue;
                 }
             }
@@ -549,82 +557,21 @@ fn remove_path(path: &Path) -> Result<()> {
 
 // ------------------------------------------------------------- durability
 
-fn write_and_sync(path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut f = File::create(path).map_err(io_err("cannot create", path))?;
-    f.write_all(bytes).map_err(io_err("cannot write", path))?;
-    f.sync_all().map_err(io_err("cannot fsync", path))
-}
+// Atomic writes, fsyncs and the temporary siblings are `motionvl_data::files`', shared by every
+// crate; this module keeps the checkpoint lifecycle.
 
-/// fsyncs every regular file under `dir` and every directory, `dir` included.
-fn sync_tree(dir: &Path) -> Result<()> {
-    let entries = fs::read_dir(dir).map_err(io_err("cannot list", dir))?;
-    for entry in entries {
-        let entry = entry.map_err(io_err("cannot list", dir))?;
-        let path = entry.path();
-        let kind = entry.file_type().map_err(io_err("cannot stat", &path))?;
-        if kind.is_dir() {
-            sync_tree(&path)?;
-        } else if kind.is_file() {
-            File::open(&path)
-                .and_then(|f| f.sync_all())
-                .map_err(io_err("cannot fsync", &path))?;
-        }
-    }
-    sync_dir(dir)
-}
-
-/// fsyncs a directory so that entries created or renamed in it are durable.
-#[cfg(unix)]
-fn sync_dir(dir: &Path) -> Result<()> {
-    File::open(dir)
-        .and_then(|f| f.sync_all())
-        .map_err(io_err("cannot fsync directory", dir))
-}
-
-#[cfg(not(unix))]
-fn sync_dir(_dir: &Path) -> Result<()> {
-    // Directories cannot be opened for fsync on Windows; NTFS journals renames.
-    Ok(())
-}
-
-/// A sibling temp path for `path`: `.<name>.tmp-<pid>` in the same directory
-/// (same filesystem, so the final rename is atomic).
-fn temp_sibling(path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| "file".to_string());
-    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
-}
-
-/// Writes `path` so that readers see either the old content or all of the
-/// new: write a temp sibling, fsync it, rename over `path`, fsync the parent.
+/// Writes `path` so that readers see either the old content or all of the new
+/// ([`motionvl_data::files::write_atomic`]).
 pub fn write_atomic(path: impl AsRef<Path>, bytes: &[u8]) -> Result<()> {
-    let path = path.as_ref();
-    let tmp = temp_sibling(path);
-    let result = write_and_sync(&tmp, bytes).and_then(|()| rename_into_place(&tmp, path));
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    Ok(files::write_atomic(path.as_ref(), bytes)?)
 }
 
 /// Appends `value` as one JSON line to `path` (created if missing): the step logs.
 pub fn append_json_line(path: impl AsRef<Path>, value: &impl serde::Serialize) -> Result<()> {
-    use std::io::Write;
-    let path = path.as_ref();
-    let line = serde_json::to_string(value).map_err(|e| io_err("cannot serialise a line for", path)(std::io::Error::other(e)))?;
-    let mut file = fs::OpenOptions::new().create(true).append(true).open(path).map_err(io_err("cannot open", path))?;
-    writeln!(file, "{line}").map_err(io_err("cannot append to", path))
+    Ok(files::append_json_line(path.as_ref(), value)?)
 }
 
-fn rename_into_place(tmp: &Path, path: &Path) -> Result<()> {
-    fs::rename(tmp, path).map_err(io_err("cannot rename into place", path))?;
-    match path.parent() {
-        Some(parent) if !parent.as_os_str().is_empty() => sync_dir(parent),
-        _ => sync_dir(Path::new(".")),
-    }
-}
+
 
 // ---------------------------------------------------------------- helpers
 
@@ -658,16 +605,16 @@ pub fn save_tensors(path: impl AsRef<Path>, tensors: &HashMap<String, Tensor>) -
         cpu.push((name.as_str(), t));
     }
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
-    let tmp = temp_sibling(path);
+    let tmp = files::temp_sibling(path);
     let result = safetensors::serialize_to_file(cpu, Some(metadata), &tmp)
         .map_err(|e| save_err(Box::new(e)))
-        .and_then(|()| motionvl_data::files::apply_default_mode(&tmp).map_err(io_err("cannot set the mode of", &tmp)))
+        .and_then(|()| files::apply_default_mode(&tmp).map_err(io_err("cannot set the mode of", &tmp)))
         .and_then(|()| {
             File::open(&tmp)
                 .and_then(|f| f.sync_all())
                 .map_err(io_err("cannot fsync", &tmp))
         })
-        .and_then(|()| rename_into_place(&tmp, path));
+        .and_then(|()| Ok(files::rename_into_place(&tmp, path)?));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
     }

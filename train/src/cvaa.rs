@@ -28,7 +28,9 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{set_dotted, RecipeError};
-use crate::sft::{parse_device, TrainError};
+use motionvl_models::device::parse_device;
+
+use crate::sft::TrainError;
 use crate::tensorboard::EventWriter;
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -587,7 +589,7 @@ impl CvaaTrainer {
         let best: Vec<u32> = uav.matmul(&sat.t()?)?.argmax(D::Minus1)?.to_vec1()?;
         let batch_accuracy = best.iter().enumerate().filter(|(i, j)| *i as u32 == **j).count() as f64 / best.len() as f64;
         self.optim.accumulate(&loss.backward()?)?;
-        let bad = self.optim.non_finite_grads();
+        let bad = self.optim.non_finite_grads()?;
         if !bad.is_empty() {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: ids() });
@@ -657,11 +659,7 @@ impl CvaaTrainer {
     /// always checkpointed.
     pub fn run(mut self) -> Result<Vec<CvaaStepLog>> {
         let target = self.target_steps();
-        let bar = if self.recipe.logging.progress_bar { indicatif::ProgressBar::new(target as u64) } else { indicatif::ProgressBar::hidden() };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = motionvl_data::progress::bar(target as u64, "steps", self.recipe.logging.progress_bar);
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -673,7 +671,7 @@ impl CvaaTrainer {
         if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
-        bar.finish_and_clear();
+        bar.finish();
         Ok(logs)
     }
 }

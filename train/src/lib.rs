@@ -5,9 +5,13 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod cvaa;
+pub mod hf_layout;
 pub mod merge;
+pub mod micro;
 pub mod optim;
+pub mod parallel;
 pub mod pretrain;
 pub mod recipe;
 pub mod sft;
 pub mod tensorboard;
+pub mod threads;

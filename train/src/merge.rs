@@ -12,15 +12,20 @@ use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use crate::checkpoint as ckpt;
 use crate::sft::TrainError;
 
-/// Files copied from the base checkpoint when present.
-const SIDE_FILES: [&str; 7] = [
+/// Files copied from the base checkpoint when present: what transformers' tokenizer,
+/// processor and generation read beside the weights.
+const SIDE_FILES: [&str; 11] = [
     "config.json",
     "generation_config.json",
     "tokenizer.json",
     "tokenizer_config.json",
+    "special_tokens_map.json",
     "preprocessor_config.json",
+    "video_preprocessor_config.json",
     "chat_template.json",
+    "chat_template.jinja",
     "vocab.json",
+    "merges.txt",
 ];
 
 #[derive(Debug, Clone, PartialEq)]
@@ -39,7 +44,10 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
     for name in weights.names() {
         tensors.insert(name.to_owned(), weights.load_stored(name, &device)?);
     }
-    let lora = LoraWeights::load_peft(adapter, &device)?;
+    let adapter = crate::hf_layout::adapter_dir(adapter).ok_or_else(|| {
+        TrainError::Setup(format!("{} holds no adapter_config.json (nor does its adapter/ folder); pass a run's checkpoint-N, its root, or a PEFT folder", adapter.display()))
+    })?;
+    let lora = LoraWeights::load_peft(&adapter, &device)?;
     lora.merge_into(&mut tensors)?;
 
     let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("merged")));
@@ -84,12 +92,11 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
     }
     // A motion-aware adapter's connector cannot be folded into the language model: it travels
     // beside the merged weights, where evaluation finds it.
-    if let Some(run_checkpoint) = adapter.parent() {
-        for file in [motionvl_models::motion::MOTION_META_FILE, motionvl_models::motion::MOTION_WEIGHTS_FILE] {
-            let src = run_checkpoint.join(file);
-            if src.is_file() {
-                std::fs::copy(&src, tmp.join(file)).map_err(|source| TrainError::Io { path: src.clone(), source })?;
-            }
+    let run_checkpoint = crate::hf_layout::checkpoint_of_adapter(&adapter);
+    for file in [motionvl_models::motion::MOTION_META_FILE, motionvl_models::motion::MOTION_WEIGHTS_FILE] {
+        let src = run_checkpoint.join(file);
+        if src.is_file() {
+            std::fs::copy(&src, tmp.join(file)).map_err(|source| TrainError::Io { path: src.clone(), source })?;
         }
     }
     if out.exists() {

@@ -1,7 +1,7 @@
 //! Stage 0: pretraining a fresh model, every parameter (vision tower, merger, language model),
 //! on captioned videos — what a released checkpoint such as Qwen2.5-VL stands for before any
 //! SFT. The result is a model folder in the hub layout (`config.json`, `model.safetensors`,
-//! `tokenizer.json`) that `train sft` and `evaluate run` load like a downloaded model.
+//! `tokenizer.json` and the processor files) that `train sft` and `evaluate run` load like a downloaded model.
 //!
 //! Every op of both towers is composed of differentiable primitives (see
 //! `motionvl_models::ops`: Candle's fused RMSNorm, softmax and RoPE kernels have no backward),
@@ -20,8 +20,11 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
 use motionvl_data::loader::{DataLoader, EpochIter, LoadedSample};
 use motionvl_data::run_dir::RunLock;
-use motionvl_data::samples::{read_training_samples, ReadOptions};
-use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer};
+use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::progress;
+use motionvl_data::samples::{read_training_samples, tokenizer_for_fresh_model, ReadOptions};
+use motionvl_data::text::QwenTokenizer;
+use motionvl_models::device::parse_device;
 use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
 use motionvl_models::Qwen25VlConfig;
 
@@ -29,7 +32,8 @@ use crate::batch::collate;
 use crate::checkpoint as ckpt;
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
-use crate::sft::{check_loader, fresh_model_config, parse_device, progress_bar, read_samples, require_usable, training_loader, StepLog, TrainError};
+use crate::hf_layout::RunClock;
+use crate::sft::{check_loader, fresh_model_config, read_samples, require_usable, training_loader, StepLog, TrainError};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -107,7 +111,8 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let mut optim = AdamW::new(vec![("all".to_owned(), recipe.optim.lr, named)], adam)?;
     let warmup = warmup_steps(recipe.optim.warmup_ratio, total);
 
-    let bar = progress_bar(total, "pretraining steps", recipe.logging.progress_bar);
+    let bar = progress::bar(total as u64, "pretraining steps", recipe.logging.progress_bar);
+    let clock = RunClock::starting_at(0);
     let mut batches = Batches { loader: &loader, iter: loader.epoch(0), epoch: 0, yielded: 0, size: recipe.optim.batch_size.max(1) };
     let mut logs = Vec::with_capacity(total);
     for step in 0..total {
@@ -136,7 +141,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
             tokens += batch.tokens;
             count += batch.sample_ids.len();
         }
-        let bad = optim.non_finite_grads();
+        let bad = optim.non_finite_grads()?;
         if !bad.is_empty() {
             return Err(TrainError::NonFinite { step: step + 1, what: format!("gradient in {}", bad.join(", ")), samples: Vec::new() });
         }
@@ -146,23 +151,25 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         let lr = recipe.optim.lr * scale;
         let log = StepLog {
             step: step + 1,
-            epoch: batches.epoch,
+            epoch: batches.epoch as f64 + batches.yielded as f64 / loader.len().max(1) as f64,
             loss: loss_sum / accum as f64,
             lr,
             lr_groups: vec![("all".to_owned(), lr)],
             grad_norm,
             tokens_per_s: tokens as f64 / seconds,
             samples_per_s: count as f64 / seconds,
+            tokens: tokens as u64,
+            progress: clock.progress(step + 1, total),
         };
         ckpt::append_json_line(out.join("trainer_log.jsonl"), &log)?;
         bar.set_position(log.step as u64);
         bar.set_message(format!("loss {:.4}", log.loss));
         logs.push(log);
     }
-    bar.finish_and_clear();
+    bar.finish();
 
     let tensors: HashMap<String, Tensor> = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
-    let model_dir = save_model(&out, &cfg, &tensors, &tokenizer)?;
+    let model_dir = save_model(&out, &cfg, &tensors, &tokenizer, &recipe.data.video().media().image_config)?;
     writeln!(text_log, "saved {} after {total} steps", model_dir.display()).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
     Ok(Pretrained { model_dir, logs })
 }
@@ -214,7 +221,7 @@ fn trainable_model(cfg: &Qwen25VlConfig, recipe: &Recipe, device: &Device) -> Re
 }
 
 /// Writes `<out>/model` atomically: built beside it, then renamed over the previous one.
-fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>, tokenizer: &QwenTokenizer) -> Result<PathBuf> {
+fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>, tokenizer: &QwenTokenizer, pixels: &PreprocessConfig) -> Result<PathBuf> {
     let dir = out.join(MODEL_DIR);
     let tmp = out.join(format!(".tmp-{MODEL_DIR}-{}", std::process::id()));
     let io = |path: &Path| {
@@ -226,6 +233,7 @@ fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor
     }
     motionvl_models::init::save_checkpoint(&tmp, cfg, tensors)?;
     tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+    motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
     }

@@ -124,7 +124,7 @@ pub struct DataSection {
     pub min_frames: usize,
     #[serde(default = "default_max_frames")]
     pub max_frames: usize,
-    /// Pixel bounds per frame (SPEC §1: 128·28² to 512·28²).
+    /// Pixel bounds per frame (128·28² to 512·28²).
     #[serde(default = "default_min_pixels")]
     pub min_pixels: usize,
     #[serde(default = "default_max_pixels")]
@@ -132,6 +132,17 @@ pub struct DataSection {
     /// Skip samples whose media or template fail instead of stopping (they are logged).
     #[serde(default)]
     pub skip_bad: bool,
+    /// `qwen` (the answer, `<|im_end|>` and the `\n` after it, as Qwen's fine-tuning code and
+    /// LLaMA-Factory) or `answer-im-end` (without the `\n`).
+    #[serde(default)]
+    pub label_mask: motionvl_data::text::LabelMask,
+    /// Frame choice and resize: `rate-exact` (default), `qwen-vl-utils` or `transformers`.
+    #[serde(default = "default_sampling")]
+    pub sampling: motionvl_data::sampling::Sampling,
+}
+
+fn default_sampling() -> motionvl_data::sampling::Sampling {
+    TrainingVideo::default().sampling
 }
 
 impl DataSection {
@@ -143,6 +154,7 @@ impl DataSection {
             max_frames: self.max_frames,
             min_pixels: self.min_pixels,
             max_pixels: self.max_pixels,
+            sampling: self.sampling,
         }
     }
 }
@@ -171,7 +183,7 @@ pub struct OptimSection {
 }
 
 impl Default for OptimSection {
-    /// The paper's SFT settings (SPEC §1).
+    /// The paper's SFT settings.
     fn default() -> Self {
         Self {
             lr: 1e-5,
@@ -356,6 +368,29 @@ fn flatten(prefix: &str, value: &toml::Value, out: &mut Vec<(String, String)>) {
         }
         leaf => out.push((prefix.to_string(), leaf.to_string())),
     }
+}
+
+/// Command-line arguments with every `--section.key value` (or `--section.key=value`)
+/// override moved behind the other arguments. The binaries collect overrides as trailing
+/// arguments, and clap would otherwise swallow a known flag that follows one, as in
+/// `train sft --config R --optim.lr 1e-4 --max-steps 3`.
+pub fn overrides_last(args: impl IntoIterator<Item = String>) -> Vec<String> {
+    let (mut known, mut overrides) = (Vec::new(), Vec::new());
+    let mut args = args.into_iter();
+    while let Some(arg) = args.next() {
+        let key = arg.strip_prefix("--").map(|flag| flag.split_once('=').map_or(flag, |(k, _)| k));
+        if !key.is_some_and(|k| k.contains('.')) {
+            known.push(arg);
+            continue;
+        }
+        let inline = arg.contains('=');
+        overrides.push(arg);
+        if !inline && let Some(value) = args.next() {
+            overrides.push(value);
+        }
+    }
+    known.extend(overrides);
+    known
 }
 
 /// Sets `a.b.c = value`, reading the value as a TOML literal (number, bool, array) and as a

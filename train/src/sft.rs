@@ -12,25 +12,31 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device};
+use candle_core::{DType, Device, Tensor};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
-use motionvl_data::loader::{DataLoader, EpochIter, LoaderConfig, Position, QwenMedia};
+use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
-use motionvl_data::text::{tokenizer_for_fresh_model, QwenTokenizer, TemplateOptions};
+use motionvl_data::progress;
+use motionvl_models::device::{parse_device, parse_dtype};
+use motionvl_data::samples::tokenizer_for_fresh_model;
+use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
 use rayon::prelude::*;
 use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
-use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
+use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::text::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::batch::collate;
 use crate::checkpoint::{self as ckpt, Checkpoints};
+use crate::micro::{MicroPlan, RankBatches};
+use crate::parallel::{barrier, reduce_grads, GradExchange};
+use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
 use crate::tensorboard::EventWriter;
@@ -55,9 +61,14 @@ pub enum TrainError {
     NonFinite { step: usize, what: String, samples: Vec<String> },
     #[error(transparent)]
     Flow(#[from] motionvl_flow::FlowError),
+    #[error(transparent)]
+    Parallel(#[from] crate::parallel::ParallelError),
     #[error("{0}")]
     Setup(String),
 }
+
+/// Gradient values per all-reduce bucket: 25 MB of f32, PyTorch DDP's default.
+const BUCKET_ELEMS: usize = 25 << 18;
 
 /// The media path of a run: plain (visual-only) or with motion pseudo-images.
 enum Media {
@@ -108,7 +119,8 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }
 }
 
-/// What a checkpoint records besides tensors.
+/// What a checkpoint records besides tensors, in `motionvl_state.json` (older runs: in
+/// `trainer_state.json`, see [`hf_layout`]).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TrainerState {
     pub step: usize,
@@ -125,32 +137,23 @@ pub struct TrainerState {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StepLog {
     pub step: usize,
-    pub epoch: u64,
+    /// Fractional, as HF and LLaMA-Factory log it: 1.5 is half-way through the second epoch.
+    pub epoch: f64,
     pub loss: f64,
     pub lr: f64,
     pub lr_groups: Vec<(String, f64)>,
     pub grad_norm: f64,
     pub tokens_per_s: f64,
     pub samples_per_s: f64,
+    #[serde(default)]
+    pub tokens: u64,
+    #[serde(flatten)]
+    pub progress: LfProgress,
 }
 
-pub fn parse_device(name: &str) -> Result<Device> {
-    match name {
-        "cpu" => Ok(Device::Cpu),
-        "cuda" => Ok(Device::new_cuda(0)?),
-        other => match other.strip_prefix("cuda:").and_then(|n| n.parse().ok()) {
-            Some(ordinal) => Ok(Device::new_cuda(ordinal)?),
-            None => Err(TrainError::Setup(format!("unknown device `{other}` (use cpu, cuda or cuda:N)"))),
-        },
-    }
-}
-
-pub fn parse_dtype(name: &str) -> Result<DType> {
-    match name {
-        "f32" => Ok(DType::F32),
-        "bf16" => Ok(DType::BF16),
-        "f16" => Ok(DType::F16),
-        other => Err(TrainError::Setup(format!("unknown dtype `{other}` (use f32, bf16 or f16)"))),
+impl StepLog {
+    fn hf_entry(&self) -> HfLogEntry {
+        HfLogEntry { epoch: self.epoch, grad_norm: self.grad_norm, learning_rate: self.lr, loss: self.loss, step: self.step }
     }
 }
 
@@ -161,26 +164,31 @@ pub struct Trainer {
     motion: Option<Motion>,
     optim: AdamW,
     loader: DataLoader<Media>,
-    epoch_iter: EpochIter,
-    epoch: u64,
-    /// Samples the current epoch has yielded, and whether it was iterated from its start: an
-    /// epoch read whole without a single sample is an error, never an endless loop.
-    epoch_yielded: usize,
-    epoch_from_start: bool,
+    /// This rank's micro-batches.
+    batches: RankBatches,
+    /// Global number of the next step's first micro-batch.
+    micro: u64,
+    /// The other data-parallel ranks; `None` trains alone.
+    exchange: Option<Box<dyn GradExchange>>,
     step: usize,
     total_steps: usize,
+    steps_per_epoch: usize,
+    /// This run's steps so far, for `trainer_state.json`'s `log_history`.
+    history: Vec<StepLog>,
+    clock: RunClock,
     warmup: usize,
     recomputed: Option<RecomputedGrads>,
     checkpoints: Checkpoints,
     events: Option<EventWriter>,
-    text_log: std::fs::File,
+    /// Rank 0's `train.log`; the other ranks write nothing.
+    text_log: Option<std::fs::File>,
     device: Device,
     pad_id: u32,
     base_model: String,
     flow_counts: Option<Arc<CacheCounts>>,
     /// What the start did that the user did not spell out (a fresh start under `--resume auto`).
     note: Option<String>,
-    _lock: RunLock,
+    _lock: Option<RunLock>,
 }
 
 /// How a run starts.
@@ -206,7 +214,18 @@ impl Trainer {
     /// refuses a directory that already holds a run, `Overwrite` clears it, and `--resume auto`
     /// without a complete checkpoint starts fresh (see [`Trainer::note`]).
     pub fn start(recipe: &Recipe, start: Start<'_>) -> Result<Self> {
+        Self::start_parallel(recipe, start, None)
+    }
+
+    /// Sets up one rank of a data-parallel run (`exchange` reaches the others; `None` trains
+    /// alone). Rank 0 owns the run directory (lock, logs, checkpoints) and prepares it before
+    /// the others read from it.
+    pub fn start_parallel(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
         let out = recipe.output_dir.clone();
+        let (rank, world) = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
+        if rank != 0 {
+            return Self::follow(recipe, start, exchange);
+        }
         let lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut note = None;
         let resume = match start {
@@ -233,17 +252,53 @@ impl Trainer {
             Start::Resume(arg) => Some(arg),
         };
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
-        let device = parse_device(&recipe.model.device)?;
-
         let samples = read_samples(recipe)?;
-
         let files = base_model_files(recipe, &samples)?;
+        if let Some(exchange) = &exchange {
+            barrier(exchange.as_ref())?;
+        }
+        Self::build(recipe, samples, files, resume, note, Some(lock), exchange, (rank, world))
+    }
+
+    /// A rank other than 0: waits for rank 0 to prepare the run directory, then reads it.
+    fn follow(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
+        let ranks = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
+        if let Some(exchange) = &exchange {
+            barrier(exchange.as_ref())?;
+        }
+        // Rank 0 has cleared a run that `--resume auto` found without a checkpoint.
+        let resume = match start {
+            Start::Resume(arg) if arg != "auto" || ckpt::latest_complete(&recipe.output_dir)?.is_some() => Some(arg),
+            _ => None,
+        };
+        let samples = read_samples(recipe)?;
+        let files = base_model_files(recipe, &samples)?;
+        Self::build(recipe, samples, files, resume, None, None, exchange, ranks)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn build(
+        recipe: &Recipe,
+        samples: Vec<TrainingSample>,
+        files: CheckpointFiles,
+        resume: Option<&str>,
+        note: Option<String>,
+        lock: Option<RunLock>,
+        exchange: Option<Box<dyn GradExchange>>,
+        (rank, world): (usize, usize),
+    ) -> Result<Self> {
+        let out = recipe.output_dir.clone();
+        // A GPU rank computes on the exchange's device: the one NCCL's stream belongs to.
+        let device = match &exchange {
+            Some(e) if e.device().is_cuda() => e.device().clone(),
+            _ => parse_device(&recipe.model.device)?,
+        };
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
-        let mut model = Qwen25Vl::load(&files, parse_dtype(&recipe.model.dtype)?, &device)?;
+        let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
         let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
-        let lora = LoraWeights::init(&model, &recipe.lora, recipe.seed, &device)?;
-        lora.attach(&mut model)?;
+        let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, &device)?;
+        lora.attach(model.linears_mut())?;
         lora.runtime().set_training(true);
 
         let adam = AdamWConfig {
@@ -280,33 +335,42 @@ impl Trainer {
             Media::Visual(_) => None,
         };
         let loader = training_loader(recipe, samples, tokenizer, media);
-        let mut text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?;
-        let check = check_loader(&loader, recipe.logging.progress_bar)?;
-        writeln!(text_log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
+        let mut text_log = if rank == 0 {
+            Some(std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?)
+        } else {
+            None
+        };
+        let check = check_loader(&loader, recipe.logging.progress_bar && rank == 0)?;
+        if let Some(log) = &mut text_log {
+            writeln!(log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
+        }
         require_usable(&check.report, recipe)?;
         if let Some(media) = flow_media.as_ref().filter(|m| m.cache_only) {
-            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar)?;
+            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar && rank == 0)?;
         }
 
         let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
-        let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
+        let per_epoch = (micro_per_epoch / (recipe.optim.grad_accum.max(1) * world)).max(1);
         let total_steps = recipe.optim.schedule_steps.or(recipe.optim.max_steps).unwrap_or(per_epoch * recipe.optim.epochs.max(1));
         let checkpoints = Checkpoints::open(&out, std::num::NonZeroUsize::new(recipe.checkpoint.keep))?;
-        let events = if recipe.logging.tensorboard { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
+        let events = if recipe.logging.tensorboard && rank == 0 { Some(EventWriter::create(out.join("tensorboard"))?) } else { None };
+        let plan = MicroPlan::new(&check.fits, loader.len(), recipe.optim.batch_size, recipe.optim.grad_accum, rank, world);
 
         let mut trainer = Self {
-            epoch_iter: loader.epoch(0),
+            batches: RankBatches::new(plan, 0),
+            micro: 0,
+            exchange,
             recipe: recipe.clone(),
             model,
             lora,
             motion,
             optim,
             loader,
-            epoch: 0,
-            epoch_yielded: 0,
-            epoch_from_start: true,
             step: 0,
             total_steps,
+            steps_per_epoch: per_epoch,
+            history: Vec::new(),
+            clock: RunClock::starting_at(0),
             warmup: warmup_steps(recipe.optim.warmup_ratio, total_steps),
             recomputed,
             checkpoints,
@@ -314,7 +378,7 @@ impl Trainer {
             text_log,
             device,
             pad_id,
-            base_model: files.dir.display().to_string(),
+            base_model: base_model_name(recipe, &files),
             flow_counts: flow_media.map(|m| Arc::clone(&m.counts)),
             note,
             _lock: lock,
@@ -366,8 +430,10 @@ impl Trainer {
                 changed.join("; ")
             )));
         }
-        let adapter = LoraWeights::load_peft(&found.path.join("adapter"), &self.device)?;
-        let adapter_file = found.path.join("adapter").join("adapter_model.safetensors");
+        let adapter_dir = hf_layout::adapter_dir(&found.path)
+            .ok_or_else(|| TrainError::Setup(format!("{} holds no adapter_config.json (nor does its adapter/ folder)", found.path.display())))?;
+        let adapter = LoraWeights::load_peft(&adapter_dir, &self.device)?;
+        let adapter_file = adapter_dir.join(hf_layout::ADAPTER_FILES[0]);
         for (name, pair) in &self.lora.modules {
             let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
             for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
@@ -404,74 +470,70 @@ impl Trainer {
             }
             _ => {}
         }
-        let state: TrainerState = ckpt::load_json(found.path.join("trainer_state.json"))?;
+        let state: TrainerState = hf_layout::read_resume_state(&found.path)?;
         if state.seed != self.recipe.seed {
             return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
         }
         self.step = state.step;
-        self.epoch = state.position.epoch;
-        self.epoch_from_start = state.position.index == 0;
-        self.epoch_iter = self.loader.resume(state.position).map_err(|e| TrainError::Data(e.to_string()))?;
-        truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+        if state.position.index > self.loader.len() {
+            return Err(TrainError::Data(format!("{}: position {} is past the {} samples", found.path.display(), state.position.index, self.loader.len())));
+        }
+        // The position is a sample, not a rank's place: any world size continues from it.
+        self.micro = self.batches.plan().micro_at(&self.loader, state.position);
+        self.batches = RankBatches::new(self.batches.plan().clone(), self.micro);
+        self.clock = RunClock::starting_at(self.step);
+        if self.is_writer() {
+            self.history = truncate_log(&self.recipe.output_dir.join("trainer_log.jsonl"), self.step)?;
+            if let Some(events) = &mut self.events {
+                // TensorBoard drops what the killed run logged after this checkpoint.
+                events.add_session_start(self.step as i64 + 1)?;
+                events.flush()?;
+            }
+        }
         self.log_line(&format!("resumed from {} at step {}", found.path.display(), self.step))?;
         Ok(())
     }
 
-    /// The next micro-batch, moving to the next epoch when this one is used up.
-    fn next_samples(&mut self) -> Result<Vec<motionvl_data::loader::LoadedSample>> {
-        let mut out = Vec::new();
-        while out.len() < self.recipe.optim.batch_size.max(1) {
-            match self.epoch_iter.next() {
-                Some(sample) => {
-                    out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?);
-                    self.epoch_yielded += 1;
-                }
-                None => {
-                    let skipped = self.epoch_iter.skipped().to_vec();
-                    for s in &skipped {
-                        self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
-                    }
-                    if self.epoch_from_start && self.epoch_yielded == 0 {
-                        return Err(TrainError::Data(format!(
-                            "epoch {} yielded no sample: all {} were skipped (the reasons are in {}/train.log)",
-                            self.epoch,
-                            skipped.len(),
-                            self.recipe.output_dir.display()
-                        )));
-                    }
-                    if !out.is_empty() {
-                        break;
-                    }
-                    self.epoch += 1;
-                    self.epoch_iter = self.loader.epoch(self.epoch);
-                    (self.epoch_yielded, self.epoch_from_start) = (0, true);
-                }
-            }
-        }
-        Ok(out)
+    /// Whether this process writes the run directory (rank 0, or a run alone).
+    fn is_writer(&self) -> bool {
+        self.exchange.as_ref().is_none_or(|e| e.rank() == 0)
     }
 
-    /// One optimiser step over `grad_accum` micro-batches.
+    /// One optimiser step over `grad_accum` micro-batches per rank; with data parallel, the
+    /// ranks' gradients are summed before clipping and the step.
     pub fn train_step(&mut self) -> Result<StepLog> {
         let started = Instant::now();
-        let accum = self.recipe.optim.grad_accum.max(1);
-        let (mut loss_sum, mut tokens, mut samples) = (0.0, 0, 0);
+        let per_step = self.batches.plan().per_step();
+        let (mut loss_sum, mut tokens, mut samples, mut non_finite) = (0.0, 0, 0, 0);
         let mut sample_ids = Vec::new();
-        for micro in 0..accum {
-            let batch = collate(&self.next_samples()?, self.pad_id, &self.device)?;
-            // Independent dropout seeds per micro-batch, a function of the position in the run.
-            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, (self.step * accum + micro) as u64));
+        for micro in self.batches.plan().rank_micros(self.micro) {
+            let read = self.batches.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
+            for s in &read.skipped {
+                self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
+            }
+            // A micro-batch whose every sample failed under `skip_bad` adds nothing.
+            if read.samples.is_empty() {
+                continue;
+            }
+            let batch = collate(&read.samples, self.pad_id, &self.device)?;
+            // Independent dropout seeds per micro-batch, a function of its number in the run
+            // (not of the rank that reads it).
+            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
             let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
             let embeds = self.model.embed(&batch.prompt, &features)?;
             let positions = self.model.positions(&batch.prompt, &batch.vision)?;
-            let logits = self.model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
-            let loss = causal_lm_loss(&logits, &batch.labels)?;
+            let loss = self.model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?;
             let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
             if !value.is_finite() {
-                return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
+                if self.exchange.is_none() {
+                    return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
+                }
+                // The other ranks wait in the exchange below: fail there, all together.
+                non_finite += 1;
+                continue;
             }
-            let mut grads = (loss / accum as f64)?.backward()?;
+            let mut grads = (loss / per_step as f64)?.backward()?;
             if let Some(recomputed) = &self.recomputed {
                 recomputed.merge_into(&mut grads)?;
             }
@@ -480,7 +542,17 @@ impl Trainer {
             tokens += batch.tokens;
             samples += batch.sample_ids.len();
         }
-        let bad = self.optim.non_finite_grads();
+        if let Some(exchange) = &self.exchange {
+            let totals = Tensor::new(&[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32], exchange.device())?;
+            exchange.all_reduce_sum(&totals)?;
+            let totals: Vec<f32> = totals.to_vec1()?;
+            if totals[3] > 0.0 {
+                return Err(TrainError::NonFinite { step: self.step + 1, what: format!("loss on {} micro-batch(es) of the step", totals[3]), samples: sample_ids });
+            }
+            (loss_sum, tokens, samples) = (f64::from(totals[0]), totals[1] as usize, totals[2] as usize);
+            reduce_grads(exchange.as_ref(), self.optim.grads_mut(), BUCKET_ELEMS)?;
+        }
+        let bad = self.optim.non_finite_grads()?;
         if !bad.is_empty() {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
@@ -488,56 +560,72 @@ impl Trainer {
         let scale = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(scale, self.recipe.optim.max_grad_norm)?;
         self.step += 1;
+        self.micro += per_step;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         let lr_groups: Vec<(String, f64)> = self.optim.groups.iter().map(|g| (g.name.clone(), g.lr * scale)).collect();
+        // Fractional, as HF logs it: where the next micro-batch starts.
+        let position = self.batches.plan().position_of(&self.loader, self.micro);
+        let epoch = position.epoch as f64 + position.index as f64 / self.loader.len().max(1) as f64;
         let log = StepLog {
             step: self.step,
-            epoch: self.epoch,
-            loss: loss_sum / accum as f64,
+            epoch,
+            loss: loss_sum / per_step as f64,
             lr: lr_groups.first().map_or(0.0, |g| g.1),
             lr_groups,
             grad_norm,
             tokens_per_s: tokens as f64 / seconds,
             samples_per_s: samples as f64 / seconds,
+            tokens: tokens as u64,
+            progress: self.clock.progress(self.step, self.target_steps()),
         };
         self.write_logs(&log)?;
-        if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
+        self.history.push(log.clone());
+        if self.is_writer() && self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
             self.save_checkpoint()?;
         }
         Ok(log)
     }
 
     fn write_logs(&mut self, log: &StepLog) -> Result<()> {
+        if !self.is_writer() {
+            return Ok(());
+        }
         ckpt::append_json_line(self.recipe.output_dir.join("trainer_log.jsonl"), log)?;
         if let Some(events) = &mut self.events {
             let step = log.step as i64;
+            // HF Trainer's tags; the first group's rate is `train/learning_rate`, as HF logs it.
             let mut scalars: Vec<(String, f32)> = vec![
                 ("train/loss".into(), log.loss as f32),
+                ("train/learning_rate".into(), log.lr as f32),
+                ("train/epoch".into(), log.epoch as f32),
                 ("train/grad_norm".into(), log.grad_norm as f32),
                 ("train/tokens_per_s".into(), log.tokens_per_s as f32),
                 ("train/samples_per_s".into(), log.samples_per_s as f32),
             ];
-            scalars.extend(log.lr_groups.iter().map(|(g, lr)| (format!("train/lr/{g}"), *lr as f32)));
+            scalars.extend(log.lr_groups.iter().skip(1).map(|(g, lr)| (format!("train/learning_rate/{g}"), *lr as f32)));
             let refs: Vec<(&str, f32)> = scalars.iter().map(|(t, v)| (t.as_str(), *v)).collect();
             events.add_scalars(&refs, step)?;
             events.flush()?;
         }
         self.log_line(&format!(
-            "step {} epoch {} loss {:.6} lr {:.3e} grad_norm {:.4} tokens/s {:.1}",
+            "step {} epoch {:.4} loss {:.6} lr {:.3e} grad_norm {:.4} tokens/s {:.1}",
             log.step, log.epoch, log.loss, log.lr, log.grad_norm, log.tokens_per_s
         ))
     }
 
     fn log_line(&mut self, line: &str) -> Result<()> {
         let path = self.recipe.output_dir.join("train.log");
-        writeln!(self.text_log, "{line}").map_err(io(&path))
+        match &mut self.text_log {
+            Some(log) => writeln!(log, "{line}").map_err(io(&path)),
+            None => Ok(()),
+        }
     }
 
-    /// Writes `checkpoint-<step>` atomically: the adapter (PEFT layout), optimiser state, and
-    /// the trainer state (step, loader position, seed).
+    /// Writes `checkpoint-<step>` atomically: the adapter (PEFT files at its top), optimiser
+    /// state, HF's `trainer_state.json` and the resume state (step, loader position, seed).
     pub fn save_checkpoint(&mut self) -> Result<PathBuf> {
         let pending = self.checkpoints.begin(self.step as u64)?;
-        self.lora.save_peft(&pending.dir().join("adapter"), Some(&self.base_model))?;
+        self.lora.save_peft(pending.dir(), Some(&self.base_model))?;
         if let Some(motion) = &self.motion {
             let tensors = motion.vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
             ckpt::save_tensors(pending.dir().join(MOTION_WEIGHTS_FILE), &tensors)?;
@@ -546,12 +634,13 @@ impl Trainer {
         ckpt::save_tensors(pending.dir().join("optimizer.safetensors"), &self.optim.state_tensors()?)?;
         let state = TrainerState {
             step: self.step,
-            position: self.epoch_iter.position(),
+            position: self.batches.plan().position_of(&self.loader, self.micro),
             seed: self.recipe.seed,
             total_steps: self.total_steps,
             data_sha256: Some(data_digest(&self.recipe)?),
         };
-        ckpt::save_json(pending.dir().join("trainer_state.json"), &state)?;
+        ckpt::save_json(pending.dir().join(hf_layout::RESUME_STATE_FILE), &state)?;
+        ckpt::save_json(pending.dir().join(hf_layout::HF_STATE_FILE), &self.hf_state())?;
         ckpt::write_atomic(pending.dir().join("config.toml"), self.recipe.to_toml().as_bytes())?;
         let committed = pending.commit()?;
         let path = committed.checkpoint.path.clone();
@@ -563,18 +652,23 @@ impl Trainer {
         Ok(path)
     }
 
-    /// Trains until `max_steps` (or the schedule's end), with a progress bar.
+    fn hf_state(&self) -> HfTrainerState {
+        let shape = RunShape {
+            max_steps: self.target_steps(),
+            steps_per_epoch: self.steps_per_epoch,
+            save_steps: self.recipe.checkpoint.every.max(1),
+            train_batch_size: self.recipe.optim.batch_size.max(1),
+            tokens_seen: self.history.iter().map(|l| l.tokens).sum(),
+        };
+        let epoch = self.history.last().map_or(0.0, |l| l.epoch);
+        HfTrainerState::new(&shape, self.step, epoch, self.history.iter().map(StepLog::hf_entry).collect())
+    }
+
+    /// Trains until `max_steps` (or the schedule's end), with a progress bar, and leaves the
+    /// final adapter at the run root.
     pub fn run(mut self) -> Result<Vec<StepLog>> {
         let target = self.target_steps();
-        let bar = if self.recipe.logging.progress_bar {
-            indicatif::ProgressBar::new(target as u64)
-        } else {
-            indicatif::ProgressBar::hidden()
-        };
-        bar.set_style(
-            indicatif::ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · eta {eta}")
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
+        let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar && self.is_writer());
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
         while self.step < target {
@@ -583,25 +677,49 @@ impl Trainer {
             bar.set_message(format!("loss {:.4}", log.loss));
             logs.push(log);
         }
-        if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
-            self.save_checkpoint()?;
+        if self.is_writer() {
+            let last = if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) && self.step > 0 {
+                self.recipe.output_dir.join(format!("{}{}", ckpt::CHECKPOINT_PREFIX, self.step))
+            } else {
+                self.save_checkpoint()?
+            };
+            hf_layout::publish_final(&last, &self.recipe.output_dir)?;
         }
-        bar.finish_and_clear();
+        bar.finish();
         Ok(logs)
     }
 }
 
 /// A resumed run continues the log from its checkpoint: later lines (steps the killed run took
-/// after it) are dropped.
-fn truncate_log(path: &Path, step: usize) -> Result<()> {
-    let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: String = text
-        .lines()
-        .filter(|line| serde_json::from_str::<StepLog>(line).is_ok_and(|l| l.step <= step))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    ckpt::write_atomic(path, kept.as_bytes())?;
-    Ok(())
+/// after it) are dropped. Returns the steps kept.
+fn truncate_log(path: &Path, step: usize) -> Result<Vec<StepLog>> {
+    let Ok(text) = std::fs::read_to_string(path) else { return Ok(Vec::new()) };
+    let (mut kept, mut logs) = (String::new(), Vec::new());
+    for line in text.lines() {
+        match serde_json::from_str::<StepLog>(line) {
+            Ok(log) if log.step <= step => {
+                kept.push_str(line);
+                kept.push('\n');
+                logs.push(log);
+            }
+            _ => {}
+        }
+    }
+    // Rewritten only when the killed run logged past the checkpoint: resuming a finished run
+    // changes nothing on disk.
+    if kept != text {
+        ckpt::write_atomic(path, kept.as_bytes())?;
+    }
+    Ok(logs)
+}
+
+/// What the adapter names as its base: the hub id when the model came from the hub (what PEFT
+/// and LLaMA-Factory resolve), else the model folder.
+fn base_model_name(recipe: &Recipe, files: &CheckpointFiles) -> String {
+    match recipe.model.checkpoint.as_deref() {
+        Some(id) if recipe.model.init_config.is_none() && !Path::new(id).is_dir() => id.split_once('@').map_or(id, |(repo, _)| repo).to_owned(),
+        _ => files.dir.display().to_string(),
+    }
 }
 
 fn check_token_ids(cfg: &Qwen25VlConfig, tokenizer: &QwenTokenizer) -> Result<()> {
@@ -636,6 +754,8 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let pixels = recipe.data.video().media().image_config;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
@@ -653,20 +773,23 @@ pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) 
     json["vision_start_token_id"] = special.vision_start.into();
     json["vision_end_token_id"] = special.vision_end.into();
     json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
+    // Qwen's own: `<|endoftext|>` begins and pads.
+    json["bos_token_id"] = special.endoftext.into();
+    json["pad_token_id"] = special.endoftext.into();
     Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))
 }
 
 /// The files and folders of a previous run in `out` (the flow cache and the lock are not the
 /// run's: flows are extracted into `<out>/flow-cache` before a first run).
 fn run_artefacts(out: &Path) -> Vec<PathBuf> {
-    const FILES: [&str; 6] = ["config.toml", "train.log", "trainer_log.jsonl", "trainer_state.json", "tensorboard", "base-model"];
+    const FILES: [&str; 5] = ["config.toml", "train.log", "trainer_log.jsonl", "tensorboard", "base-model"];
     let Ok(entries) = std::fs::read_dir(out) else { return Vec::new() };
     let mut found: Vec<PathBuf> = entries
         .filter_map(|e| e.ok())
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            FILES.contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
+            FILES.contains(&name.as_str()) || hf_layout::published_files().contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
         })
         .collect();
     found.sort();
@@ -677,7 +800,7 @@ fn run_artefacts(out: &Path) -> Vec<PathBuf> {
 /// must not silently discard; the rest is set-up that a failed start may leave behind.
 fn is_progress(path: &Path) -> bool {
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    name == "trainer_log.jsonl" || name.starts_with("checkpoint-")
+    name == "trainer_log.jsonl" || name == hf_layout::ADAPTER_FILES[0] || name.starts_with("checkpoint-")
 }
 
 /// Removes a previous run's files from `out`, nothing else.
@@ -702,7 +825,7 @@ pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<Strin
     let saved: Recipe = toml::from_str(&text)
         .map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
     let mut changed = recipe.unsafe_changes(&saved);
-    let state: TrainerState = ckpt::load_json(dir.join("trainer_state.json"))?;
+    let state: TrainerState = hf_layout::read_resume_state(dir)?;
     if let Some(then) = state.data_sha256 {
         let now = data_digest(recipe)?;
         if then != now {
@@ -728,24 +851,16 @@ pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
 pub(crate) fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, ..TemplateOptions::default() };
+    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
     let config = LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() };
     DataLoader::new(samples, tokenizer, media, config)
 }
 
-/// A progress bar over `len` items, hidden when `show` is false.
-pub(crate) fn progress_bar(len: usize, what: &str, show: bool) -> indicatif::ProgressBar {
-    let bar = if show { indicatif::ProgressBar::new(len as u64) } else { indicatif::ProgressBar::hidden() };
-    let template = format!("{{bar:30}} {{pos}}/{{len}} {what} · eta {{eta}}");
-    bar.set_style(indicatif::ProgressStyle::with_template(&template).unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()));
-    bar
-}
-
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
 pub(crate) fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
-    let bar = progress_bar(loader.len(), "samples checked", show);
+    let bar = progress::bar(loader.len() as u64, "samples checked", show);
     let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
-    bar.finish_and_clear();
+    bar.finish();
     Ok(check)
 }
 
@@ -781,7 +896,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             sample.videos.iter().map(move |v| (v.as_path(), limits))
         })
         .collect();
-    let bar = progress_bar(jobs.len(), "cached flows checked", show);
+    let bar = progress::bar(jobs.len() as u64, "cached flows checked", show);
     let misses: Vec<TrainError> = jobs
         .par_iter()
         .filter_map(|(video, limits)| {
@@ -795,7 +910,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
             found.err().map(TrainError::from)
         })
         .collect();
-    bar.finish_and_clear();
+    bar.finish();
     let count = misses.len();
     match misses.into_iter().next() {
         None => Ok(()),

@@ -1,7 +1,7 @@
 //! TensorBoard event files, written and read without tensorboard-rs.
 //!
 //! tensorboard-rs panics on IO errors, has `unimplemented!()` methods and pulls
-//! in protobuf 2 and image 0.23 (see `shared/notes/crates.md`). Scalars need
+//! in protobuf 2 and image 0.23. Scalars need
 //! only two small pieces, so they are written by hand here:
 //!
 //! * **TFRecord framing**, one record per event:
@@ -15,6 +15,11 @@
 //!
 //! The first record of every file is `file_version: "brain.Event:2"`, which is
 //! what TensorBoard expects before it trusts the rest of the file.
+//!
+//! A resumed run writes `session_log` (6) `{status: START}` at its first step:
+//! TensorBoard then drops every scalar at that step or later that an earlier
+//! file holds (the steps a killed run took after its last checkpoint), and so
+//! does [`read_scalars`].
 //!
 //! [`read_scalars`] reads such files back (ours, or any writer's scalars
 //! stored as `simple_value`), checking every CRC, so tests and run-inspection
@@ -161,6 +166,18 @@ impl EventWriter {
         self.write_record(&event)
     }
 
+    /// Marks a restart at `step` (`SessionLog { status: START }`): readers drop the scalars
+    /// at `step` and later written before it, which a resumed run is about to log again.
+    pub fn add_session_start(&mut self, step: i64) -> Result<()> {
+        let mut session_log = Vec::with_capacity(2);
+        put_key(&mut session_log, 1, WIRE_VARINT);
+        put_varint(&mut session_log, SESSION_START);
+        let mut event = Vec::with_capacity(24);
+        encode_event_header(&mut event, wall_time(), step);
+        put_bytes_field(&mut event, 6, &session_log);
+        self.write_record(&event)
+    }
+
     /// Hands buffered records to the operating system, so TensorBoard (and
     /// [`read_scalars`]) see them. Does not fsync: losing the last few scalars
     /// in a power cut is acceptable, an fsync per step is not.
@@ -220,7 +237,9 @@ pub struct Scalar {
 /// inside a record is an error rather than silently shorter, so a test that
 /// passes here means TensorBoard sees the same data. Events without scalars
 /// (the `file_version` record, other writers' images or histograms) and
-/// scalars stored as tensors by newer TensorFlow writers are skipped.
+/// scalars stored as tensors by newer TensorFlow writers are skipped. A
+/// `SessionLog START` at step S drops the scalars read so far at S or later,
+/// as TensorBoard does.
 pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Scalar>> {
     let path = path.as_ref();
     let meta = std::fs::metadata(path).map_err(|source| TensorBoardError::Read {
@@ -228,7 +247,9 @@ pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Scalar>> {
         source,
     })?;
     if !meta.is_dir() {
-        return read_scalars_file(path);
+        let mut all = Vec::new();
+        read_scalars_file(path, &mut all)?;
+        return Ok(all);
     }
     let entries = std::fs::read_dir(path).map_err(|source| TensorBoardError::Read {
         path: path.to_path_buf(),
@@ -256,17 +277,16 @@ pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Scalar>> {
     files.sort();
     let mut all = Vec::new();
     for file in files {
-        all.extend(read_scalars_file(&file)?);
+        read_scalars_file(&file, &mut all)?;
     }
     Ok(all)
 }
 
-fn read_scalars_file(path: &Path) -> Result<Vec<Scalar>> {
+fn read_scalars_file(path: &Path, scalars: &mut Vec<Scalar>) -> Result<()> {
     let data = std::fs::read(path).map_err(|source| TensorBoardError::Read {
         path: path.to_path_buf(),
         source,
     })?;
-    let mut scalars = Vec::new();
     let mut pos = 0usize;
     let mut record = 0usize;
     while pos < data.len() {
@@ -295,7 +315,7 @@ fn read_scalars_file(path: &Path) -> Result<Vec<Scalar>> {
             payload,
             &data[end..end + 4],
         )?;
-        decode_event(payload, &mut scalars).map_err(|reason| TensorBoardError::Malformed {
+        decode_event(payload, scalars).map_err(|reason| TensorBoardError::Malformed {
             path: path.to_path_buf(),
             record,
             offset,
@@ -304,7 +324,7 @@ fn read_scalars_file(path: &Path) -> Result<Vec<Scalar>> {
         pos = end + 4;
         record += 1;
     }
-    Ok(scalars)
+    Ok(())
 }
 
 fn check_crc(
@@ -337,6 +357,9 @@ const WIRE_VARINT: u32 = 0;
 const WIRE_FIXED64: u32 = 1;
 const WIRE_LEN: u32 = 2;
 const WIRE_FIXED32: u32 = 5;
+
+/// `SessionLog.SessionStatus.START`.
+const SESSION_START: u64 = 1;
 
 fn put_varint(out: &mut Vec<u8>, mut v: u64) {
     while v >= 0x80 {
@@ -433,14 +456,24 @@ fn decode_event(payload: &[u8], out: &mut Vec<Scalar>) -> Result<(), String> {
     let mut wall_time = 0.0;
     let mut step = 0i64;
     let mut summaries = Vec::new();
+    let mut session_log = None;
     let mut fields = Fields { buf: payload };
     while let Some((field, value)) = fields.next_field()? {
         match (field, value) {
             (1, Field::Fixed64(b)) => wall_time = f64::from_le_bytes(b),
             (2, Field::Varint(v)) => step = v as i64,
             (5, Field::Bytes(b)) => summaries.push(b),
-            (1 | 2 | 5, _) => return Err(format!("Event field {field} has the wrong wire type")),
+            (6, Field::Bytes(b)) => session_log = Some(b),
+            (1 | 2 | 5 | 6, _) => return Err(format!("Event field {field} has the wrong wire type")),
             _ => {}
+        }
+    }
+    if let Some(log) = session_log {
+        let mut fields = Fields { buf: log };
+        while let Some((field, value)) = fields.next_field()? {
+            if let (1, Field::Varint(SESSION_START)) = (field, value) {
+                out.retain(|s| s.step < step);
+            }
         }
     }
     for summary in summaries {
@@ -670,6 +703,22 @@ mod tests {
             got.iter()
                 .all(|s| s.wall_time > now - 60.0 && s.wall_time <= now)
         );
+    }
+
+    #[test]
+    fn a_session_start_drops_the_earlier_files_later_steps() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut killed = EventWriter::create(dir.path()).unwrap();
+        for step in 1..=4 {
+            killed.add_scalar("train/loss", step as f32, step).unwrap();
+        }
+        drop(killed);
+        let mut resumed = EventWriter::create(dir.path()).unwrap();
+        resumed.add_session_start(3).unwrap();
+        resumed.add_scalar("train/loss", 30.0, 3).unwrap();
+        resumed.flush().unwrap();
+        let got: Vec<(i64, f32)> = read_scalars(dir.path()).unwrap().iter().map(|s| (s.step, s.value)).collect();
+        assert_eq!(got, [(1, 1.0), (2, 2.0), (3, 30.0)]);
     }
 
     #[test]

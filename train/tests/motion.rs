@@ -127,11 +127,11 @@ fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() 
     let base = model.visual().forward(pixels, &grids).unwrap();
 
     let targets = ["gate_proj", "up_proj", "down_proj", "qkv", "proj"].map(String::from).to_vec();
-    let lora = LoraWeights::init(&model, &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() }, 1, &Device::Cpu).unwrap();
+    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() }, 1, &Device::Cpu).unwrap();
     for pair in lora.modules.values() {
         pair.b.set(&Tensor::randn(0f32, 0.5, pair.b.shape(), &Device::Cpu).unwrap()).unwrap();
     }
-    lora.attach(&mut model).unwrap();
+    lora.attach(model.linears_mut()).unwrap();
     let adapted = model.visual().forward(pixels, &grids).unwrap();
     let moved = (&adapted - &base).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     assert!(moved > 1e-3, "the vision LoRA must change the visual path");

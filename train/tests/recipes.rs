@@ -2,6 +2,7 @@
 
 use std::path::Path;
 
+use motionvl_data::text::LabelMask;
 use motionvl_train::recipe::Recipe;
 
 #[test]
@@ -75,4 +76,24 @@ fn nonsense_numbers_are_refused_naming_the_key_and_range() {
         let err = Recipe::load(&path, &[(key.into(), value.into())]).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains(&format!("`{key}`")) && err.contains(range), "{key} = {value}: {err}");
     }
+}
+
+#[test]
+fn the_label_mask_defaults_to_qwens_and_names_its_choices() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/tiny.toml");
+    assert_eq!(Recipe::load(&path, &[]).unwrap().data.label_mask, LabelMask::Qwen);
+    let older = Recipe::load(&path, &[("data.label_mask".into(), "answer-im-end".into())]).unwrap();
+    assert_eq!(older.data.label_mask, LabelMask::AnswerImEnd);
+    let err = Recipe::load(&path, &[("data.label_mask".into(), "answers".into())]).unwrap_err().to_string();
+    assert!(err.contains("label_mask") && err.contains("answer-im-end"), "{err}");
+}
+
+#[test]
+fn known_flags_may_follow_overrides() {
+    use motionvl_train::recipe::overrides_last;
+    let args = |s: &str| s.split(' ').map(String::from).collect::<Vec<_>>();
+    assert_eq!(
+        overrides_last(args("train sft --optim.lr 1e-4 --max-steps 3 --data.workers=2 --resume --lora.rank -1")),
+        args("train sft --max-steps 3 --resume --optim.lr 1e-4 --data.workers=2 --lora.rank -1")
+    );
 }

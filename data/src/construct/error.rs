@@ -7,6 +7,8 @@ use crate::video::VideoError;
 /// Failures of the construction modules; each names the file (and row or key) concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum ConstructError {
+    #[error(transparent)]
+    File(#[from] crate::files::FileError),
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
     /// A bad input file or row: `file` and, in `detail`, the row, key or name at fault.

@@ -1,4 +1,4 @@
-//! `construct nav`: the downstream navigation MCQ (SPEC §4) from flown trajectories.
+//! `construct nav`: the downstream navigation MCQ from flown trajectories.
 //!
 //! A trajectory is a list of positions in metres relative to the start, z up (TravelUAV /
 //! OpenUAV `merged_data.json` episodes, whose per-frame `trajectory` rows start `[x, y, z, …]`,
@@ -36,7 +36,8 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::{ConstructError, write_json_atomic};
+use super::ConstructError;
+use crate::files::write_json_atomic;
 use crate::rng::{SynthRng, derive_seed};
 
 /// The option letters of a row.

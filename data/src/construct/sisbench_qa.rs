@@ -41,7 +41,7 @@ use crate::samples::read_records;
 /// Option letters, in order.
 pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
 
-/// How a video was made (SPEC §2), as the annotations say.
+/// How a video was made, as the annotations say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnnotatedType {
@@ -790,7 +790,7 @@ pub fn build_questions(videos: &[VideoAnnotation], prefix: &str, seed: u64) -> V
 
 /// Writes the questions as a SIS-Bench manifest (a JSON list of [`SisRow`]s).
 pub fn write_manifest(path: &Path, questions: &[Mcq]) -> Result<(), ConstructError> {
-    super::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())
+    Ok(crate::files::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())?)
 }
 
 /// Questions per task, in the taxonomy's order (tasks with none included).

@@ -1,4 +1,4 @@
-//! `construct sisbench-videos`: the four SIS-Bench video types (SPEC §2) from source footage.
+//! `construct sisbench-videos`: the four SIS-Bench video types from source footage.
 //!
 //! Sources are the entries of one folder: sub-folders of numbered frames (VisDrone-style
 //! sequences, shot at a declared rate) and video files. Every output is H.264 MP4 at 15 FPS:
@@ -32,7 +32,8 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use super::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
-use super::{ConstructError, write_atomic};
+use super::ConstructError;
+use crate::files::write_atomic;
 use crate::frames::FramePlan;
 use crate::rng::{SynthRng, derive_seed};
 use crate::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, VideoSource, VideoWriter, probe_video};

@@ -1,4 +1,4 @@
-//! `construct split`: the AirScape train / benchmark split of SIS-Bench (SPEC §2).
+//! `construct split`: the AirScape train / benchmark split of SIS-Bench.
 //!
 //! Clip names carry their origin, `{id}_{source}_{split}_...` as in
 //! `00942_NAT2021_test_N01001_1.mp4`: a numeric id, the source dataset (`urbanvideo`,
@@ -19,7 +19,8 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{ConstructError, write_atomic, write_json_atomic};
+use super::ConstructError;
+use crate::files::{write_atomic, write_json_atomic};
 use crate::rng::SynthRng;
 
 /// The source dataset of an AirScape clip.
@@ -222,7 +223,7 @@ pub fn write_split(out_dir: &Path, outcome: &SplitOutcome) -> Result<(), Constru
     let lines = |names: &[String]| names.iter().map(|n| format!("{n}\n")).collect::<String>();
     write_atomic(&out_dir.join("train.txt"), lines(&outcome.train).as_bytes())?;
     write_atomic(&out_dir.join("benchmark.txt"), lines(&outcome.benchmark).as_bytes())?;
-    write_json_atomic(&out_dir.join("split.json"), outcome)
+    Ok(write_json_atomic(&out_dir.join("split.json"), outcome)?)
 }
 
 #[cfg(test)]

@@ -10,7 +10,8 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use super::error::{DccsError, write_atomic};
+use super::error::DccsError;
+use crate::files::write_atomic;
 use super::geom::V3;
 
 /// Obstacle points, metres, z up.
@@ -270,7 +271,7 @@ pub fn write_ply(path: &Path, points: &[V3], binary: bool) -> Result<(), DccsErr
             out.extend_from_slice(format!("{} {} {}\n", p.x as f32, p.y as f32, p.z as f32).as_bytes());
         }
     }
-    write_atomic(path, &out)
+    Ok(write_atomic(path, &out)?)
 }
 
 /// Points bucketed into cubes of one size, for radius queries that look at 27 cubes only.

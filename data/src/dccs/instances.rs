@@ -23,10 +23,11 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::error::{DccsError, read_json, write_json_atomic};
+use super::error::{DccsError, read_json};
+use crate::files::write_json_atomic;
 use super::geom::V3;
 
-/// The closed landmark taxonomy of UAV-DualCog (SPEC §6).
+/// The closed landmark taxonomy of UAV-DualCog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Category {
@@ -293,5 +294,5 @@ fn parse_box(item: &Value) -> Result<OrientedBox, String> {
 /// Writes landmarks as `{"valid_instances": [...]}`.
 pub fn write_instances(path: &Path, landmarks: &[Landmark]) -> Result<(), DccsError> {
     let items: Vec<Value> = landmarks.iter().map(Landmark::to_json).collect();
-    write_json_atomic(path, &json!({ "valid_instances": items }))
+    Ok(write_json_atomic(path, &json!({ "valid_instances": items }))?)
 }

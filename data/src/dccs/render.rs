@@ -27,7 +27,8 @@ use std::path::{Path, PathBuf};
 use image::codecs::jpeg::JpegEncoder;
 use serde_json::Value;
 
-use super::error::{DccsError, read_json, temp_path, write_atomic};
+use super::error::{DccsError, read_json};
+use crate::files::{temp_sibling, write_atomic};
 use super::stage3::RENDER_FORMAT;
 use super::trajectory::Trajectory;
 use super::world::world_of;
@@ -110,7 +111,7 @@ pub fn render_stage3(path: &Path, progress: &dyn Fn()) -> Result<usize, DccsErro
             std::fs::create_dir_all(dir).map_err(DccsError::io(dir))?;
         }
         // The encoder picks the container by extension, so the temporary file keeps `.mp4`.
-        let tmp = temp_path(&out).with_extension("tmp.mp4");
+        let tmp = temp_sibling(&out).with_extension("tmp.mp4");
         write_video(&tmp, frames.iter().map(Vec::as_slice), k.width, k.height, traj.fps.round() as u32)?;
         std::fs::rename(&tmp, &out).map_err(DccsError::io(&out))?;
         progress();

@@ -19,7 +19,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::cloud::{PointCloud, VoxelGrid};
-use super::error::{DccsError, write_json_atomic};
+use super::error::DccsError;
+use crate::files::write_json_atomic;
 use super::geom::{V3, heading};
 use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};

@@ -22,7 +22,8 @@ use std::path::Path;
 use serde_json::{Value, json};
 
 use super::cloud::PointCloud;
-use super::error::{DccsError, write_json_atomic};
+use super::error::DccsError;
+use crate::files::write_json_atomic;
 use super::geom::{V3, forward_of, heading, round, yaw_pitch};
 use super::instances::Landmark;
 use super::stage3::{RENDER_FORMAT, Rejection, fnv};
@@ -506,7 +507,7 @@ pub fn write_stage4(out: &Path, built: &Stage4Output, cfg: &Stage4Config) -> Res
         }),
     )?;
     write_json_atomic(&out.join("stage4_rejections.json"), &json!({ "rejections": built.rejections }))?;
-    write_json_atomic(
+    Ok(write_json_atomic(
         &out.join("stage4.json"),
         &json!({
             "generation_id": format!("{}_qa_manifest_seed{}", cfg.scene_id, cfg.seed),
@@ -517,5 +518,5 @@ pub fn write_stage4(out: &Path, built: &Stage4Output, cfg: &Stage4Config) -> Res
             "task_types": ["self_where", "self_what", "env_where", "env_how"],
             "samples": built.samples,
         }),
-    )
+    )?)
 }

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::geometry::{Ray, Vec3};
 
-/// The horizontal field of view of the drone camera (SPEC §6: pinhole, 90°).
+/// The horizontal field of view of the drone camera (pinhole, 90°).
 pub const HORIZONTAL_FOV_DEG: f32 = 90.0;
 
 /// Focal lengths and principal point in pixels, for a `width`×`height` image.

@@ -558,7 +558,7 @@ impl WorldJob<'_> {
     }
 
     /// Whether this split asks `task`: the held-out split all 13, the training split none of
-    /// the reasoning level, as SIS-Motion-54K holds none (SPEC §3).
+    /// the reasoning level, as SIS-Motion-54K holds none.
     fn asks(&self, task: SisTask) -> bool {
         self.split == Split::Test || task.level() != Level::Reasoning
     }

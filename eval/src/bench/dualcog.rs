@@ -23,13 +23,15 @@ use motionvl_data::manifest::{Answer, Interval, read_dualcog};
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 use serde_json::{Map, Value};
 
-use super::{Bench, Column, default_score, items_from, options_block};
+use super::{Bench, BenchNames, Column, default_score, items_from, options_block};
 use crate::error::Result;
 use crate::extract::{Extracted, Rule, parse_json_lenient};
 use crate::item::Item;
 use crate::metrics::{Metric, Score, mean_best_tiou, random_choice, random_multi, set_f1};
 
 pub struct DualCog;
+
+const NAMES: BenchNames = BenchNames { name: "dualcog", aliases: &["uav-dualcog", "uavdualcog"], title: "UAV-DualCog" };
 
 const COLUMNS: [(&str, &str, &str); 10] = [
     ("self_instance_recognition_joint", "JBR", "self-state"),
@@ -45,16 +47,8 @@ const COLUMNS: [(&str, &str, &str); 10] = [
 ];
 
 impl Bench for DualCog {
-    fn name(&self) -> &'static str {
-        "dualcog"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["uav-dualcog", "uavdualcog"]
-    }
-
-    fn title(&self) -> &'static str {
-        "UAV-DualCog"
+    fn names(&self) -> &'static BenchNames {
+        &NAMES
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {

@@ -7,11 +7,13 @@ use std::path::Path;
 use motionvl_data::manifest::read_links2bench;
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, Column, items_from};
+use super::{Bench, BenchNames, Column, items_from};
 use crate::error::Result;
 use crate::item::Item;
 
 pub struct LinkS2Bench;
+
+const NAMES: BenchNames = BenchNames { name: "links2", aliases: &["links2bench", "links²bench"], title: "LinkS²Bench" };
 
 const COLUMNS: [(&str, &str, &str); 12] = [
     ("Target Visibility", "TV", "perception"),
@@ -29,16 +31,8 @@ const COLUMNS: [(&str, &str, &str); 12] = [
 ];
 
 impl Bench for LinkS2Bench {
-    fn name(&self) -> &'static str {
-        "links2"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["links2bench", "links²bench"]
-    }
-
-    fn title(&self) -> &'static str {
-        "LinkS²Bench"
+    fn names(&self) -> &'static BenchNames {
+        &NAMES
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {

@@ -49,16 +49,29 @@ impl Column {
     }
 }
 
-/// A benchmark: its manifest reader, prompt and scorer.
-pub trait Bench: Send + Sync {
+/// How a benchmark is named.
+#[derive(Debug, Clone, Copy)]
+pub struct BenchNames {
     /// Name on the command line (`--bench`) and in `results.json`.
-    fn name(&self) -> &'static str;
+    pub name: &'static str,
     /// Other accepted spellings of the name.
-    fn aliases(&self) -> &'static [&'static str] {
-        &[]
-    }
+    pub aliases: &'static [&'static str],
     /// Name as reports print it.
-    fn title(&self) -> &'static str;
+    pub title: &'static str,
+}
+
+/// A benchmark: its names, manifest reader, prompt and scorer.
+pub trait Bench: Send + Sync {
+    fn names(&self) -> &'static BenchNames;
+    fn name(&self) -> &'static str {
+        self.names().name
+    }
+    fn aliases(&self) -> &'static [&'static str] {
+        self.names().aliases
+    }
+    fn title(&self) -> &'static str {
+        self.names().title
+    }
     /// Reads a manifest; a bad row is an error naming file and line, or is skipped and counted
     /// under [`ReadOptions::skip_bad`].
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>>;

@@ -1,4 +1,4 @@
-//! The downstream navigation MCQ (SPEC §4): four-option questions on which path a UAV flew,
+//! The downstream navigation MCQ: four-option questions on which path a UAV flew,
 //! built from OpenUAV trajectories (true path plus reversed, rescaled, re-staged and
 //! wrong-altitude distractors).
 //!
@@ -28,26 +28,20 @@ use motionvl_data::manifest::{Answer, AnswerOption, split_inline_options};
 use motionvl_data::samples::{ReadOptions, ReadOutcome, RowError, RowProblem, read_records};
 use serde_json::{Map, Value};
 
-use super::{Bench, Column, field_text};
+use super::{Bench, BenchNames, Column, field_text};
 use crate::error::Result;
 use crate::item::Item;
 
 pub struct Nav;
 
+const NAMES: BenchNames = BenchNames { name: "nav", aliases: &["navigation", "openuav"], title: "Navigation MCQ" };
+
 /// Task name of rows that give none.
 pub const DEFAULT_TASK: &str = "Navigation MCQ";
 
 impl Bench for Nav {
-    fn name(&self) -> &'static str {
-        "nav"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["navigation", "openuav"]
-    }
-
-    fn title(&self) -> &'static str {
-        "Navigation MCQ"
+    fn names(&self) -> &'static BenchNames {
+        &NAMES
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {

@@ -1,15 +1,17 @@
-//! SIS-Bench (SPEC §2): 13 four-option tasks over UAV video, two dimensions × three levels.
+//! SIS-Bench: 13 four-option tasks over UAV video, two dimensions × three levels.
 
 use std::path::Path;
 
 use motionvl_data::manifest::read_sisbench;
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, Column, items_from};
+use super::{Bench, BenchNames, Column, items_from};
 use crate::error::Result;
 use crate::item::Item;
 
 pub struct SisBench;
+
+const NAMES: BenchNames = BenchNames { name: "sisbench", aliases: &["sis", "sis-bench"], title: "SIS-Bench" };
 
 /// The paper's Table 2 order: spatial (perception, memory, reasoning), then self.
 const COLUMNS: [(&str, &str, &str, &str); 13] = [
@@ -29,16 +31,8 @@ const COLUMNS: [(&str, &str, &str, &str); 13] = [
 ];
 
 impl Bench for SisBench {
-    fn name(&self) -> &'static str {
-        "sisbench"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["sis", "sis-bench"]
-    }
-
-    fn title(&self) -> &'static str {
-        "SIS-Bench"
+    fn names(&self) -> &'static BenchNames {
+        &NAMES
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {

@@ -6,11 +6,13 @@ use std::path::Path;
 use motionvl_data::manifest::read_urbanvideo;
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, Column, items_from};
+use super::{Bench, BenchNames, Column, items_from};
 use crate::error::Result;
 use crate::item::Item;
 
 pub struct UrbanVideo;
+
+const NAMES: BenchNames = BenchNames { name: "urbanvideo", aliases: &["urbanvideo-bench", "urbanvideobench"], title: "UrbanVideo-Bench" };
 
 const COLUMNS: [(&str, &str, &str); 16] = [
     ("Trajectory Captioning", "TC", "recall"),
@@ -32,16 +34,8 @@ const COLUMNS: [(&str, &str, &str); 16] = [
 ];
 
 impl Bench for UrbanVideo {
-    fn name(&self) -> &'static str {
-        "urbanvideo"
-    }
-
-    fn aliases(&self) -> &'static [&'static str] {
-        &["urbanvideo-bench", "urbanvideobench"]
-    }
-
-    fn title(&self) -> &'static str {
-        "UrbanVideo-Bench"
+    fn names(&self) -> &'static BenchNames {
+        &NAMES
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {

@@ -74,12 +74,7 @@ pub fn write_reports(dir: &Path, results: &Results, scored: &[Scored]) -> Result
 }
 
 fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
-    let tmp = path.with_extension(format!(
-        "{}.tmp",
-        path.extension().and_then(|e| e.to_str()).unwrap_or("")
-    ));
-    std::fs::write(&tmp, bytes).map_err(EvalError::io("write", &tmp))?;
-    std::fs::rename(&tmp, path).map_err(EvalError::io("rename into", path))?;
+    motionvl_data::files::write_atomic(path, bytes)?;
     Ok(path.to_path_buf())
 }
 

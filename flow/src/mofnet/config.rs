@@ -1,6 +1,6 @@
 //! MOFNet hyper-parameters: VideoFlow's `multiframes_sintel_submission` config (the one its
 //! `inference.py` uses) as the default, and per-key overrides read from a fixture's
-//! `config.json` (reduced-width test models; see `tools/fixtures/make_mofnet_fixture.py`).
+//! `config.json` (reduced-width test models; see `tools/fixtures/mofnet.py`).
 
 use serde::Deserialize;
 

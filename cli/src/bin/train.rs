@@ -1,0 +1,241 @@
+//! `train sft` — supervised fine-tuning from a TOML recipe —, `train cvaa` — the cross-view
+//! retriever — and `train merge` — fold an adapter into its base checkpoint.
+//!
+//! Any `--section.key value` after the known flags overrides that recipe key, e.g.
+//! `train sft --config configs/sft/tiny.toml --optim.lr 1e-4 --data.workers 2`.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::{Parser, Subcommand};
+use motionvl_models::{CheckpointFiles, HubOptions};
+use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
+use motionvl_train::recipe::Recipe;
+use motionvl_train::parallel::Launch;
+use motionvl_train::threads::train_threads;
+use motionvl_train::sft::{Start, StepLog, Trainer};
+
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[derive(Parser)]
+#[command(name = "train", about = "Train motionvl models")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Supervised fine-tuning with LoRA.
+    Sft {
+        /// Recipe (TOML), e.g. configs/sft/visual-3b.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run directory (overrides the recipe's `output_dir`).
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// Stop after this many optimiser steps.
+        #[arg(long)]
+        max_steps: Option<usize>,
+        /// Continue from `auto` (the newest complete checkpoint of the run directory) or a
+        /// checkpoint directory.
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto", conflicts_with = "overwrite")]
+        resume: Option<String>,
+        /// Start over in a run directory that already holds a run, removing its logs and
+        /// checkpoints (the flow cache is kept).
+        #[arg(long)]
+        overwrite: bool,
+        /// Flow estimator of the motion branch (`none` = visual-only baseline): dis (alias
+        /// classic), raft-small, raft-large, …
+        #[arg(long)]
+        motion: Option<String>,
+        /// Weights of a network flow estimator (RAFT, SEA-RAFT, MemFlow, MOFNet checkpoints).
+        #[arg(long)]
+        flow_weights: Option<PathBuf>,
+        /// Every flow must come from the flow cache (filled by `flow extract --config` with this
+        /// recipe); a missing one is an error before the first step.
+        #[arg(long)]
+        flow_cache_only: bool,
+        /// Only check the data: print how many samples fit `max_seq_len` as they are, fitted
+        /// or dropped, as one JSON object, and exit (no model is loaded).
+        #[arg(long)]
+        check_data: bool,
+        /// Data parallel over N threads of this process (CPU): each reads its share of every
+        /// global batch (`grad_accum` micro-batches per rank) and the gradients are summed.
+        /// On GPUs, launch one process per GPU with torchrun or srun instead (`nccl` builds).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
+        data_parallel: u16,
+        /// `--section.key value` recipe overrides.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        overrides: Vec<String>,
+    },
+    /// The cross-view (UAV ↔ satellite) retriever CVAA, with symmetric InfoNCE.
+    Cvaa {
+        /// Recipe (TOML), e.g. configs/cvaa/synth.toml.
+        #[arg(long)]
+        config: PathBuf,
+        /// Run directory (overrides the recipe's `output_dir`).
+        #[arg(long)]
+        output_dir: Option<PathBuf>,
+        /// Stop after this many optimiser steps.
+        #[arg(long)]
+        max_steps: Option<usize>,
+        /// Continue from `auto` (the newest complete checkpoint) or a checkpoint directory.
+        #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
+        resume: Option<String>,
+        /// `--section.key value` recipe overrides.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+        overrides: Vec<String>,
+    },
+    /// Fold a LoRA adapter into its base model and write a hub-layout checkpoint.
+    Merge {
+        /// Base checkpoint: local directory or hub id.
+        #[arg(long)]
+        base: String,
+        /// Adapter: a run's `checkpoint-N` or root, or any PEFT folder (an older run's
+        /// `checkpoint-N/adapter/` too).
+        #[arg(long)]
+        adapter: PathBuf,
+        #[arg(long)]
+        out: PathBuf,
+        /// Largest shard in MiB.
+        #[arg(long, default_value_t = 4096)]
+        shard_mib: usize,
+    },
+}
+
+/// `--a.b value` pairs from the trailing arguments.
+fn parse_overrides(args: &[String]) -> Result<Vec<(String, String)>> {
+    let mut out = Vec::new();
+    let mut iter = args.iter();
+    while let Some(flag) = iter.next() {
+        let Some(key) = flag.strip_prefix("--") else { bail!("unexpected argument `{flag}` (overrides look like --section.key value)") };
+        let (key, value) = match key.split_once('=') {
+            Some((k, v)) => (k.to_owned(), v.to_owned()),
+            None => (key.to_owned(), iter.next().with_context(|| format!("`{flag}` needs a value"))?.clone()),
+        };
+        if !key.contains('.') && !matches!(key.as_str(), "seed" | "output_dir") {
+            bail!("unknown flag `--{key}` (recipe overrides are --section.key value)");
+        }
+        out.push((key, value));
+    }
+    Ok(out)
+}
+
+fn report_done(logs: &[StepLog]) {
+    if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
+        eprintln!("done: step {} loss {:.4} (first logged {:.4})", last.step, last.loss, first.loss);
+    }
+}
+
+/// This process's rank of a torchrun/SLURM launch: its GPU is `cuda:LOCAL_RANK`, and NCCL
+/// connects it to the others.
+#[cfg(feature = "nccl")]
+fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+    if !recipe.model.device.starts_with("cuda") {
+        bail!("a launch of {} processes trains on GPUs: set model.device = \"cuda\" (each rank takes cuda:LOCAL_RANK)", launch.world_size);
+    }
+    recipe.model.device = format!("cuda:{}", launch.local_rank);
+    let device = motionvl_models::device::parse_device(&recipe.model.device)?;
+    let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
+        .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
+    Ok(Box::new(exchange))
+}
+
+#[cfg(not(feature = "nccl"))]
+fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+    bail!(
+        "launched as rank {} of {} (torchrun/SLURM environment), but this `train` was built without NCCL: build with --features cuda,nccl, or unset WORLD_SIZE/SLURM_NTASKS to train alone",
+        launch.rank,
+        launch.world_size
+    )
+}
+
+fn main() -> Result<()> {
+    motionvl_cli::install_progress_bars();
+    match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
+        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
+            let mut overrides = parse_overrides(&overrides)?;
+            if let Some(dir) = output_dir {
+                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+            }
+            if let Some(name) = motion {
+                overrides.push(("motion.estimator".into(), format!("{name:?}")));
+            }
+            if let Some(weights) = flow_weights {
+                overrides.push(("motion.weights".into(), format!("{:?}", weights.display().to_string())));
+            }
+            if let Some(steps) = max_steps {
+                overrides.push(("optim.max_steps".into(), steps.to_string()));
+            }
+            if flow_cache_only {
+                overrides.push(("motion.cache_only".into(), "true".into()));
+            }
+            let mut recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            if check_data {
+                let report = motionvl_train::sft::check_data(&recipe).context("checking the training data")?;
+                println!("{}", report.to_json_line());
+                return Ok(());
+            }
+            let start = match (&resume, overwrite) {
+                (Some(arg), _) => Start::Resume(arg),
+                (None, true) => Start::Overwrite,
+                (None, false) => Start::Fresh,
+            };
+            let launch = Launch::from_vars(|k| std::env::var(k).ok()).context("reading the launcher's environment")?;
+            if data_parallel > 1 {
+                if launch.is_some() {
+                    bail!("--data-parallel runs threads in one process; under torchrun or srun every process is already a rank");
+                }
+                eprintln!("training on {data_parallel} threads into {}", recipe.output_dir.display());
+                let logs = train_threads(&recipe, start, usize::from(data_parallel)).context("training")?;
+                report_done(&logs);
+                return Ok(());
+            }
+            let exchange = match &launch {
+                Some(launch) => Some(join_group(launch, &mut recipe)?),
+                None => None,
+            };
+            let trainer = Trainer::start_parallel(&recipe, start, exchange).context("setting up training")?;
+            if launch.as_ref().is_some_and(|l| l.rank != 0) {
+                trainer.run().context("training")?;
+                return Ok(());
+            }
+            if let Some(note) = trainer.note() {
+                eprintln!("{note}");
+            }
+            eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
+            report_done(&trainer.run().context("training")?);
+        }
+        Command::Cvaa { config, output_dir, max_steps, resume, overrides } => {
+            let mut overrides = parse_overrides(&overrides)?;
+            if let Some(dir) = output_dir {
+                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+            }
+            if let Some(steps) = max_steps {
+                overrides.push(("optim.max_steps".into(), steps.to_string()));
+            }
+            let recipe = CvaaRecipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            let trainer = CvaaTrainer::new(&recipe, resume.as_deref()).context("setting up CVAA training")?;
+            eprintln!("training CVAA {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
+            let logs = trainer.run().context("training CVAA")?;
+            if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
+                eprintln!("done: step {} loss {:.4} batch accuracy {:.3} (first logged loss {:.4})", last.step, last.loss, last.batch_accuracy, first.loss);
+            }
+        }
+        Command::Merge { base, adapter, out, shard_mib } => {
+            let files = CheckpointFiles::resolve(&base, &HubOptions::from_env()).with_context(|| format!("resolving {base}"))?;
+            let summary = motionvl_train::merge::merge(&files, &adapter, &out, shard_mib << 20).context("merging")?;
+            eprintln!(
+                "merged {} adapted layers; wrote {} tensors in {} shard(s), {:.1} MiB, to {}",
+                summary.merged_modules,
+                summary.tensors,
+                summary.shards,
+                summary.bytes as f64 / (1 << 20) as f64,
+                out.display()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,107 @@
+//! The one question type every benchmark reader produces.
+
+use std::fmt;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+use super::taxonomy::{AnswerKind, Benchmark, Dimension, Level, Task};
+
+/// One lettered option.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AnswerOption {
+    pub label: char,
+    pub text: String,
+}
+
+impl AnswerOption {
+    /// Options labelled A, B, C, … in the order given (at most 26).
+    pub fn lettered<S: AsRef<str>>(texts: &[S]) -> Vec<AnswerOption> {
+        texts.iter().zip('A'..='Z').map(|(t, label)| AnswerOption { label, text: t.as_ref().to_string() }).collect()
+    }
+}
+
+/// A ground-truth time interval in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub start: f64,
+    pub end: f64,
+}
+
+/// A ground-truth answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Answer {
+    /// One option letter.
+    Choice(char),
+    /// Every correct letter of a multi-select question, in option order.
+    Choices(Vec<char>),
+    YesNo(bool),
+    Number(f64),
+    /// Seconds from the start of the video.
+    Timestamp(f64),
+}
+
+impl Answer {
+    pub fn kind(&self) -> AnswerKind {
+        match self {
+            Answer::Choice(_) => AnswerKind::Choice,
+            Answer::Choices(_) => AnswerKind::MultiChoice,
+            Answer::YesNo(_) => AnswerKind::YesNo,
+            Answer::Number(_) => AnswerKind::Number,
+            Answer::Timestamp(_) => AnswerKind::Timestamp,
+        }
+    }
+}
+
+impl fmt::Display for Answer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Answer::Choice(c) => write!(f, "{c}"),
+            Answer::Choices(cs) => write!(f, "{}", cs.iter().map(char::to_string).collect::<Vec<_>>().join(",")),
+            Answer::YesNo(b) => f.write_str(if *b { "yes" } else { "no" }),
+            Answer::Number(x) => write!(f, "{x}"),
+            Answer::Timestamp(t) => write!(f, "{t}s"),
+        }
+    }
+}
+
+/// One benchmark question, whatever the benchmark.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Question {
+    pub benchmark: Benchmark,
+    pub id: String,
+    pub task: Task,
+    /// The question stem, without the options.
+    pub question: String,
+    /// Lettered options; empty for yes/no, numeric and timestamp questions.
+    pub options: Vec<AnswerOption>,
+    pub answer: Answer,
+    /// Resolved video paths (files or frame folders).
+    pub videos: Vec<PathBuf>,
+    /// Resolved image paths (e.g. LinkS²Bench's satellite image).
+    pub images: Vec<PathBuf>,
+    /// Frame rate the manifest declares for its video (UAV-DualCog), if any.
+    pub fps: Option<f64>,
+    /// Clips stitched into the video (SIS-Bench `concat_num`), if given.
+    pub clip_count: Option<u32>,
+    /// Ground-truth intervals (UAV-DualCog behaviour or visibility intervals).
+    pub intervals: Vec<Interval>,
+    pub file: PathBuf,
+    pub line: usize,
+}
+
+impl Question {
+    pub fn dimension(&self) -> Dimension {
+        self.task.dimension()
+    }
+
+    pub fn level(&self) -> Option<Level> {
+        self.task.level()
+    }
+
+    /// The options as prompt lines, `A. text` each.
+    pub fn options_text(&self) -> String {
+        self.options.iter().map(|o| format!("{}. {}", o.label, o.text)).collect::<Vec<_>>().join("\n")
+    }
+}

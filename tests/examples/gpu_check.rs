@@ -1,0 +1,118 @@
+//! Every parity fixture on CUDA against the CPU: the flow networks (RAFT, SEA-RAFT, MemFlow,
+//! MOFNet) on each dump's frames, and Qwen2.5-VL's vision features, logits, loss and greedy
+//! generation, with and without the fixture's PEFT adapter. The CPU results are the ones the
+//! parity tests prove equal to PyTorch, so within these tolerances CUDA is too.
+//!
+//!     cargo run --release -p motionvl-tests --features cuda --example gpu_check
+//!
+//! Prints one line per comparison and a JSON summary; exits non-zero when one is out of
+//! tolerance. `tools/gpu_check.sh` runs it with the rest of the GPU check.
+
+use anyhow::{bail, Context, Result};
+use candle_core::{DType, Device, Tensor};
+use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
+use motionvl_flow::sea_raft::{SeaRaftConfig, SeaRaftEstimator};
+use motionvl_flow::{FlowEstimator, RaftConfig, RaftEstimator};
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, PixelInput, Qwen25Vl, VisionInputs};
+use motionvl_models::CheckpointFiles;
+use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, tolerance};
+use motionvl_tests::flow_dump::{max_abs, FlowDump};
+use motionvl_tests::qwen_dump::QwenDump;
+
+struct Check {
+    what: String,
+    diff: f32,
+    tolerance: f32,
+}
+
+fn estimator(dump: &FlowDump, device: &Device) -> Result<Box<dyn FlowEstimator>> {
+    let config = dump.config_json();
+    let weights = dump.dump.dir.join("model.safetensors");
+    let no_iters = || anyhow::anyhow!("{}: config.json names no iterations", dump.dump.label);
+    let family = dump.dump.label.split('/').nth(1).unwrap_or_default();
+    Ok(match family {
+        "raft_small" | "raft_large" => {
+            let (cfg, iters) = RaftConfig::from_json(&config)?;
+            Box::new(RaftEstimator::from_checkpoint(&weights, cfg, iters.ok_or_else(no_iters)?, device)?)
+        }
+        "sea_raft_s" | "sea_raft_m" | "sea_raft_l" => Box::new(SeaRaftEstimator::from_checkpoint(&weights, &SeaRaftConfig::from_json(&config)?, device)?),
+        "memflow" => Box::new(MemFlowEstimator::from_checkpoint(&weights, MemFlowConfig::from_json(&config)?, device)?),
+        "mofnet" => {
+            let (cfg, iters) = MofConfig::from_json(&config)?;
+            Box::new(MofNetEstimator::from_checkpoint(&weights, cfg, iters.ok_or_else(no_iters)?, device)?)
+        }
+        other => bail!("{}: no estimator for fixture family {other}", dump.dump.label),
+    })
+}
+
+fn flows(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
+    for dump in families("flow", "").into_iter().filter(|d| d.has("config.json")).map(FlowDump::open) {
+        let cpu = estimator(&dump, &Device::Cpu)?.estimate(dump.frames.view())?;
+        let cuda = estimator(&dump, gpu)?.estimate(dump.frames.view())?;
+        let diff = cpu.iter().zip(cuda.iter()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        checks.push(Check { what: format!("{}: flows", dump.dump.label), diff, tolerance: tolerance::flow_px(max_abs(cpu.view())) });
+    }
+    Ok(())
+}
+
+/// One model on one device, and what the checks compare.
+struct Outputs {
+    features: Tensor,
+    logits: Tensor,
+    loss: Tensor,
+    generated: Vec<u32>,
+}
+
+fn run_qwen(dump: &QwenDump, adapter: bool, device: &Device) -> Result<Outputs> {
+    let mut model = Qwen25Vl::load(&CheckpointFiles::from_dir(&dump.dump.dir)?, DType::F32, device)?;
+    if adapter {
+        LoraWeights::load_peft(&dump.dump.dir.join("lora"), device)?.attach(model.linears_mut())?;
+    }
+    let on_device = |p: PixelInput| -> Result<PixelInput> { Ok(PixelInput { pixel_values: p.pixel_values.to_device(device)?, grids: p.grids }) };
+    let host = dump.video_inputs();
+    let vision = VisionInputs { videos: host.videos.map(on_device).transpose()?, ..host };
+    let pixels = vision.videos.as_ref().context("video")?;
+    let features = model.visual().forward(&pixels.pixel_values, &pixels.grids)?;
+    let logits = model.forward(&dump.prompt(""), &vision, None)?;
+    let loss = causal_lm_loss(&logits, &dump.inputs.i64_rows("labels"))?;
+    let prefix = if dump.inputs.has("prompt_input_ids") { "prompt_" } else { "" };
+    let options = GenerateOptions { max_new_tokens: 8, stop_ids: vec![], keep_logits: false };
+    let generated = model.generate(&dump.prompt(prefix), &vision, None, &options)?.tokens.swap_remove(0);
+    Ok(Outputs { features, logits, loss, generated })
+}
+
+fn qwen(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
+    for dump in QwenDump::all() {
+        let adapters = if dump.dump.has("lora") { vec![false, true] } else { vec![false] };
+        for adapter in adapters {
+            let (cpu, cuda) = (run_qwen(&dump, adapter, &Device::Cpu)?, run_qwen(&dump, adapter, gpu)?);
+            let name = format!("{}{}", dump.dump.label, if adapter { " + LoRA" } else { "" });
+            let close = |what: &str, a: &Tensor, b: &Tensor, tolerance: f32| Check { what: format!("{name}: {what}"), diff: max_abs_diff(a, b), tolerance };
+            checks.push(close("vision features", &cpu.features, &cuda.features, tolerance::F32_ACTIVATIONS));
+            checks.push(close("logits", &cpu.logits, &cuda.logits, tolerance::F32_ACTIVATIONS));
+            checks.push(close("loss", &cpu.loss, &cuda.loss, tolerance::LOSS));
+            let same = cpu.generated == cuda.generated;
+            checks.push(Check { what: format!("{name}: greedy tokens {:?} vs {:?}", cpu.generated, cuda.generated), diff: if same { 0.0 } else { 1.0 }, tolerance: 0.0 });
+        }
+    }
+    Ok(())
+}
+
+fn main() -> Result<()> {
+    let gpu = Device::new_cuda(0).context("cuda:0 (build with --features cuda, on a machine with a GPU)")?;
+    println!("fixtures: {}", fixtures_root().display());
+    let mut checks = Vec::new();
+    flows(&gpu, &mut checks)?;
+    qwen(&gpu, &mut checks)?;
+    let failed: Vec<&Check> = checks.iter().filter(|c| !(c.diff <= c.tolerance)).collect();
+    for c in &checks {
+        println!("{:<4} {:<70} max |Δ| {:.2e} (tolerance {:.0e})", if c.diff <= c.tolerance { "ok" } else { "FAIL" }, c.what, c.diff, c.tolerance);
+    }
+    println!("{}", serde_json::json!({"parity_checks": checks.len(), "failed": failed.len()}));
+    if !failed.is_empty() {
+        bail!("{} of {} CUDA results differ from the CPU beyond tolerance", failed.len(), checks.len());
+    }
+    Ok(())
+}

@@ -1,0 +1,30 @@
+# Source this (bash) on a CPU-only machine to compile and link the `cuda` features: installs the
+# CUDA 13 compiler from PyPI into a virtual environment, puts link-only stand-ins for the driver
+# and the CUDA libraries where cudarc's build script searches, and exports what the build needs.
+# GPU machines use their real toolkit instead (README, "Building for a GPU").
+#
+#   source tools/cuda/ci_toolkit.sh [VENV_DIR]     (default: .cuda-venv in the workspace)
+
+# cudarc 0.19 knows CUDA versions up to 13.4 and panics on a newer `nvcc --version`: keep the pin.
+MOTIONVL_CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.4.3"
+_ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+_venv="${1:-$_ws/.cuda-venv}"
+
+if [ ! -x "$_venv/bin/nvcc-installed" ]; then
+  python3 -m venv "$_venv"
+  "$_venv/bin/pip" install --quiet --disable-pip-version-check "$MOTIONVL_CUDA_TOOLKIT"
+  touch "$_venv/bin/nvcc-installed" && chmod +x "$_venv/bin/nvcc-installed"
+fi
+_root="$("$_venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
+
+# cudarc adds $CUDA_HOME/lib/stubs to the link search path. The runtime is the real one from PyPI
+# (candle-kernels' static MoE library needs its `__cudaRegister*`), under the unversioned name.
+(cd "$_ws" && python3 tools/cuda/link_stubs.py "$_root/lib/stubs") > /dev/null
+ln -sf libcudart.so.13 "$_root/lib/libcudart.so"
+
+export PATH="$_root/bin:$PATH"   # cudarc's build script reads the version from `nvcc --version`
+export CUDA_HOME="$_root"        # cudaforge finds nvcc and the headers here, cudarc the -L paths
+# No GPU to ask: sm_90 (H100/H200). Override for another card before sourcing.
+export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
+export CUDAFORGE_THREADS="${CUDAFORGE_THREADS:-$(nproc)}"
+unset _ws _venv _root

@@ -1,0 +1,471 @@
+//! Data parallel training: the gradient exchange between ranks, and how a rank learns its place.
+//!
+//! One small trait, [`GradExchange`], sums a flat f32 tensor across ranks in place. Two
+//! implementations: [`ThreadExchange`], ranks as threads of one process (`train sft
+//! --data-parallel N` on CPU, and the tests that prove the semantics), and `NcclExchange`
+//! (feature `nccl`), one process per GPU launched by torchrun or SLURM ([`Launch`]), with rank 0
+//! handing NCCL's unique id to the others over TCP ([`share_unique_id`]).
+//!
+//! The trainer reduces the accumulated gradients in buckets ([`reduce_grads`]) before
+//! clipping and the optimiser step, so every rank takes the identical step.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
+
+use crate::optim::Grads;
+
+#[derive(Debug, thiserror::Error)]
+pub enum ParallelError {
+    #[error(transparent)]
+    Candle(#[from] candle_core::Error),
+    #[error("data parallel: rank {0} left the group (it failed; its error is above)")]
+    PeerGone(usize),
+    #[error("data parallel: environment variable {key}: {problem}")]
+    Env { key: &'static str, problem: String },
+    #[error("data parallel: rendezvous with rank 0 at {addr}: {source}")]
+    Rendezvous { addr: String, source: std::io::Error },
+    #[error("data parallel: {0}")]
+    Setup(String),
+}
+
+type Result<T> = std::result::Result<T, ParallelError>;
+
+/// Sums gradients across the ranks of one data-parallel group.
+pub trait GradExchange {
+    fn rank(&self) -> usize;
+    fn world_size(&self) -> usize;
+    /// Where the exchanged buffers live (the CPU for threads, the rank's GPU for NCCL).
+    fn device(&self) -> &Device;
+    /// Replaces the contiguous 1-D f32 tensor `flat` (on [`device`](Self::device)) by its sum
+    /// over all ranks. Every rank receives bit-identical values, so the ranks' weights never drift.
+    fn all_reduce_sum(&self, flat: &Tensor) -> Result<()>;
+}
+
+/// Consecutive runs of `lens` holding at most `bucket_elems` values each (a longer one is a
+/// run of its own): few, large exchanges instead of one per tensor.
+fn buckets(lens: &[usize], bucket_elems: usize) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    while start < lens.len() {
+        let (mut end, mut len) = (start + 1, lens[start]);
+        while end < lens.len() && len + lens[end] <= bucket_elems {
+            len += lens[end];
+            end += 1;
+        }
+        out.push(start..end);
+        start = end;
+    }
+    out
+}
+
+/// Sums an optimiser's accumulated gradients across ranks in buckets of at most
+/// `bucket_elems` values: host gradients through a bucket on the exchange's device, device
+/// gradients as buckets concatenated where they live.
+pub fn reduce_grads(exchange: &dyn GradExchange, grads: Grads<'_>, bucket_elems: usize) -> Result<()> {
+    let Grads { mut host, mut device } = grads;
+    let lens: Vec<usize> = host.iter().map(|b| b.len()).collect();
+    for run in buckets(&lens, bucket_elems) {
+        let packed: Vec<f32> = host[run.clone()].iter().flat_map(|b| b.iter().copied()).collect();
+        let bucket = Tensor::from_vec(packed, lens[run.clone()].iter().sum::<usize>(), exchange.device())?;
+        exchange.all_reduce_sum(&bucket)?;
+        let summed: Vec<f32> = bucket.to_vec1()?;
+        let mut at = 0;
+        for buffer in &mut host[run] {
+            buffer.copy_from_slice(&summed[at..at + buffer.len()]);
+            at += buffer.len();
+        }
+    }
+    let lens: Vec<usize> = device.iter().map(|t| t.elem_count()).collect();
+    for run in buckets(&lens, bucket_elems) {
+        let flat: Vec<Tensor> = device[run.clone()].iter().map(|t| t.flatten_all()).collect::<candle_core::Result<_>>()?;
+        let bucket = Tensor::cat(&flat, 0)?.contiguous()?;
+        exchange.all_reduce_sum(&bucket)?;
+        let mut at = 0;
+        for grad in &mut device[run] {
+            let n = grad.elem_count();
+            **grad = bucket.narrow(0, at, n)?.reshape(grad.shape())?;
+            at += n;
+        }
+    }
+    Ok(())
+}
+
+/// Returns once every rank has called it.
+pub fn barrier(exchange: &dyn GradExchange) -> Result<()> {
+    exchange.all_reduce_sum(&Tensor::zeros(1, DType::F32, exchange.device())?)
+}
+
+/// Ranks as threads of one process: each deposits its buffer, waits for all, and sums every
+/// rank's buffer in rank order, so all ranks compute the same sum bit for bit.
+pub struct ThreadExchange {
+    rank: usize,
+    group: Arc<ThreadGroup>,
+    device: Device,
+}
+
+struct ThreadGroup {
+    world: usize,
+    state: Mutex<GroupState>,
+    wake: Condvar,
+}
+
+struct GroupState {
+    slots: Vec<Vec<f32>>,
+    arrived: usize,
+    generation: u64,
+    /// A rank whose exchange was dropped (its trainer failed): the others stop waiting.
+    gone: Option<usize>,
+}
+
+impl ThreadExchange {
+    /// The `world` members of a new group, rank 0 first.
+    pub fn group(world: usize) -> Vec<ThreadExchange> {
+        let group = Arc::new(ThreadGroup {
+            world,
+            state: Mutex::new(GroupState { slots: vec![Vec::new(); world], arrived: 0, generation: 0, gone: None }),
+            wake: Condvar::new(),
+        });
+        (0..world).map(|rank| ThreadExchange { rank, group: Arc::clone(&group), device: Device::Cpu }).collect()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GroupState> {
+        // The state is a few counters and buffers that stay consistent even if a holder panicked.
+        self.group.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Blocks until every rank has arrived at this barrier.
+    fn barrier<'a>(&'a self, mut st: MutexGuard<'a, GroupState>) -> Result<MutexGuard<'a, GroupState>> {
+        if let Some(rank) = st.gone {
+            return Err(ParallelError::PeerGone(rank));
+        }
+        st.arrived += 1;
+        if st.arrived == self.group.world {
+            st.arrived = 0;
+            st.generation += 1;
+            self.group.wake.notify_all();
+            return Ok(st);
+        }
+        let generation = st.generation;
+        while st.generation == generation {
+            if let Some(rank) = st.gone {
+                return Err(ParallelError::PeerGone(rank));
+            }
+            st = self.group.wake.wait(st).unwrap_or_else(|poisoned| poisoned.into_inner());
+        }
+        Ok(st)
+    }
+
+    fn sum_in_place(&self, values: &mut [f32]) -> Result<()> {
+        let mut st = self.lock();
+        st.slots[self.rank].clear();
+        st.slots[self.rank].extend_from_slice(values);
+        st = self.barrier(st)?;
+        for (i, v) in values.iter_mut().enumerate() {
+            *v = st.slots.iter().map(|slot| slot[i]).sum();
+        }
+        // Nobody refills a slot before every rank has read them all.
+        drop(self.barrier(st)?);
+        Ok(())
+    }
+}
+
+impl Drop for ThreadExchange {
+    fn drop(&mut self) {
+        let mut st = self.lock();
+        if st.gone.is_none() {
+            st.gone = Some(self.rank);
+        }
+        self.group.wake.notify_all();
+    }
+}
+
+impl GradExchange for ThreadExchange {
+    fn rank(&self) -> usize {
+        self.rank
+    }
+
+    fn world_size(&self) -> usize {
+        self.group.world
+    }
+
+    fn device(&self) -> &Device {
+        &self.device
+    }
+
+    fn all_reduce_sum(&self, flat: &Tensor) -> Result<()> {
+        check_flat(flat)?;
+        let outcome = Mutex::new(Ok(()));
+        flat.inplace_op1(&ThreadSum { exchange: self, outcome: &outcome })?;
+        outcome.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+fn check_flat(flat: &Tensor) -> Result<()> {
+    if flat.dtype() != DType::F32 || flat.rank() != 1 || !flat.is_contiguous() {
+        return Err(ParallelError::Setup(format!("all_reduce_sum takes a contiguous 1-D f32 tensor, got {:?} {:?}", flat.dtype(), flat.dims())));
+    }
+    Ok(())
+}
+
+/// The in-place CPU op behind [`ThreadExchange::all_reduce_sum`]; the exchange's own error
+/// travels back through `outcome` (candle's op error type cannot carry it).
+struct ThreadSum<'a> {
+    exchange: &'a ThreadExchange,
+    outcome: &'a Mutex<Result<()>>,
+}
+
+impl InplaceOp1 for ThreadSum<'_> {
+    fn name(&self) -> &'static str {
+        "thread-all-reduce"
+    }
+
+    fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
+        let (CpuStorage::F32(values), Some((lo, hi))) = (storage, layout.contiguous_offsets()) else {
+            candle_core::bail!("thread-all-reduce: needs contiguous f32 storage")
+        };
+        let result = self.exchange.sum_in_place(&mut values[lo..hi]);
+        *self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = result;
+        Ok(())
+    }
+}
+
+/// Where this process sits in a launched group: torchrun's `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
+/// `MASTER_ADDR`, `MASTER_PORT`, or SLURM's `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` (with
+/// `MASTER_ADDR` exported by the job script, and `MASTER_PORT` defaulting to 29500).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    pub rank: usize,
+    pub world_size: usize,
+    /// The GPU of this process on its node.
+    pub local_rank: usize,
+    pub master_addr: String,
+    pub master_port: u16,
+}
+
+impl Launch {
+    /// The launch described by `var` (the process environment: `|k| std::env::var(k).ok()`);
+    /// `None` when there is no launcher or the world is one process.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
+        let keys: [(&'static str, &'static str, &'static str); 2] =
+            [("WORLD_SIZE", "RANK", "LOCAL_RANK"), ("SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")];
+        let Some((world_key, rank_key, local_key)) = keys.into_iter().find(|(world, _, _)| var(world).is_some()) else {
+            return Ok(None);
+        };
+        let number = |key: &'static str| -> Result<usize> {
+            let value = var(key).ok_or_else(|| ParallelError::Env { key, problem: format!("not set, but {world_key} is") })?;
+            value.trim().parse().map_err(|_| ParallelError::Env { key, problem: format!("`{value}` is not a number") })
+        };
+        let world_size = number(world_key)?;
+        if world_size <= 1 {
+            return Ok(None);
+        }
+        let rank = number(rank_key)?;
+        if rank >= world_size {
+            return Err(ParallelError::Env { key: rank_key, problem: format!("{rank} is not below {world_key} = {world_size}") });
+        }
+        let local_rank = number(local_key)?;
+        let master_addr = var("MASTER_ADDR").ok_or_else(|| ParallelError::Env {
+            key: "MASTER_ADDR",
+            problem: "not set: export the host of rank 0 (under SLURM: `export MASTER_ADDR=$(scontrol show hostnames | head -n1)`)".into(),
+        })?;
+        let master_port = match var("MASTER_PORT") {
+            None => 29500,
+            Some(p) => p.trim().parse().map_err(|_| ParallelError::Env { key: "MASTER_PORT", problem: format!("`{p}` is not a port") })?,
+        };
+        Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port }))
+    }
+}
+
+/// How long a rank keeps trying to reach rank 0, which may start later.
+const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
+
+/// Rank 0 sends `id` (NCCL's unique id, 128 bytes) to every other rank over TCP and returns
+/// it; the others connect to `MASTER_ADDR:MASTER_PORT` (retrying until rank 0 listens) and
+/// return what they receive.
+pub fn share_unique_id(launch: &Launch, id: Option<[u8; 128]>) -> Result<[u8; 128]> {
+    let addr = format!("{}:{}", launch.master_addr, launch.master_port);
+    let fail = |source| ParallelError::Rendezvous { addr: addr.clone(), source };
+    if launch.rank == 0 {
+        let id = id.ok_or_else(|| ParallelError::Setup("rank 0 needs the unique id to share".into()))?;
+        // Rank 0 listens on every interface: MASTER_ADDR names it from the others' side.
+        let listener = TcpListener::bind(("0.0.0.0", launch.master_port)).map_err(fail)?;
+        for _ in 1..launch.world_size {
+            let (mut stream, _) = listener.accept().map_err(fail)?;
+            stream.write_all(&id).map_err(fail)?;
+        }
+        return Ok(id);
+    }
+    let started = Instant::now();
+    let mut stream = loop {
+        match TcpStream::connect(&addr) {
+            Ok(stream) => break stream,
+            Err(e) if started.elapsed() > RENDEZVOUS_TIMEOUT => return Err(fail(e)),
+            Err(_) => std::thread::sleep(Duration::from_millis(200)),
+        }
+    };
+    let mut id = [0u8; 128];
+    stream.read_exact(&mut id).map_err(fail)?;
+    Ok(id)
+}
+
+#[cfg(feature = "nccl")]
+pub use nccl::NcclExchange;
+
+#[cfg(feature = "nccl")]
+mod nccl {
+    use super::{check_flat, share_unique_id, GradExchange, Launch, ParallelError, Result};
+    use candle_core::cuda_backend::cudarc::nccl::safe::{Comm, Id, ReduceOp};
+    use candle_core::{CudaStorage, Device, InplaceOp1, Layout, Tensor};
+
+    /// One process per GPU, summing with NCCL on the rank's CUDA stream.
+    pub struct NcclExchange {
+        comm: Comm,
+        device: Device,
+    }
+
+    impl NcclExchange {
+        /// Joins the group `launch` describes on `device` (this rank's GPU, `cuda:LOCAL_RANK`).
+        pub fn connect(launch: &Launch, device: &Device) -> Result<Self> {
+            let Device::Cuda(cuda) = device else {
+                return Err(ParallelError::Setup(format!("NCCL needs a CUDA device, the recipe gives {device:?}")));
+            };
+            let nccl = |e| ParallelError::Setup(format!("NCCL: {e:?}"));
+            let own = if launch.rank == 0 { Some(Id::new().map_err(nccl)?.internal().map(|c| c as u8)) } else { None };
+            let bytes = share_unique_id(launch, own)?;
+            let id = Id::uninit(bytes.map(|b| b as std::ffi::c_char));
+            let comm = Comm::from_rank(cuda.cuda_stream(), launch.rank, launch.world_size, id).map_err(nccl)?;
+            Ok(Self { comm, device: device.clone() })
+        }
+    }
+
+    impl GradExchange for NcclExchange {
+        fn rank(&self) -> usize {
+            self.comm.rank()
+        }
+
+        fn world_size(&self) -> usize {
+            self.comm.world_size()
+        }
+
+        fn device(&self) -> &Device {
+            &self.device
+        }
+
+        fn all_reduce_sum(&self, flat: &Tensor) -> Result<()> {
+            check_flat(flat)?;
+            Ok(flat.inplace_op1(&NcclSum(&self.comm))?)
+        }
+    }
+
+    struct NcclSum<'a>(&'a Comm);
+
+    impl InplaceOp1 for NcclSum<'_> {
+        fn name(&self) -> &'static str {
+            "nccl-all-reduce"
+        }
+
+        fn cpu_fwd(&self, _: &mut candle_core::CpuStorage, _: &Layout) -> candle_core::Result<()> {
+            candle_core::bail!("nccl-all-reduce: the tensor is on the CPU; NCCL sums CUDA tensors")
+        }
+
+        fn cuda_fwd(&self, storage: &mut CudaStorage, layout: &Layout) -> candle_core::Result<()> {
+            if layout.contiguous_offsets() != Some((0, layout.shape().elem_count())) {
+                candle_core::bail!("nccl-all-reduce: needs a contiguous tensor from offset 0");
+            }
+            let slice = storage.as_cuda_slice_mut::<f32>()?;
+            self.0.all_reduce_in_place(slice, &ReduceOp::Sum).map_err(|e| candle_core::Error::Msg(format!("nccl-all-reduce: {e:?}")))?;
+            Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn threads_sum_buckets_identically_on_every_rank() {
+        let handles: Vec<_> = ThreadExchange::group(3)
+            .into_iter()
+            .map(|ex| {
+                std::thread::spawn(move || {
+                    let r = ex.rank() as f32;
+                    let (mut a, mut b, mut c) = (vec![r, 1.0], vec![10.0 * r; 3], vec![0.5; 5]);
+                    // The same values as tensors: the path GPU gradients take.
+                    let mut d = Tensor::new(&[[r, 2.0], [3.0, 4.0 * r]], &Device::Cpu).expect("tensor");
+                    let mut e = Tensor::new(&[1f32; 3], &Device::Cpu).expect("tensor");
+                    // Buckets of 4: [a], [b], [c] (c alone is longer than a bucket); [d], [e].
+                    let grads = Grads { host: vec![&mut a, &mut b, &mut c], device: vec![&mut d, &mut e] };
+                    reduce_grads(&ex, grads, 4)?;
+                    Ok::<_, ParallelError>((a, b, c, d.to_vec2::<f32>()?, e.to_vec1::<f32>()?))
+                })
+            })
+            .collect();
+        for h in handles {
+            let (a, b, c, d, e) = h.join().expect("rank thread").expect("reduced");
+            assert_eq!(a, [3.0, 3.0]);
+            assert_eq!(b, [30.0; 3]);
+            assert_eq!(c, [1.5; 5]);
+            assert_eq!(d, [[3.0, 6.0], [9.0, 12.0]]);
+            assert_eq!(e, [3.0; 3]);
+        }
+    }
+
+    #[test]
+    fn a_failed_rank_releases_the_others() {
+        let mut group = ThreadExchange::group(2);
+        let survivor = group.remove(1);
+        drop(group);
+        let t = Tensor::new(&[1f32], &Device::Cpu).expect("tensor");
+        let err = survivor.all_reduce_sum(&t).expect_err("rank 0 is gone");
+        assert!(err.to_string().contains("rank 0 left"), "{err}");
+    }
+
+    #[test]
+    fn launches_from_torchrun_and_slurm() {
+        let torch = vars(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "29400")]);
+        let launch = Launch::from_vars(torch).expect("valid").expect("a group");
+        assert_eq!(launch, Launch { rank: 1, world_size: 4, local_rank: 1, master_addr: "node0".into(), master_port: 29400 });
+        let slurm = vars(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1"), ("MASTER_ADDR", "gpu12")]);
+        let launch = Launch::from_vars(slurm).expect("valid").expect("a group");
+        assert_eq!((launch.rank, launch.world_size, launch.local_rank, launch.master_port), (5, 8, 1, 29500));
+        assert_eq!(Launch::from_vars(vars(&[])).expect("no launcher"), None);
+        assert_eq!(Launch::from_vars(vars(&[("WORLD_SIZE", "1"), ("RANK", "0")])).expect("one process"), None);
+    }
+
+    #[test]
+    fn bad_launch_variables_are_named() {
+        let no_addr = vars(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")]);
+        assert!(Launch::from_vars(no_addr).expect_err("no address").to_string().contains("MASTER_ADDR"));
+        let rank_too_big = vars(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "h")]);
+        assert!(Launch::from_vars(rank_too_big).expect_err("rank ≥ world").to_string().contains("RANK: 2 is not below"));
+        let junk = vars(&[("SLURM_NTASKS", "two")]);
+        assert!(Launch::from_vars(junk).expect_err("not a number").to_string().contains("SLURM_NTASKS: `two`"));
+    }
+
+    #[test]
+    fn rank_zero_hands_the_unique_id_to_every_rank() {
+        // A free port, released before rank 0 binds it.
+        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
+        let id: [u8; 128] = std::array::from_fn(|i| i as u8);
+        let handles: Vec<_> = (0..3)
+            .map(|rank| {
+                let launch = Launch { rank, world_size: 3, local_rank: rank, master_addr: "127.0.0.1".into(), master_port: port };
+                std::thread::spawn(move || share_unique_id(&launch, (rank == 0).then_some(id)))
+            })
+            .collect();
+        for h in handles {
+            assert_eq!(h.join().expect("rank thread").expect("rendezvous"), id);
+        }
+    }
+}

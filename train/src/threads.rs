@@ -1,0 +1,37 @@
+//! `train sft --data-parallel N`: the ranks of a data-parallel run as threads of one process,
+//! exchanging gradients through a [`ThreadExchange`] — the CPU stand-in for one process per GPU.
+
+use crate::parallel::{ParallelError, ThreadExchange};
+use crate::recipe::Recipe;
+use crate::sft::{Start, StepLog, TrainError, Trainer};
+
+/// `train sft --data-parallel N` on one machine: `world` trainers as threads, summing through a
+/// [`ThreadExchange`]. Returns rank 0's step logs, or the error of the rank that failed first.
+pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize) -> std::result::Result<Vec<StepLog>, TrainError> {
+    let outcomes: Vec<std::result::Result<Vec<StepLog>, TrainError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ThreadExchange::group(world)
+            .into_iter()
+            .map(|exchange| scope.spawn(move || Trainer::start_parallel(recipe, start, Some(Box::new(exchange)))?.run()))
+            .collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::Setup(format!("data-parallel rank {rank} panicked")))))
+            .collect()
+    });
+    // A rank that fails releases the others with `PeerGone`: report the cause, not the echo.
+    let mut echo = None;
+    let mut logs = None;
+    for outcome in outcomes {
+        match outcome {
+            Ok(l) => logs = logs.or(Some(l)),
+            Err(TrainError::Parallel(ParallelError::PeerGone(r))) => echo = echo.or(Some(r)),
+            Err(e) => return Err(e),
+        }
+    }
+    match (echo, logs) {
+        (Some(rank), _) => Err(ParallelError::PeerGone(rank).into()),
+        (None, Some(logs)) => Ok(logs),
+        (None, None) => Err(TrainError::Setup("--data-parallel needs at least one rank".into())),
+    }
+}
