@@ -3,12 +3,14 @@
 //! 2026-12-01 regression, where a change of the trained tokens (the `\n` after `<|im_end|>`)
 //! tipped the recipe's learning rate into a model that answers "D" to every question.
 //!
-//! About 15 minutes on 2 CPU cores in release, so not part of `cargo test`:
+//! About 30 minutes on 2 busy CPU cores in release (stage 0 and three fine-tunings), so not part
+//! of `cargo test`:
 //! `cargo test --release -p motionvl-demo --test committed -- --ignored`
 
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use motionvl_demo::summary::MOTION;
 use motionvl_demo::{run, DemoConfig};
 
 /// P(X ≥ k) for X ~ Binomial(n, p): how likely guessing alone scores `k` of `n` or more.
@@ -27,7 +29,7 @@ fn binomial_tail_matches_hand_computed_values() {
 }
 
 #[test]
-#[ignore = "the whole committed demo: about 15 minutes on 2 CPU cores in release"]
+#[ignore = "the whole committed demo: about 30 minutes on 2 CPU cores in release"]
 fn committed_demo_motion_model_recognises_actions() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = tempfile::tempdir().unwrap();
@@ -35,7 +37,7 @@ fn committed_demo_motion_model_recognises_actions() {
     let config = DemoConfig::load(&root.join("configs/demo.toml"), &overrides).unwrap();
     let summary = run(&config, &root.join("configs/demo.toml"), false).unwrap();
 
-    let motion = summary.runs.iter().find(|r| r.name == "motion-aware").unwrap();
+    let motion = summary.runs.iter().find(|r| r.name == MOTION).unwrap();
     let answers: BTreeSet<String> = std::fs::read_to_string(motion.eval_dir.join("predictions.jsonl"))
         .unwrap()
         .lines()
