@@ -1,8 +1,10 @@
-//! Building blocks written with differentiable primitives only.
+//! Building blocks that serve inference and training alike.
 //!
 //! Candle's fused `rms_norm`, `softmax_last_dim` and `rope*` kernels have no backward pass:
-//! gradients through them vanish silently. Everything here is composed of ops that do have
-//! one, so the same code serves inference and training.
+//! gradients through them vanish silently. RMSNorm, rotary embedding and the gated activation run
+//! this crate's own fused ops with hand-written backward ([`crate::fused`]) where those apply
+//! (CPU, contiguous f32) and are composed of differentiable primitives elsewhere; the rest is
+//! composed throughout.
 
 use candle_core::{DType, Module, Result, Tensor, D};
 use candle_nn::VarBuilder;
@@ -24,10 +26,7 @@ impl RmsNorm {
     }
 
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let dtype = xs.dtype();
-        let xs = xs.to_dtype(DType::F32)?;
-        let inv_rms = (xs.sqr()?.mean_keepdim(D::Minus1)? + self.eps)?.sqrt()?.recip()?;
-        xs.broadcast_mul(&inv_rms)?.to_dtype(dtype)?.broadcast_mul(&self.weight)
+        crate::fused::norm::rms_norm(xs, &self.weight, self.eps)
     }
 }
 
@@ -116,10 +115,7 @@ pub fn rotate_half(xs: &Tensor) -> Result<Tensor> {
 /// Rotary embedding in the rotate-half convention; `cos`/`sin` broadcast against `xs`.
 /// Computed in f32 like the reference, returned in the input dtype.
 pub fn apply_rotary(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    let dtype = xs.dtype();
-    let xs = xs.to_dtype(DType::F32)?;
-    let rotated = rotate_half(&xs)?.broadcast_mul(sin)?;
-    xs.broadcast_mul(cos)?.add(&rotated)?.to_dtype(dtype)
+    crate::fused::rotary::apply_rotary(xs, cos, sin)
 }
 
 /// Softmax attention over `[.., L, D]` queries and `[.., Lk, D]` keys/values with an optional
@@ -165,8 +161,8 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let gate = self.act.apply(&self.gate_proj.forward(xs)?)?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(xs)?)?)
+        let gated = crate::fused::swiglu::gated_activation(self.act, &self.gate_proj.forward(xs)?, &self.up_proj.forward(xs)?)?;
+        self.down_proj.forward(&gated)
     }
 }
 
