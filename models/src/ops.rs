@@ -104,14 +104,6 @@ impl Module for Linear {
     }
 }
 
-/// `[x1, x2] → [-x2, x1]` on the last dimension.
-pub fn rotate_half(xs: &Tensor) -> Result<Tensor> {
-    let half = xs.dim(D::Minus1)? / 2;
-    let x1 = xs.narrow(D::Minus1, 0, half)?;
-    let x2 = xs.narrow(D::Minus1, half, half)?;
-    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
-}
-
 /// Rotary embedding in the rotate-half convention; `cos`/`sin` broadcast against `xs`.
 /// Computed in f32 like the reference, returned in the input dtype.
 pub fn apply_rotary(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {

@@ -3,7 +3,7 @@
 //! no saved activations; the composed form keeps the halves, their negation, the concatenation
 //! and both products.
 
-use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor, D};
 use rayon::prelude::*;
 
 use super::{contiguous_f32, TASK_ELEMENTS};
@@ -46,8 +46,16 @@ fn broadcast_tables(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Option<(Tensor, 
 pub fn composed(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     let dtype = xs.dtype();
     let xs = xs.to_dtype(DType::F32)?;
-    let rotated = crate::ops::rotate_half(&xs)?.broadcast_mul(sin)?;
+    let rotated = rotate_half(&xs)?.broadcast_mul(sin)?;
     xs.broadcast_mul(cos)?.add(&rotated)?.to_dtype(dtype)
+}
+
+/// `[x1, x2] → [-x2, x1]` on the last dimension.
+pub fn rotate_half(xs: &Tensor) -> Result<Tensor> {
+    let half = xs.dim(D::Minus1)? / 2;
+    let x1 = xs.narrow(D::Minus1, 0, half)?;
+    let x2 = xs.narrow(D::Minus1, half, half)?;
+    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
 }
 
 /// `(x, cos, sin)` with the tables broadcast to `x`'s shape. With halves `x = [x1, x2]`:
