@@ -6,7 +6,8 @@
 //! (CPU, contiguous f32) and are composed of differentiable primitives elsewhere; the rest is
 //! composed throughout.
 
-use candle_core::{DType, Module, Result, Tensor, D};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Module, Result, Shape, Storage, Tensor, D};
 use candle_nn::VarBuilder;
 
 /// Root-mean-square norm as Qwen2 computes it: statistics in f32, scale in the input dtype.
@@ -89,7 +90,12 @@ impl Module for Linear {
         let dims = xs.dims();
         let in_dim = dims[dims.len() - 1];
         let rows: usize = dims[..dims.len() - 1].iter().product();
-        let ys = xs.reshape((rows, in_dim))?.matmul(&self.weight.t()?)?;
+        let flat = xs.reshape((rows, in_dim))?;
+        let ys = if flat.track_op() && !self.weight.track_op() && self.weight.device().is_cpu() {
+            flat.apply_op1(FrozenWeightMatmul { weight: self.weight.clone() })?
+        } else {
+            flat.matmul(&self.weight.t()?)?
+        };
         let ys = match &self.bias {
             Some(b) => ys.broadcast_add(b)?,
             None => ys,
@@ -101,6 +107,37 @@ impl Module for Linear {
         let mut out_dims = dims[..dims.len() - 1].to_vec();
         out_dims.push(self.weight.dim(0)?);
         ys.reshape(out_dims)
+    }
+}
+
+/// `x Wᵀ` for `x` `[rows, in]` and a weight `[out, in]` that gets no gradient (frozen under LoRA,
+/// or a frozen tower). Candle's matmul backward computes the gradient of both operands, so a
+/// plain matmul would spend a `[in, out]` product per layer on the frozen weight and keep it in
+/// the gradient store to the end of the backward pass; this op gives `x`'s gradient only.
+struct FrozenWeightMatmul {
+    weight: Tensor,
+}
+
+impl CustomOp1 for FrozenWeightMatmul {
+    fn name(&self) -> &'static str {
+        "frozen-weight-matmul"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, inner) = layout.shape().dims2()?;
+        let (out, weight_inner) = self.weight.dims2()?;
+        if inner != weight_inner {
+            candle_core::bail!("{}: input has {inner} features, the weight {weight_inner}", self.name())
+        }
+        let (weight, weight_layout) = self.weight.storage_and_layout();
+        let Storage::Cpu(weight) = &*weight else { candle_core::bail!("{}: the weight is not on the CPU", self.name()) };
+        // Candle's own CPU matmul (the same gemm as `Tensor::matmul`) on the transposed weight view.
+        let ys = storage.matmul(weight, (1, rows, out, inner), layout, &weight_layout.transpose(0, 1)?)?;
+        Ok((ys, Shape::from((rows, out))))
+    }
+
+    fn bwd(&self, _xs: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(grad.contiguous()?.matmul(&self.weight)?))
     }
 }
 
