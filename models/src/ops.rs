@@ -4,7 +4,8 @@
 //! gradients through them vanish silently. RMSNorm, rotary embedding and the gated activation run
 //! this crate's own fused ops with hand-written backward ([`crate::fused`]) where those apply
 //! (CPU, contiguous f32) and are composed of differentiable primitives elsewhere; the rest is
-//! composed throughout.
+//! composed throughout, except that a [`Linear`] with a frozen weight skips that weight's
+//! gradient on the CPU.
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Layout, Module, Result, Shape, Storage, Tensor, D};
@@ -112,8 +113,9 @@ impl Module for Linear {
 
 /// `x Wᵀ` for `x` `[rows, in]` and a weight `[out, in]` that gets no gradient (frozen under LoRA,
 /// or a frozen tower). Candle's matmul backward computes the gradient of both operands, so a
-/// plain matmul would spend a `[in, out]` product per layer on the frozen weight and keep it in
-/// the gradient store to the end of the backward pass; this op gives `x`'s gradient only.
+/// plain matmul would also compute the frozen weight's `[in, out]` gradient (as many FLOPs as the
+/// forward product) and keep it in the gradient store to the end of the backward pass; this op
+/// gives `x`'s gradient only. CPU only for now: on CUDA the plain matmul runs.
 struct FrozenWeightMatmul {
     weight: Tensor,
 }
