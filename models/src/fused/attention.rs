@@ -284,32 +284,52 @@ impl CustomOp3 for FlashAttention {
         };
         let (qr, kr, vr) = (Rows::of(ql)?, Rows::of(kl)?, Rows::of(vl)?);
         let or = Rows::seq_major(&g);
-        let mut dq = vec![0f32; g.batch * g.heads * g.len * g.dim];
-        let mut dk = vec![0f32; g.batch * g.kv_heads * g.keys * g.dim];
-        let mut dv = vec![0f32; g.batch * g.kv_heads * g.keys * g.dim];
+        // D = rowsum(dO ∘ O), [B, H, L].
+        let mut delta = vec![0f32; g.batch * g.heads * g.len];
+        delta.par_chunks_mut(g.len).enumerate().for_each(|(bh, delta)| {
+            let (b, h) = (bh / g.heads, bh % g.heads);
+            for (i, dl) in delta.iter_mut().enumerate() {
+                let o = or.at(b, h, i);
+                *dl = simd::dot(&o_s[o..o + g.dim], &do_s[o..o + g.dim]);
+            }
+        });
+        let blocks = self.geometry.blocks(&self.mask);
+        // Each task owns dK/dV of its keys; with few (batch, kv head, block) triples the keys are
+        // split further so that every thread has work, each split adding into dQ through its own
+        // partial buffer.
+        let owners = g.batch * g.kv_heads * blocks.len();
+        let splits = (16 * rayon::current_num_threads()).div_ceil(owners.max(1));
         let tasks: Vec<(usize, usize, Range<usize>, Range<usize>)> = (0..g.batch)
             .flat_map(|b| (0..g.kv_heads).map(move |h| (b, h)))
-            .flat_map(|(b, h)| self.geometry.blocks(&self.mask).into_iter().map(move |(rows, keys)| (b, h, rows, keys)))
+            .flat_map(|(b, h)| {
+                blocks.iter().flat_map(move |(rows, keys)| {
+                    let step = keys.len().div_ceil(KEY_TILE).div_ceil(splits).max(1) * KEY_TILE;
+                    tiles(keys.clone(), step).map(move |chunk| (b, h, rows.clone(), chunk))
+                })
+            })
             .collect();
-        let (dq_p, dk_p, dv_p) = (Shared(dq.as_mut_ptr()), Shared(dk.as_mut_ptr()), Shared(dv.as_mut_ptr()));
-        tasks.par_iter().for_each(|(b, h, rows, keys)| {
-            let io = BackwardBlock {
-                plan: &plan,
-                q: q_s,
-                k: k_s,
-                v: v_s,
-                o: o_s,
-                d_o: do_s,
-                lse: &lse,
-                qr,
-                kr,
-                vr,
-                or,
-                dq: dq_p,
-                dk: dk_p,
-                dv: dv_p,
-            };
-            simd::dispatch(|| io.run(*b, *h, rows.clone(), keys.clone()));
+        let mut dk = vec![0f32; g.batch * g.kv_heads * g.keys * g.dim];
+        let mut dv = vec![0f32; g.batch * g.kv_heads * g.keys * g.dim];
+        let (dk_p, dv_p) = (Shared(dk.as_mut_ptr()), Shared(dv.as_mut_ptr()));
+        let io = BackwardBlock { plan: &plan, q: q_s, k: k_s, v: v_s, d_o: do_s, lse: &lse, delta: &delta, qr, kr, vr, or, dk: dk_p, dv: dv_p };
+        let partials: Vec<(usize, usize, Range<usize>, Vec<f32>)> = tasks
+            .par_iter()
+            .map(|(b, hk, rows, chunk)| {
+                let (seen, dq) = simd::dispatch(|| io.run(*b, *hk, rows.clone(), chunk.clone()));
+                (*b, *hk, seen, dq)
+            })
+            .collect();
+        // dQ: each query head sums the partials of its kv head's tasks.
+        let mut dq = vec![0f32; g.batch * g.heads * g.len * g.dim];
+        dq.par_chunks_mut(g.len * g.dim).enumerate().for_each(|(bh, dq)| {
+            let (b, h) = (bh / g.heads, bh % g.heads);
+            let gi = h % g.group();
+            for (_, _, seen, part) in partials.iter().filter(|(pb, phk, _, _)| *pb == b && *phk == h / g.group()) {
+                let part = &part[gi * seen.len() * g.dim..][..seen.len() * g.dim];
+                for (x, &p) in dq[seen.start * g.dim..seen.end * g.dim].iter_mut().zip(part) {
+                    *x += p;
+                }
+            }
         });
         let dev = q.device();
         Ok((
@@ -385,41 +405,37 @@ impl ForwardTile<'_> {
     }
 }
 
-/// One key/value head of one batch row over one block of rows: the backward pass. The task owns
-/// dK and dV of the block's keys and dQ of the block's rows in every query head of the group.
+/// One key/value head of one batch row, a run of keys of one block of rows: the backward pass.
+/// The task owns dK and dV of its keys; its share of dQ goes to a buffer of its own.
 struct BackwardBlock<'a> {
     plan: &'a Plan<'a>,
     q: &'a [f32],
     k: &'a [f32],
     v: &'a [f32],
-    o: &'a [f32],
     d_o: &'a [f32],
     lse: &'a [f32],
+    delta: &'a [f32],
     qr: Rows,
     kr: Rows,
     vr: Rows,
     or: Rows,
-    dq: Shared,
     dk: Shared,
     dv: Shared,
 }
 
 impl BackwardBlock<'_> {
+    /// Returns the rows whose dQ the keys `keys` reach, and that dQ, `[group, rows, D]`.
     #[inline(always)]
-    fn run(&self, b: usize, hk: usize, rows: Range<usize>, keys: Range<usize>) {
+    fn run(&self, b: usize, hk: usize, rows: Range<usize>, keys: Range<usize>) -> (Range<usize>, Vec<f32>) {
         let g = self.plan.g;
-        let (d, group, n) = (g.dim, g.group(), rows.len());
+        let (d, group) = (g.dim, g.group());
         let heads = hk * group..(hk + 1) * group;
-        let dq_rows = Rows::head_major(&g, g.heads, g.len);
         let dkv_rows = Rows::head_major(&g, g.kv_heads, g.keys);
-        // D = rowsum(dO ∘ O), per query head of the group and row of the block.
-        let mut delta = vec![0f32; group * n];
-        for (gi, h) in heads.clone().enumerate() {
-            for (r, i) in rows.clone().enumerate() {
-                let o = self.or.at(b, h, i);
-                delta[gi * n + r] = simd::dot(&self.o[o..o + d], &self.d_o[o..o + d]);
-            }
-        }
+        // Causal: query i sees key j only when i ≥ j − past.
+        let first = if self.plan.causal { keys.start.saturating_sub(self.plan.past).clamp(rows.start, rows.end) } else { rows.start };
+        let seen = first..rows.end;
+        let n = seen.len();
+        let mut dq = vec![0f32; group * n * d];
         let mut p = vec![0f32; QUERY_TILE * KEY_TILE];
         let mut ds = vec![0f32; QUERY_TILE * KEY_TILE];
         for tile in self.plan.key_tiles(&rows, &keys) {
@@ -430,11 +446,11 @@ impl BackwardBlock<'_> {
             let kt = Mat::transposed(self.k, self.kr.at(b, hk, tile.start), self.kr.row);
             let k = Mat::rows(self.k, self.kr.at(b, hk, tile.start), self.kr.row);
             let vt = Mat::transposed(self.v, self.vr.at(b, hk, tile.start), self.vr.row);
-            // SAFETY (for the pointers below): dK/dV rows of this key tile, dQ rows of this block.
+            // SAFETY: dK/dV rows of this key tile belong to this task alone (tasks split the keys).
             let dk = unsafe { self.dk.get().add(dkv_rows.at(b, hk, tile.start)) };
             let dv = unsafe { self.dv.get().add(dkv_rows.at(b, hk, tile.start)) };
             for (gi, h) in heads.clone().enumerate() {
-                for rt in tiles(rows.clone(), QUERY_TILE) {
+                for rt in tiles(seen.clone(), QUERY_TILE) {
                     if self.plan.causal && self.plan.past + rt.end <= tile.start {
                         continue; // no row of this query tile sees this key tile
                     }
@@ -443,7 +459,7 @@ impl BackwardBlock<'_> {
                     let q = Mat::rows(self.q, self.qr.at(b, h, rt.start), self.qr.row);
                     let d_o = Mat::rows(self.d_o, self.or.at(b, h, rt.start), self.or.row);
                     // SAFETY: every operand addresses bq or w rows of d inside its buffer; p and
-                    // ds are bq × w; dq, dk, dv rows belong to this task (see BackwardBlock).
+                    // ds are bq × w; dq is this task's buffer, dk and dv rows its own keys'.
                     unsafe {
                         matmul(bq, w, d, p.as_mut_ptr(), w, false, q, kt, self.plan.scale);
                         self.plan.mask_tile(b, &rt, &tile, p);
@@ -453,17 +469,18 @@ impl BackwardBlock<'_> {
                         }
                         matmul(w, d, bq, dv, d, true, Mat::transposed(p, 0, w), d_o, 1.0);
                         matmul(bq, w, d, ds.as_mut_ptr(), w, false, d_o, vt, 1.0);
-                        let delta = &delta[gi * n + (rt.start - rows.start)..][..bq];
+                        let delta = &self.delta[(b * g.heads + h) * g.len + rt.start..][..bq];
                         for ((ds, p), &dl) in ds.chunks_exact_mut(w).zip(p.chunks_exact(w)).zip(delta) {
                             simd::softmax_grad(ds, p, dl);
                         }
-                        let dq = self.dq.get().add(dq_rows.at(b, h, rt.start));
+                        let dq = dq[(gi * n + rt.start - seen.start) * d..].as_mut_ptr();
                         matmul(bq, d, w, dq, d, true, Mat::rows(ds, 0, w), k, self.plan.scale);
                         matmul(w, d, bq, dk, d, true, Mat::transposed(ds, 0, w), q, self.plan.scale);
                     }
                 }
             }
         }
+        (seen, dq)
     }
 }
 
@@ -528,7 +545,7 @@ mod simd {
 
     /// Runs `f` inlined into a function compiled for the best instruction set of this CPU.
     #[inline(always)]
-    pub fn dispatch<F: FnOnce()>(f: F) {
+    pub fn dispatch<R, F: FnOnce() -> R>(f: F) -> R {
         #[cfg(target_arch = "x86_64")]
         {
             if std::is_x86_feature_detected!("avx512f") {
@@ -545,13 +562,13 @@ mod simd {
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512vl,avx512dq,avx2,fma")]
-    fn avx512<F: FnOnce()>(f: F) {
+    fn avx512<R, F: FnOnce() -> R>(f: F) -> R {
         f()
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn avx2<F: FnOnce()>(f: F) {
+    fn avx2<R, F: FnOnce() -> R>(f: F) -> R {
         f()
     }
 
