@@ -698,7 +698,7 @@ mod tests {
 
     /// Outputs and q/k/v gradients of the fused op against the composed path, on the rows that
     /// see some key (the composed path averages all keys on the others, the fused op gives 0).
-    fn check(shape: [usize; 6], mask: Mask) {
+    fn check(what: &str, shape: [usize; 6], mask: Mask) {
         let [b, h, hk, l, t, d] = shape;
         let dev = Device::Cpu;
         let var = |shape: (usize, usize, usize, usize)| Var::from_tensor(&Tensor::randn(0f32, 1.0, shape, &dev).unwrap()).unwrap();
@@ -709,18 +709,18 @@ mod tests {
         let fused = attention(&q, &k, &v, scale, &mask).unwrap();
         let reference = composed(&q, &k, &v, scale, &mask);
         let out_err = max_abs_diff(&fused.broadcast_mul(&live).unwrap(), &reference.broadcast_mul(&live).unwrap());
-        assert!(out_err <= 1e-5, "{shape:?} {mask:?}: output differs by {out_err}");
+        assert!(out_err <= 1e-5, "{what} {shape:?}: output differs by {out_err}");
         let dead = fused.broadcast_mul(&(1.0 - &live).unwrap()).unwrap();
-        assert_eq!(max_abs(&dead), 0.0, "{shape:?}: rows that see no key must be zero");
+        assert_eq!(max_abs(&dead), 0.0, "{what} {shape:?}: rows that see no key must be zero");
         let grads_f = (fused * &weights).unwrap().sum_all().unwrap().backward().unwrap();
         let grads_r = (reference * &weights).unwrap().sum_all().unwrap().backward().unwrap();
         for (name, x) in [("q", &q), ("k", &k), ("v", &v)] {
             let (gf, gr) = (grads_f.get(x).unwrap(), grads_r.get(x).unwrap());
-            assert!(gf.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().all(|g| g.is_finite()), "{name}: non-finite gradient");
+            assert!(gf.flatten_all().unwrap().to_vec1::<f32>().unwrap().iter().all(|g| g.is_finite()), "{what}: non-finite d{name}");
             let err = max_abs_diff(gf, gr);
             // The composed sums run in another order; relative to the gradient's size.
             let tol = 1e-5 * max_abs(gr).max(1.0);
-            assert!(err <= tol, "{shape:?} {mask:?}: d{name} differs by {err} (max |d{name}| {})", max_abs(gr));
+            assert!(err <= tol, "{what} {shape:?}: d{name} differs by {err} (max |d{name}| {})", max_abs(gr));
         }
     }
 
@@ -730,35 +730,35 @@ mod tests {
 
     #[test]
     fn causal_with_past_and_grouped_heads_matches_composed() {
-        check([2, 8, 2, 37, 107, 64], Mask::Causal { past: 70, key_padding: None });
-        check([1, 8, 2, 150, 150, 64], Mask::Causal { past: 0, key_padding: None });
+        check("causal, past 70", [2, 8, 2, 37, 107, 64], Mask::Causal { past: 70, key_padding: None });
+        check("causal prefill", [1, 8, 2, 150, 150, 64], Mask::Causal { past: 0, key_padding: None });
     }
 
     #[test]
     fn left_padding_matches_composed_and_padding_rows_are_zero() {
-        check([3, 4, 2, 75, 75, 32], Mask::Causal { past: 0, key_padding: left_padded(&[75, 62, 5], 75) });
+        check("left padding", [3, 4, 2, 75, 75, 32], Mask::Causal { past: 0, key_padding: left_padded(&[75, 62, 5], 75) });
     }
 
     #[test]
     fn decode_step_with_padding_matches_composed() {
-        check([3, 8, 2, 1, 100, 64], Mask::Causal { past: 99, key_padding: left_padded(&[100, 31, 2], 100) });
+        check("decode step", [3, 8, 2, 1, 100, 64], Mask::Causal { past: 99, key_padding: left_padded(&[100, 31, 2], 100) });
     }
 
     #[test]
     fn unequal_segments_match_composed() {
-        check([1, 3, 3, 203, 203, 32], Mask::Segments(vec![0, 5, 69, 70, 70, 200, 203]));
+        check("segments", [1, 3, 3, 203, 203, 32], Mask::Segments(vec![0, 5, 69, 70, 70, 200, 203]));
     }
 
     #[test]
     fn unmasked_odd_lengths_match_composed() {
-        check([2, 6, 3, 3, 130, 16], Mask::Full);
-        check([1, 2, 1, 65, 129, 64], Mask::Full);
+        check("3 queries", [2, 6, 3, 3, 130, 16], Mask::Full);
+        check("65 queries", [1, 2, 1, 65, 129, 64], Mask::Full);
     }
 
     #[test]
     fn fully_masked_rows_give_zeros_and_no_gradient() {
         let mask = Mask::Causal { past: 0, key_padding: left_padded(&[9, 0], 9) };
-        check([2, 2, 1, 9, 9, 8], mask.clone());
+        check("a fully padded row", [2, 2, 1, 9, 9, 8], mask.clone());
         let q = Var::from_tensor(&Tensor::randn(0f32, 1.0, (2, 2, 9, 8), &Device::Cpu).unwrap()).unwrap();
         let kv = Var::from_tensor(&Tensor::randn(0f32, 1.0, (2, 1, 9, 8), &Device::Cpu).unwrap()).unwrap();
         let out = attention(&q, &kv, &kv, 0.3, &mask).unwrap();
