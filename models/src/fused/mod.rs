@@ -2,6 +2,7 @@
 //! form (see [`crate::ops`]) keeps every intermediate alive for backprop. Each public function
 //! runs the fused kernel where it applies (CPU, contiguous f32) and the composed code otherwise.
 
+pub mod attention;
 pub mod norm;
 pub mod rotary;
 pub mod swiglu;
