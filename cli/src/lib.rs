@@ -1,5 +1,5 @@
 //! What the motionvl binaries share: the terminal progress bars the libraries report through
-//! (`motionvl_data::progress`).
+//! (`motionvl_data::progress`) and the allocator's setting.
 
 use indicatif::{ProgressBar as Bar, ProgressStyle};
 use motionvl_data::progress::{self, ProgressBar, ProgressSink};
@@ -8,6 +8,21 @@ use motionvl_data::progress::{self, ProgressBar, ProgressSink};
 pub fn install_progress_bars() {
     progress::install(Box::new(Terminal));
 }
+
+/// The allocator keeps freed pages instead of handing them back to the OS (mimalloc's
+/// `purge_delay` = -1; the binaries' global allocator is mimalloc). A training step allocates and
+/// frees the same few hundred MB of activations and gradients every step; returned pages come
+/// back as fresh page faults the kernel must zero, which took 40% of a mid-size step's CPU time
+/// (59k faults per run against 2k kept; docs/BENCHMARKS.md). The cost is that the process's
+/// resident size stays at its peak. The benches set the same option (`MIMALLOC_PURGE_DELAY=-1`).
+pub fn keep_freed_memory() {
+    // SAFETY: setting an option is thread-safe in mimalloc and takes effect at the next purge.
+    unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, -1) }
+}
+
+/// `mi_option_purge_delay` in mimalloc 3's `mi_option_e` (mimalloc.h), the version the `mimalloc`
+/// crate builds by default.
+const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 struct Terminal;
 
@@ -40,5 +55,20 @@ impl ProgressBar for TerminalBar {
     }
     fn abandon(&self) {
         self.0.abandon();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_purge_delay_index_names_mimallocs_purge_delay() {
+        // Its default in mimalloc 3 is 1000 ms (options.c); the neighbouring options default to
+        // 0 or 1, so a shifted enum shows here before it silently sets the wrong option.
+        let default = unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) };
+        assert_eq!(default, 1000, "mimalloc option {PURGE_DELAY} is not purge_delay (default 1000 ms)");
+        keep_freed_memory();
+        assert_eq!(unsafe { libmimalloc_sys::mi_option_get(PURGE_DELAY) }, -1);
     }
 }

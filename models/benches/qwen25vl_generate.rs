@@ -7,7 +7,8 @@
 //! `RAYON_NUM_THREADS=2 cargo bench -p motionvl-models --bench qwen25vl_generate [-- --rows 4 --new-tokens 32]`
 //!
 //! Reports whole-call tokens/s (prefill included, as an evaluation sees it) and decode tokens/s
-//! (the call with N tokens minus the call with one), each side in its own process.
+//! (the call with N tokens minus the call with one), each side in its own process, the Candle side
+//! with the allocator setting of motionvl's binaries (`MIMALLOC_PURGE_DELAY=-1`).
 
 use std::process::Command;
 use std::time::Instant;
@@ -133,7 +134,7 @@ fn main() -> anyhow::Result<()> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/qwen25vl_generate.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let torch = child(Command::new(python).args([script, "--rows", &r, "--new-tokens", &n]), "transformers generate");
-    let candle = child(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n]), "candle generate").context("candle side")?;
+    let candle = child(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n]).env("MIMALLOC_PURGE_DELAY", "-1"), "candle generate").context("candle side")?;
     println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     println!("candle  {candle}");
     if let Some(torch) = torch {

@@ -123,6 +123,12 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
     Ok(json!({ "mode": mode, "seconds": (seconds * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().round() }))
 }
 
+/// The allocator setting of motionvl's binaries (`motionvl_cli::keep_freed_memory`): freed pages
+/// stay with the process instead of coming back as page faults every step.
+fn as_the_cli_runs(command: &mut Command) -> &mut Command {
+    command.env("MIMALLOC_PURGE_DELAY", "-1")
+}
+
 /// Runs a child that prints one JSON line last; `None` (with the reason on stderr) if it fails.
 fn child(command: &mut Command, what: &str) -> Option<Value> {
     match command.output() {
@@ -168,10 +174,10 @@ fn main() -> anyhow::Result<()> {
             .entry(torch_mode(mode))
             .or_insert_with(|| child(Command::new(&python).args([script, "--mode", torch_mode(mode)]), "pytorch reference"))
             .clone();
-        let candle = child(Command::new(&exe).args(["--measure", mode]), "candle measurement").context(mode)?;
+        let candle = child(as_the_cli_runs(Command::new(&exe).args(["--measure", mode])), "candle measurement").context(mode)?;
         rows.push((label, candle, candle_flops, torch, torch_flops));
     }
-    let candle_mm = child(Command::new(&exe).args(["--measure", "matmul"]), "candle matmuls").context("matmul")?;
+    let candle_mm = child(as_the_cli_runs(Command::new(&exe).args(["--measure", "matmul"])), "candle matmuls").context("matmul")?;
     let torch_mm = child(Command::new(&python).args([script, "--mode", "matmul"]), "pytorch matmuls");
     let after = MachineReport::now();
 

@@ -2,9 +2,10 @@
 //! for the attention calls that need no gradient: the vision tower's windowed and full-attention
 //! blocks as variable-length segments (a frozen tower, and every evaluation), and the decoder's
 //! single-token decode steps. candle-flash-attn has no backward pass, so wherever a gradient
-//! flows through attention (the LoRA-adapted decoder in training, an adapted vision tower) and
-//! on the CPU, the composed path ([`crate::ops::attention`]) runs instead; it gives the same
-//! numbers up to the kernels' summation order.
+//! flows through attention on a GPU (the LoRA-adapted decoder in training, an adapted vision
+//! tower), and for other dtypes, the composed path ([`crate::ops::attention`]) runs instead; f32
+//! on the CPU has its own flash-style kernel with a backward pass ([`crate::fused::attention`]).
+//! All give the same numbers up to the kernels' summation order.
 
 use candle_core::{Result, Tensor};
 

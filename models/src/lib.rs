@@ -9,6 +9,7 @@ pub mod dinov2;
 pub mod error;
 pub mod flash;
 pub mod flops;
+pub mod fused;
 pub mod init;
 pub mod lora;
 pub mod lora_adapter;

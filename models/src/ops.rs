@@ -1,10 +1,14 @@
-//! Building blocks written with differentiable primitives only.
+//! Building blocks that serve inference and training alike.
 //!
 //! Candle's fused `rms_norm`, `softmax_last_dim` and `rope*` kernels have no backward pass:
-//! gradients through them vanish silently. Everything here is composed of ops that do have
-//! one, so the same code serves inference and training.
+//! gradients through them vanish silently. RMSNorm, rotary embedding and the gated activation run
+//! this crate's own fused ops with hand-written backward ([`crate::fused`]) where those apply
+//! (CPU, contiguous f32) and are composed of differentiable primitives elsewhere; the rest is
+//! composed throughout, except that a [`Linear`] with a frozen weight skips that weight's
+//! gradient on the CPU.
 
-use candle_core::{DType, Module, Result, Tensor, D};
+use candle_core::backend::BackendStorage;
+use candle_core::{CpuStorage, CustomOp1, DType, Layout, Module, Result, Shape, Storage, Tensor, D};
 use candle_nn::VarBuilder;
 
 /// Root-mean-square norm as Qwen2 computes it: statistics in f32, scale in the input dtype.
@@ -24,10 +28,7 @@ impl RmsNorm {
     }
 
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let dtype = xs.dtype();
-        let xs = xs.to_dtype(DType::F32)?;
-        let inv_rms = (xs.sqr()?.mean_keepdim(D::Minus1)? + self.eps)?.sqrt()?.recip()?;
-        xs.broadcast_mul(&inv_rms)?.to_dtype(dtype)?.broadcast_mul(&self.weight)
+        crate::fused::norm::rms_norm(xs, &self.weight, self.eps)
     }
 }
 
@@ -90,7 +91,12 @@ impl Module for Linear {
         let dims = xs.dims();
         let in_dim = dims[dims.len() - 1];
         let rows: usize = dims[..dims.len() - 1].iter().product();
-        let ys = xs.reshape((rows, in_dim))?.matmul(&self.weight.t()?)?;
+        let flat = xs.reshape((rows, in_dim))?;
+        let ys = if flat.track_op() && !self.weight.track_op() && self.weight.device().is_cpu() {
+            flat.apply_op1(FrozenWeightMatmul { weight: self.weight.clone() })?
+        } else {
+            flat.matmul(&self.weight.t()?)?
+        };
         let ys = match &self.bias {
             Some(b) => ys.broadcast_add(b)?,
             None => ys,
@@ -105,21 +111,42 @@ impl Module for Linear {
     }
 }
 
-/// `[x1, x2] → [-x2, x1]` on the last dimension.
-pub fn rotate_half(xs: &Tensor) -> Result<Tensor> {
-    let half = xs.dim(D::Minus1)? / 2;
-    let x1 = xs.narrow(D::Minus1, 0, half)?;
-    let x2 = xs.narrow(D::Minus1, half, half)?;
-    Tensor::cat(&[&x2.neg()?, &x1], D::Minus1)
+/// `x Wᵀ` for `x` `[rows, in]` and a weight `[out, in]` that gets no gradient (frozen under LoRA,
+/// or a frozen tower). Candle's matmul backward computes the gradient of both operands, so a
+/// plain matmul would also compute the frozen weight's `[in, out]` gradient (as many FLOPs as the
+/// forward product) and keep it in the gradient store to the end of the backward pass; this op
+/// gives `x`'s gradient only. CPU only for now: on CUDA the plain matmul runs.
+struct FrozenWeightMatmul {
+    weight: Tensor,
+}
+
+impl CustomOp1 for FrozenWeightMatmul {
+    fn name(&self) -> &'static str {
+        "frozen-weight-matmul"
+    }
+
+    fn cpu_fwd(&self, storage: &CpuStorage, layout: &Layout) -> Result<(CpuStorage, Shape)> {
+        let (rows, inner) = layout.shape().dims2()?;
+        let (out, weight_inner) = self.weight.dims2()?;
+        if inner != weight_inner {
+            candle_core::bail!("{}: input has {inner} features, the weight {weight_inner}", self.name())
+        }
+        let (weight, weight_layout) = self.weight.storage_and_layout();
+        let Storage::Cpu(weight) = &*weight else { candle_core::bail!("{}: the weight is not on the CPU", self.name()) };
+        // Candle's own CPU matmul (the same gemm as `Tensor::matmul`) on the transposed weight view.
+        let ys = storage.matmul(weight, (1, rows, out, inner), layout, &weight_layout.transpose(0, 1)?)?;
+        Ok((ys, Shape::from((rows, out))))
+    }
+
+    fn bwd(&self, _xs: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<Option<Tensor>> {
+        Ok(Some(grad.contiguous()?.matmul(&self.weight)?))
+    }
 }
 
 /// Rotary embedding in the rotate-half convention; `cos`/`sin` broadcast against `xs`.
 /// Computed in f32 like the reference, returned in the input dtype.
 pub fn apply_rotary(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
-    let dtype = xs.dtype();
-    let xs = xs.to_dtype(DType::F32)?;
-    let rotated = rotate_half(&xs)?.broadcast_mul(sin)?;
-    xs.broadcast_mul(cos)?.add(&rotated)?.to_dtype(dtype)
+    crate::fused::rotary::apply_rotary(xs, cos, sin)
 }
 
 /// Softmax attention over `[.., L, D]` queries and `[.., Lk, D]` keys/values with an optional
@@ -165,8 +192,8 @@ impl GatedMlp {
     }
 
     pub fn forward(&self, xs: &Tensor) -> Result<Tensor> {
-        let gate = self.act.apply(&self.gate_proj.forward(xs)?)?;
-        self.down_proj.forward(&(gate * self.up_proj.forward(xs)?)?)
+        let gated = crate::fused::swiglu::gated_activation(self.act, &self.gate_proj.forward(xs)?, &self.up_proj.forward(xs)?)?;
+        self.down_proj.forward(&gated)
     }
 }
 

@@ -9,7 +9,7 @@ use crate::config::Qwen25VlConfig;
 use crate::error::{ModelError, Result};
 use crate::ops::Linear;
 use crate::rope::{rope_index, RopePositions, TokenKind, VisionSpan};
-use crate::text::{causal_mask, KvCache, TextModel};
+use crate::text::{CausalMask, KvCache, TextModel};
 use crate::vision::VisionTower;
 
 /// Token ids of a left-padded batch with, per position, whether it is real and what it holds.
@@ -252,8 +252,7 @@ impl Qwen25Vl {
     pub fn hidden_from_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions) -> Result<Tensor> {
         let device = embeds.device();
         let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
-        let attn_mask = causal_mask(mask, 0, embeds.dim(1)?, device)?;
-        Ok(self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), None)?)
+        Ok(self.text.forward(embeds, &cos, &sin, &CausalMask::new(mask, 0, embeds.dim(1)?), None)?)
     }
 
     /// The training loss, [`causal_lm_loss`] of [`Self::forward_embeds`], with the LM head
@@ -275,8 +274,7 @@ impl Qwen25Vl {
         let embeds = self.embed(batch, &self.encode_vision(inputs)?)?;
         let device = embeds.device();
         let (cos, sin) = self.text.rotary().for_prompt(positions, device)?;
-        let attn_mask = causal_mask(&batch.mask, 0, embeds.dim(1)?, device)?;
-        Ok(self.text.forward_traced(&embeds, &cos, &sin, attn_mask.as_ref())?)
+        Ok(self.text.forward_traced(&embeds, &cos, &sin, &CausalMask::new(&batch.mask, 0, embeds.dim(1)?))?)
     }
 
     /// Greedy decoding with a KV cache; rows of a left-padded batch decode in lockstep.
@@ -308,8 +306,7 @@ impl Qwen25Vl {
         let mut cache = KvCache::new(self.text.num_layers());
         let mut key_mask: Vec<Vec<bool>> = mask.to_vec();
         let (cos, sin) = self.text.rotary().for_prompt(positions, &device)?;
-        let attn_mask = causal_mask(&key_mask, 0, prompt_len, &device)?;
-        let hidden = self.text.forward(embeds, &cos, &sin, attn_mask.as_ref(), Some(&mut cache))?;
+        let hidden = self.text.forward(embeds, &cos, &sin, &CausalMask::new(&key_mask, 0, prompt_len), Some(&mut cache))?;
         let mut logits = self.lm_head.forward(&hidden.narrow(1, prompt_len - 1, 1)?)?.squeeze(1)?;
 
         let mut tokens = vec![Vec::new(); rows];
@@ -335,8 +332,8 @@ impl Qwen25Vl {
             }
             let ids = Tensor::from_vec(next, (rows, 1), &device)?;
             let (cos, sin) = self.text.rotary().cos_sin(rows, 1, |_, b, _| positions.next[b] + step as i64, &device)?;
-            let attn_mask = causal_mask(&key_mask, cache.len(), 1, &device)?;
-            let hidden = self.text.forward(&self.text.embed(&ids)?, &cos, &sin, attn_mask.as_ref(), Some(&mut cache))?;
+            let mask = CausalMask::new(&key_mask, cache.len(), 1);
+            let hidden = self.text.forward(&self.text.embed(&ids)?, &cos, &sin, &mask, Some(&mut cache))?;
             logits = self.lm_head.forward(&hidden)?.squeeze(1)?;
         }
         Ok(Generation { tokens, step_logits })

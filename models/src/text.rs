@@ -1,7 +1,7 @@
 //! The Qwen2 language model of Qwen2.5-VL: decoder layers with grouped-query attention (q/k/v
 //! biases), RMSNorm, SwiGLU MLP and multimodal rotary embedding, plus a KV cache for decoding.
 
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Storage, Tensor, TensorId};
@@ -9,6 +9,7 @@ use candle_core::backprop::GradStore;
 use candle_nn::VarBuilder;
 
 use crate::config::TextConfig;
+use crate::fused::attention as fused;
 use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
 use crate::rope::RopePositions;
 
@@ -134,7 +135,7 @@ impl TextAttention {
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        mask: &CausalMask,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
     ) -> Result<Tensor> {
         let (b, l, _) = xs.dims3()?;
@@ -152,11 +153,15 @@ impl TextAttention {
             *slot = Some((k.clone(), v.clone()));
         }
         let scale = (self.head_dim as f64).powf(-0.5);
-        // A decode step without padding has no mask: the fused kernel serves it on a GPU.
-        let fused = if mask.is_none() { crate::flash::unmasked(&q, &k, &v, scale)? } else { None };
-        let out = match fused {
-            Some(out) => out,
-            None => attention(&q, &self.repeat_kv(k)?, &self.repeat_kv(v)?, scale, mask)?,
+        let out = if fused::applies(&q, &k, &v) {
+            fused::attention(&q, &k, &v, scale, &mask.fused())?
+        } else {
+            // A decode step without padding has no mask: the flash kernel serves it on a GPU.
+            let flash = if mask.is_trivial() { crate::flash::unmasked(&q, &k, &v, scale)? } else { None };
+            match flash {
+                Some(out) => out,
+                None => attention(&q, &self.repeat_kv(k)?, &self.repeat_kv(v)?, scale, mask.dense(q.device())?.as_ref())?,
+            }
         };
         self.o_proj.forward(&out.transpose(1, 2)?.reshape((b, l, self.num_heads * self.head_dim))?)
     }
@@ -208,7 +213,7 @@ impl DecoderLayer {
         xs: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        mask: &CausalMask,
         cache: Option<&mut Option<(Tensor, Tensor)>>,
     ) -> Result<Tensor> {
         let attn = self.self_attn.forward(&self.input_layernorm.forward(xs)?, cos, sin, mask, cache)?;
@@ -283,7 +288,7 @@ impl TextModel {
         embeds: &Tensor,
         cos: &Tensor,
         sin: &Tensor,
-        mask: Option<&Tensor>,
+        mask: &CausalMask,
         mut cache: Option<&mut KvCache>,
     ) -> Result<Tensor> {
         let mut xs = embeds.clone();
@@ -298,7 +303,7 @@ impl TextModel {
 
     /// The decoder's hidden states as transformers returns them: the input embeddings, each
     /// layer's output, with the last replaced by the final norm's output.
-    pub fn forward_traced(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: Option<&Tensor>) -> Result<Vec<Tensor>> {
+    pub fn forward_traced(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask) -> Result<Vec<Tensor>> {
         let mut states = vec![embeds.clone()];
         for layer in &self.layers {
             let next = layer.forward(&states[states.len() - 1], cos, sin, mask, None)?;
@@ -335,15 +340,15 @@ struct Recompute {
     layer: DecoderLayer,
     cos: Tensor,
     sin: Tensor,
-    mask: Option<Tensor>,
+    mask: CausalMask,
     output: Tensor,
     grads: RecomputedGrads,
 }
 
 impl Recompute {
-    fn run(layer: &DecoderLayer, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: Option<&Tensor>, grads: &RecomputedGrads) -> Result<Tensor> {
+    fn run(layer: &DecoderLayer, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, grads: &RecomputedGrads) -> Result<Tensor> {
         let output = layer.forward(&xs.detach(), cos, sin, mask, None)?.detach().contiguous()?;
-        let op = Self { layer: layer.clone(), cos: cos.clone(), sin: sin.clone(), mask: mask.cloned(), output, grads: grads.clone() };
+        let op = Self { layer: layer.clone(), cos: cos.clone(), sin: sin.clone(), mask: mask.clone(), output, grads: grads.clone() };
         xs.apply_op1_arc(Arc::new(Box::new(op)))
     }
 }
@@ -372,7 +377,7 @@ impl CustomOp1 for Recompute {
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
         let input = candle_core::Var::from_tensor(&arg.detach())?;
-        let output = self.layer.forward(input.as_tensor(), &self.cos, &self.sin, self.mask.as_ref(), None)?;
+        let output = self.layer.forward(input.as_tensor(), &self.cos, &self.sin, &self.mask, None)?;
         let inner = (output * grad_res.detach())?.sum_all()?.backward()?;
         let mut collected = self.grads.0.lock().map_err(|_| candle_core::Error::Msg("gradient store poisoned".into()))?;
         for param in self.layer.parameters().into_iter().filter(|p| p.is_variable()) {
@@ -381,6 +386,44 @@ impl CustomOp1 for Recompute {
             }
         }
         Ok(inner.get(input.as_tensor()).cloned())
+    }
+}
+
+/// Which keys the queries of one decoder pass see: query `i` of row `b` sees key `j` when
+/// `j ≤ past + i` and `key_mask[b][j]` (a real token). The fused attention reads this
+/// description directly; the composed fallback gets the additive tensor, built once per pass.
+#[derive(Debug, Clone)]
+pub struct CausalMask {
+    key_mask: Arc<[Vec<bool>]>,
+    past: usize,
+    len: usize,
+    padded: bool,
+    dense: Arc<OnceLock<Option<Tensor>>>,
+}
+
+impl CausalMask {
+    /// `key_mask`: per batch row, whether each of the `past + len` keys is a real token.
+    pub fn new(key_mask: &[Vec<bool>], past: usize, len: usize) -> Self {
+        let padded = key_mask.iter().any(|row| row.iter().any(|&real| !real));
+        Self { key_mask: key_mask.into(), past, len, padded, dense: Arc::default() }
+    }
+
+    /// A single unpadded query per row sees every key: no masking at all.
+    fn is_trivial(&self) -> bool {
+        self.len == 1 && !self.padded
+    }
+
+    fn fused(&self) -> fused::Mask {
+        fused::Mask::Causal { past: self.past, key_padding: self.padded.then(|| self.key_mask.clone()) }
+    }
+
+    /// The additive mask of [`causal_mask`], built on first use.
+    fn dense(&self, device: &Device) -> Result<Option<Tensor>> {
+        if let Some(mask) = self.dense.get() {
+            return Ok(mask.clone());
+        }
+        let mask = causal_mask(&self.key_mask, self.past, self.len, device)?;
+        Ok(self.dense.get_or_init(|| mask).clone())
     }
 }
 

@@ -10,6 +10,7 @@ use candle_nn::VarBuilder;
 
 use crate::config::VisionConfig;
 use crate::error::ModelError;
+use crate::fused::attention as fused;
 use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
 
 /// Vision RMSNorm eps is fixed in the reference, whatever the config says.
@@ -178,6 +179,13 @@ impl VisionAttention {
         let scale = (self.head_dim as f64).powf(-0.5);
         if let Some(out) = crate::flash::segments(&q, &k, &v, &segments.cu_seqlens, scale)? {
             return self.proj.forward(&out.reshape((n, self.num_heads * self.head_dim))?);
+        }
+        if fused::applies(&q, &k, &v) {
+            // [N, H, D] read as [1, H, N, D] in place; the result comes back laid out [1, N, H, D].
+            let heads = |t: &Tensor| t.unsqueeze(0)?.transpose(1, 2);
+            let mask = fused::Mask::Segments(segments.cu_seqlens.clone());
+            let out = fused::attention(&heads(&q)?, &heads(&k)?, &heads(&v)?, scale, &mask)?;
+            return self.proj.forward(&out.transpose(1, 2)?.reshape((n, self.num_heads * self.head_dim))?);
         }
         let (q, k, v) = match &segments.gather {
             Some(g) => (q.index_select(g, 0)?, k.index_select(g, 0)?, v.index_select(g, 0)?),

@@ -140,7 +140,9 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
 /// GPU memory above the level before it started is added when there is a GPU.
 fn run_child(program: &str, args: &[&str]) -> Option<serde_json::Value> {
     let base = gpu_used_mib();
-    let mut child = Command::new(program).args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().ok()?;
+    // motionvl's binaries keep freed pages (`motionvl_cli::keep_freed_memory`); so does the
+    // Candle side here. The setting means nothing to the Python side.
+    let mut child = Command::new(program).env("MIMALLOC_PURGE_DELAY", "-1").args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().ok()?;
     let mut peak = base;
     while child.try_wait().ok()?.is_none() {
         if let Some(now) = gpu_used_mib() {

@@ -28,6 +28,7 @@ struct Cli {
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
+    motionvl_cli::keep_freed_memory();
     let cli = Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args()));
     let mut overrides = Vec::new();
     let mut args = cli.overrides.iter();

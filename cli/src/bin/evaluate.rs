@@ -330,6 +330,7 @@ fn print_summary(results: &Results, reports: &[PathBuf]) {
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
+    motionvl_cli::keep_freed_memory();
     match Cli::parse().command {
         Command::Run(args) => {
             let quiet = args.quiet;

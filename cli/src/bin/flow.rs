@@ -133,6 +133,7 @@ struct Motion {
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
+    motionvl_cli::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
         Command::Extract { input, motion, config, out, cache, shard, tokenizer } => {

@@ -154,6 +154,7 @@ fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train:
 
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
+    motionvl_cli::keep_freed_memory();
     match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
         Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;

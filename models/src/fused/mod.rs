@@ -1,0 +1,18 @@
+//! Differentiable fused CPU kernels with hand-written backward passes, for the ops whose composed
+//! form (see [`crate::ops`]) keeps every intermediate alive for backprop. Each public function
+//! runs the fused kernel where it applies (CPU, contiguous f32) and the composed code otherwise.
+
+pub mod attention;
+pub mod norm;
+pub mod rotary;
+pub mod swiglu;
+
+/// Elements one rayon task handles at least: below this the scheduling costs more than the work.
+pub(crate) const TASK_ELEMENTS: usize = 1 << 14;
+
+/// The contiguous f32 data a fused kernel reads; the public functions only dispatch such inputs,
+/// so anything else is a caller's bug reported as an error rather than a panic.
+pub(crate) fn contiguous_f32<'a>(storage: &'a candle_core::CpuStorage, layout: &candle_core::Layout, op: &'static str) -> candle_core::Result<&'a [f32]> {
+    let (start, end) = layout.contiguous_offsets().ok_or(candle_core::Error::RequiresContiguous { op })?;
+    Ok(&storage.as_slice::<f32>()?[start..end])
+}
