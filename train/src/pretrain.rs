@@ -25,7 +25,7 @@ use motionvl_data::progress;
 use motionvl_data::samples::{read_training_samples, tokenizer_for_fresh_model, ReadOptions};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_models::device::parse_device;
-use motionvl_models::qwen25vl::{causal_lm_loss, Qwen25Vl};
+use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::Qwen25VlConfig;
 
 use crate::batch::collate;
@@ -130,8 +130,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
             }
             let embeds = model.embed(&batch.prompt, &features)?;
             let positions = model.positions(&batch.prompt, &batch.vision)?;
-            let logits = model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
-            let loss = causal_lm_loss(&logits, &batch.labels)?;
+            let loss = model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?;
             let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
             if !value.is_finite() {
                 return Err(TrainError::NonFinite { step: step + 1, what: "loss".into(), samples: batch.sample_ids });
@@ -199,8 +198,7 @@ pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
         let features = model.encode_vision(&batch.vision)?;
         let embeds = model.embed(&batch.prompt, &features)?;
         let positions = model.positions(&batch.prompt, &batch.vision)?;
-        let logits = model.forward_embeds(&embeds, &batch.prompt.mask, &positions)?;
-        let loss = causal_lm_loss(&logits, &batch.labels)?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+        let loss = model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?.to_dtype(DType::F64)?.to_scalar::<f64>()?;
         total += loss * answer_tokens as f64;
         tokens += answer_tokens;
     }
