@@ -16,11 +16,14 @@ use std::time::Instant;
 use anyhow::Context;
 use candle_core::{Device, Tensor};
 use motionvl_models::init::random_model;
-use motionvl_models::machine::MachineReport;
+use motionvl_models::machine::{peak_rss_mib, MachineReport};
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use serde_json::{json, Value};
+
+mod common;
+use common::{as_the_cli_runs, child};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -36,14 +39,6 @@ fn flag(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
     }
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
 
 /// The left-padded batch the Python side builds.
 fn prompts(cfg: &Qwen25VlConfig, rows: usize) -> PromptBatch {
@@ -101,23 +96,10 @@ fn measure(rows: usize, new_tokens: usize) -> anyhow::Result<Value> {
         "generate_s": round(full), "prefill_s": round(prefill),
         "tokens_per_s": round((rows * new_tokens) as f64 / full),
         "decode_tokens_per_s": round((rows * (new_tokens - 1)) as f64 / (full - prefill)),
-        "peak_rss_MiB": peak_rss_mib().round(),
+        "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round),
     }))
 }
 
-fn child(command: &mut Command, what: &str) -> Option<Value> {
-    match command.output() {
-        Ok(out) if out.status.success() => serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last()?).ok(),
-        Ok(out) => {
-            eprintln!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-            None
-        }
-        Err(e) => {
-            eprintln!("{what} not run ({e}); install torch and transformers to compare");
-            None
-        }
-    }
-}
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
@@ -134,7 +116,7 @@ fn main() -> anyhow::Result<()> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/qwen25vl_generate.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let torch = child(Command::new(python).args([script, "--rows", &r, "--new-tokens", &n]), "transformers generate");
-    let candle = child(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n]).env("MIMALLOC_PURGE_DELAY", "-1"), "candle generate").context("candle side")?;
+    let candle = child(as_the_cli_runs(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n])), "candle generate").context("candle side")?;
     println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     println!("candle  {candle}");
     if let Some(torch) = torch {

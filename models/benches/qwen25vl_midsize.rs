@@ -19,11 +19,14 @@ use candle_core::{DType, Device, Shape, Tensor, Var};
 use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
 use motionvl_models::flops::ForwardFlops;
-use motionvl_models::machine::MachineReport;
+use motionvl_models::machine::{peak_rss_mib, MachineReport};
 use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
 use serde_json::{json, Value};
+
+mod common;
+use common::{as_the_cli_runs, child};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -67,14 +70,6 @@ fn median_seconds(mut f: impl FnMut() -> anyhow::Result<()>, runs: usize) -> any
     Ok(times[times.len() / 2])
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
 
 /// The benchmark's prompt: 20 text tokens, the video, 40 text tokens; labels on the last 30.
 fn prompt(cfg: &Qwen25VlConfig) -> (PromptBatch, Vec<Vec<i64>>) {
@@ -101,7 +96,7 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
             let s = median_seconds(|| Ok(drop(x.matmul(&w.t()?)?)), 5)?;
             seconds.insert(name.into(), json!((s * 1e5).round() / 1e5));
         }
-        return Ok(json!({ "mode": mode, "matmul_s": seconds, "peak_rss_MiB": peak_rss_mib().round() }));
+        return Ok(json!({ "mode": mode, "matmul_s": seconds, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }));
     }
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
     let model = Qwen25Vl::new(&cfg, VarBuilder::from_backend(Box::new(RandomWeights), DType::F32, device.clone()))?;
@@ -120,29 +115,10 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
         "train-full-logits" => median_seconds(|| Ok(drop(causal_lm_loss(&model.forward(&batch, &inputs, None)?, &labels)?.backward()?)), 3)?,
         other => anyhow::bail!("unknown mode `{other}` (matmul, prefill, train, train-full-logits)"),
     };
-    Ok(json!({ "mode": mode, "seconds": (seconds * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().round() }))
+    Ok(json!({ "mode": mode, "seconds": (seconds * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }))
 }
 
-/// The allocator setting of motionvl's binaries (`motionvl_cli::keep_freed_memory`): freed pages
-/// stay with the process instead of coming back as page faults every step.
-fn as_the_cli_runs(command: &mut Command) -> &mut Command {
-    command.env("MIMALLOC_PURGE_DELAY", "-1")
-}
 
-/// Runs a child that prints one JSON line last; `None` (with the reason on stderr) if it fails.
-fn child(command: &mut Command, what: &str) -> Option<Value> {
-    match command.output() {
-        Ok(out) if out.status.success() => serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last()?).ok(),
-        Ok(out) => {
-            eprintln!("{what} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-            None
-        }
-        Err(e) => {
-            eprintln!("{what} not run ({e}); install torch and transformers to compare");
-            None
-        }
-    }
-}
 
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();

@@ -48,6 +48,13 @@ impl MachineReport {
     }
 }
 
+/// This process's peak resident set (`VmHWM`) in MiB; `None` where /proc does not tell.
+pub fn peak_rss_mib() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let kib = status.lines().find_map(|l| l.strip_prefix("VmHWM:"))?.trim().trim_end_matches("kB").trim().parse::<f64>().ok()?;
+    Some(kib / 1024.0)
+}
+
 /// The same runtime test `gemm` (built with `x86-v4`) makes before choosing its kernels.
 fn gemm_f32_kernel() -> &'static str {
     #[cfg(target_arch = "x86_64")]

@@ -18,7 +18,7 @@ use std::time::Instant;
 use candle_core::{Device, Tensor};
 use motionvl_models::flops::ForwardFlops;
 use motionvl_models::init::random_model;
-use motionvl_models::machine::MachineReport;
+use motionvl_models::machine::{peak_rss_mib, MachineReport};
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
@@ -62,14 +62,6 @@ fn gpu_used_mib() -> Option<f64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-fn peak_rss_mib() -> f64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
-        .map_or(f64::NAN, |kb| kb / 1024.0)
-}
 
 /// One configuration, in this process; prints a JSON line.
 fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
@@ -130,7 +122,7 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     println!(
         "{}",
         serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6, "tokens": n,
-            "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().round(),
+            "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round),
             "matmul_GFLOP_per_s": (step_flops / times[1] / 1e9).round(), "threads": candle_core::utils::get_num_threads()})
     );
     Ok(())
