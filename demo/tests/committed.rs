@@ -29,7 +29,7 @@ fn binomial_tail_matches_hand_computed_values() {
 }
 
 #[test]
-#[ignore = "the whole committed demo: about 30 minutes on 2 CPU cores in release"]
+#[ignore = "the whole committed demo: about 8 minutes on 2 idle CPU cores in release"]
 fn committed_demo_motion_model_recognises_actions() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let out = tempfile::tempdir().unwrap();
