@@ -3,8 +3,8 @@
 //! 2026-12-01 regression, where a change of the trained tokens (the `\n` after `<|im_end|>`)
 //! tipped the recipe's learning rate into a model that answers "D" to every question.
 //!
-//! About 30 minutes on 2 busy CPU cores in release (stage 0 and three fine-tunings), so not part
-//! of `cargo test`:
+//! About 8 minutes on 2 idle CPU cores in release (stage 0 and three fine-tunings), far more in
+//! the debug profile, so `cargo test` skips it and `.ci/run` runs it:
 //! `cargo test --release -p motionvl-demo --test committed -- --ignored`
 
 use std::collections::BTreeSet;
@@ -32,6 +32,9 @@ fn binomial_tail_matches_hand_computed_values() {
 #[ignore = "the whole committed demo: about 8 minutes on 2 idle CPU cores in release"]
 fn committed_demo_motion_model_recognises_actions() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // The config's paths (`configs/models/tiny.json`) are relative to the repository root, where
+    // the README runs the demo; cargo starts a test in its crate's folder.
+    std::env::set_current_dir(&root).unwrap();
     let out = tempfile::tempdir().unwrap();
     let overrides = vec![("output_dir".to_owned(), format!("{:?}", out.path().display().to_string()))];
     let config = DemoConfig::load(&root.join("configs/demo.toml"), &overrides).unwrap();
