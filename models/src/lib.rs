@@ -19,6 +19,7 @@ pub mod ops;
 pub mod rope;
 pub mod seeded;
 pub mod text;
+pub mod training_loss;
 pub mod vision;
 pub mod qwen25vl;
 

@@ -10,6 +10,7 @@ use crate::error::{ModelError, Result};
 use crate::ops::Linear;
 use crate::rope::{rope_index, RopePositions, TokenKind, VisionSpan};
 use crate::text::{CausalMask, KvCache, TextModel};
+use crate::training_loss::{mean_nll, EmbeddingLeaf, TrainingLoss};
 use crate::vision::VisionTower;
 
 /// Token ids of a left-padded batch with, per position, whether it is real and what it holds.
@@ -25,6 +26,36 @@ impl PromptBatch {
     pub fn single(ids: Vec<u32>, kinds: Vec<TokenKind>) -> Self {
         let mask = vec![true; ids.len()];
         Self { ids: vec![ids], mask: vec![mask], kinds: vec![kinds] }
+    }
+
+    /// Rows of `(token ids, mm_token_type_ids)` (0 text, 1 image, 2 video) padded with `pad_id` to
+    /// the longest, on the given side.
+    pub fn padded(rows: &[(&[u32], &[u8])], pad_id: u32, side: Padding) -> Self {
+        let len = rows.iter().map(|(ids, _)| ids.len()).max().unwrap_or(0);
+        let mut batch = Self { ids: Vec::with_capacity(rows.len()), mask: Vec::with_capacity(rows.len()), kinds: Vec::with_capacity(rows.len()) };
+        for &(ids, types) in rows {
+            let pad = len - ids.len();
+            let kinds = types.iter().map(|&t| match t {
+                1 => TokenKind::Image,
+                2 => TokenKind::Video,
+                _ => TokenKind::Text,
+            });
+            let (pad_ids, pad_mask, pad_kinds) = (std::iter::repeat_n(pad_id, pad), std::iter::repeat_n(false, pad), std::iter::repeat_n(TokenKind::Text, pad));
+            let real = std::iter::repeat_n(true, ids.len());
+            match side {
+                Padding::Left => {
+                    batch.ids.push(pad_ids.chain(ids.iter().copied()).collect());
+                    batch.mask.push(pad_mask.chain(real).collect());
+                    batch.kinds.push(pad_kinds.chain(kinds).collect());
+                }
+                Padding::Right => {
+                    batch.ids.push(ids.iter().copied().chain(pad_ids).collect());
+                    batch.mask.push(real.chain(pad_mask).collect());
+                    batch.kinds.push(kinds.chain(pad_kinds).collect());
+                }
+            }
+        }
+        batch
     }
 
     pub fn rows(&self) -> usize {
@@ -63,11 +94,34 @@ impl PromptBatch {
     }
 }
 
+/// Which end of a row its padding goes to: the left for generation and scoring (each row ends
+/// on its own last token), the right for training.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Padding {
+    Left,
+    Right,
+}
+
 /// Preprocessed pixels of one modality: `[Σ t·h·w, C·Tp·P·P]` and the grid of each item.
 #[derive(Debug, Clone)]
 pub struct PixelInput {
     pub pixel_values: Tensor,
     pub grids: Vec<[usize; 3]>,
+}
+
+impl PixelInput {
+    /// The patch rows of several preprocessed media stacked into one input; `None` for none.
+    pub fn stack(items: &[&motionvl_data::loader::PixelInput], device: &Device, dtype: DType) -> candle_core::Result<Option<Self>> {
+        let Some(first) = items.first() else { return Ok(None) };
+        let cols = first.pixel_values.ncols();
+        let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();
+        let mut flat = Vec::with_capacity(rows * cols);
+        for p in items {
+            flat.extend(p.pixel_values.iter().copied());
+        }
+        let pixel_values = Tensor::from_vec(flat, (rows, cols), device)?.to_dtype(dtype)?;
+        Ok(Some(Self { pixel_values, grids: items.iter().map(|p| p.grid_thw).collect() }))
+    }
 }
 
 /// The images and videos of a batch, each in prompt order (row by row).
@@ -143,6 +197,12 @@ impl Qwen25Vl {
         &self.text
     }
 
+    /// The LM head, to take logits at chosen positions of [`Self::hidden_from_embeds`] only
+    /// (scoring an answer's few tokens need not pay for `[L, vocab]` logits of the prompt).
+    pub fn lm_head(&self) -> &Linear {
+        &self.lm_head
+    }
+
     /// Recompute decoder layers in the backward pass instead of keeping their activations;
     /// see [`crate::text::TextModel::enable_gradient_checkpointing`].
     pub fn enable_gradient_checkpointing(&mut self) -> crate::text::RecomputedGrads {
@@ -183,6 +243,12 @@ impl Qwen25Vl {
         batch.validate()?;
         let device = self.text.embedding_weight().device();
         let text = self.text.embed(&batch.ids_tensor(device)?)?;
+        self.place_features(batch, text, features)
+    }
+
+    /// The text embeddings `text` `[B, L, hidden]` with vision features in place of the placeholders.
+    fn place_features(&self, batch: &PromptBatch, text: Tensor, features: &VisionFeatures) -> Result<Tensor> {
+        let device = text.device().clone();
         let (rows, len, hidden) = text.dims3()?;
         let count = |kind| batch.kinds.iter().zip(&batch.mask).flat_map(|(k, m)| k.iter().zip(m)).filter(|&(&k, &m)| m && k == kind).count();
         let feature_rows = |f: &Option<Tensor>| f.as_ref().map_or(Ok(0), |t| t.dim(0));
@@ -221,7 +287,7 @@ impl Qwen25Vl {
             }
         }
         let all = Tensor::cat(&sources, 0)?;
-        Ok(all.index_select(&Tensor::new(index, device)?, 0)?.reshape((rows, len, hidden))?)
+        Ok(all.index_select(&Tensor::new(index, &device)?, 0)?.reshape((rows, len, hidden))?)
     }
 
     /// Logits `[B, L, vocab]` for every position of the prompts.
@@ -237,15 +303,26 @@ impl Qwen25Vl {
         self.forward_embeds(&embeds, &batch.mask, &positions)
     }
 
-    /// The training loss of a batch (see [`Self::loss_from_embeds`]) with the computed positions.
-    pub fn loss(&self, batch: &PromptBatch, inputs: &VisionInputs, labels: &[Vec<i64>]) -> Result<Tensor> {
-        let embeds = self.embed(batch, &self.encode_vision(inputs)?)?;
-        self.loss_from_embeds(&embeds, &batch.mask, &self.positions(batch, inputs)?, labels)
-    }
-
     /// Decoder + LM head on ready embeddings (the entry point for fused motion features).
     pub fn forward_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions) -> Result<Tensor> {
         Ok(self.lm_head.forward(&self.hidden_from_embeds(embeds, mask, positions)?)?)
+    }
+
+    /// The training loss of [`Self::loss_from_embeds`] on the embeddings [`Self::embed`] makes,
+    /// ready for [`TrainingLoss::backward`], which differentiates the LM head and a trained
+    /// token embedding directly (see [`crate::training_loss`]): the trainer's path.
+    pub fn training_loss(&self, batch: &PromptBatch, features: &VisionFeatures, positions: &RopePositions, labels: &[Vec<i64>]) -> Result<TrainingLoss> {
+        batch.validate()?;
+        let weight = self.text.embedding_weight();
+        let (embedding, embeds) = if weight.is_variable() {
+            let leaf = EmbeddingLeaf::lookup(weight, &batch.ids_tensor(weight.device())?.flatten_all()?)?;
+            let text = leaf.rows().reshape((batch.rows(), batch.len(), ()))?;
+            (Some(leaf), self.place_features(batch, text, features)?)
+        } else {
+            (None, self.embed(batch, features)?)
+        };
+        let (chosen, picks) = self.labelled_states(&embeds, &batch.mask, positions, labels)?;
+        TrainingLoss::new(&self.lm_head, chosen, &picks.targets, embedding)
     }
 
     /// The decoder's final hidden states `[B, L, hidden]`, before the LM head.
@@ -261,11 +338,17 @@ impl Qwen25Vl {
     /// model: the full logits would cost most of the step's FLOPs and a `[L, vocab]` activation
     /// (and its gradient) for rows whose loss is zero.
     pub fn loss_from_embeds(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<Tensor> {
+        let (chosen, picks) = self.labelled_states(embeds, mask, positions, labels)?;
+        picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+    }
+
+    /// The decoder's final states `[n, hidden]` at the `n` positions that predict a label.
+    fn labelled_states(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<(Tensor, LabelPicks)> {
         let hidden = self.hidden_from_embeds(embeds, mask, positions)?;
         let (rows, len, width) = hidden.dims3()?;
         let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
         let chosen = hidden.reshape((rows * len, width))?.index_select(&picks.rows_tensor(hidden.device())?, 0)?;
-        picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+        Ok((chosen, picks))
     }
 
     /// transformers' `hidden_states` for a batch: embeddings, then each decoder layer's output
@@ -419,8 +502,27 @@ impl LabelPicks {
     /// Mean negative log-likelihood of the targets under `logits` `[picks, vocab]`.
     fn mean_cross_entropy(&self, logits: &Tensor) -> Result<Tensor> {
         let log_probs = candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?;
-        let targets = Tensor::new(self.targets.as_slice(), logits.device())?.unsqueeze(1)?;
-        let target_log_probs = log_probs.gather(&targets, 1)?;
-        Ok((target_log_probs.sum_all()? / -(self.targets.len() as f64))?)
+        mean_nll(&log_probs, &Tensor::new(self.targets.as_slice(), logits.device())?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn padding_goes_to_the_side_asked_with_the_pad_id_masked_as_text() {
+        let (long, long_types): (&[u32], &[u8]) = (&[7, 8, 9], &[0, 2, 1]);
+        let (short, short_types): (&[u32], &[u8]) = (&[5], &[2]);
+        let left = PromptBatch::padded(&[(long, long_types), (short, short_types)], 0, Padding::Left);
+        assert_eq!(left.ids, vec![vec![7, 8, 9], vec![0, 0, 5]]);
+        assert_eq!(left.mask[1], vec![false, false, true]);
+        assert_eq!(left.kinds[0], vec![TokenKind::Text, TokenKind::Video, TokenKind::Image]);
+        assert_eq!(left.kinds[1], vec![TokenKind::Text, TokenKind::Text, TokenKind::Video]);
+        let right = PromptBatch::padded(&[(long, long_types), (short, short_types)], 0, Padding::Right);
+        assert_eq!(right.ids[1], vec![5, 0, 0]);
+        assert_eq!(right.mask[1], vec![true, false, false]);
+        assert_eq!(right.kinds[1], vec![TokenKind::Video, TokenKind::Text, TokenKind::Text]);
+        assert!(right.validate().is_ok());
     }
 }

@@ -167,8 +167,10 @@ pub mod tolerance {
     pub const F32_ACTIVATIONS: f32 = 1e-4;
     /// Mean cross-entropy, a scalar of order 5: measured 1e-6 at worst.
     pub const LOSS: f32 = 1e-5;
-    /// Gradients relative to the reference gradient's largest magnitude.
-    pub const GRADIENT_RELATIVE: f32 = 1e-3;
+    /// Gradients relative to the reference gradient's largest magnitude: measured 3.6e-5 at worst
+    /// (tiny-c, the first vision block's qkv bias), both with Candle's autograd and with the
+    /// trainer's path, with and without checkpointing; issue 14 asks 1e-4.
+    pub const GRADIENT_RELATIVE: f32 = 1e-4;
     /// bf16 and f16 loads (vision tower and decoder) against transformers' f32 logits: the
     /// measured relative drift over the dumps is 0.065–0.093 in bf16 (8 mantissa bits through up
     /// to 4 vision blocks and 3 decoder layers) and 0.010–0.017 in f16; the bounds leave 1.6–1.8×

@@ -97,9 +97,8 @@ fn main() -> anyhow::Result<()> {
         let inputs = VisionInputs { images: None, videos: Some(pixels(video_pixels.pixel_values, grid)?), video_seconds_per_grid: vec![1.0] };
         let motion = motion_pixels.map(|m| pixels(m.pixel_values, grid)).transpose()?;
         let features = vision_features(&model, motion.as_ref().map(|_| &branch), &inputs, motion.as_ref())?;
-        let embeds = model.embed(&batch, &features)?;
-        let loss = model.loss_from_embeds(&embeds, &batch.mask, &model.positions(&batch, &inputs)?, &labels)?;
-        optim.accumulate(&loss.backward()?)?;
+        let loss = model.training_loss(&batch, &features, &model.positions(&batch, &inputs)?, &labels)?;
+        optim.accumulate(&loss.backward(1.0)?)?;
         optim.step_with_clip(1.0, 1.0)?;
         Ok(start.elapsed().as_secs_f64())
     };

@@ -97,7 +97,8 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
         video_seconds_per_grid: vec![1.0],
     };
     let mut step = || -> anyhow::Result<()> {
-        let mut grads = model.loss(&batch, &inputs, &labels)?.backward()?;
+        let positions = model.positions(&batch, &inputs)?;
+        let mut grads = model.training_loss(&batch, &model.encode_vision(&inputs)?, &positions, &labels)?.backward(1.0)?;
         if let Some(r) = &recomputed {
             r.merge_into(&mut grads)?;
         }

@@ -53,10 +53,19 @@ impl State {
     /// sums cross to the host together.
     fn grad_sq(&self) -> Result<Tensor, OptimError> {
         Ok(match self {
-            State::Host { grad, .. } => Tensor::new(&[grad.par_iter().map(|&g| f64::from(g) * f64::from(g)).sum::<f64>()], &Device::Cpu)?,
+            State::Host { grad, .. } => Tensor::new(&[sum_of_squares(grad)], &Device::Cpu)?,
             State::Device { grad, .. } => grad.sqr()?.sum_all()?.to_dtype(DType::F64)?.reshape(1)?.to_device(&Device::Cpu)?,
         })
     }
+}
+
+/// Σ g² in f64, the same to the last bit on any number of threads: rayon's `sum` splits where
+/// threads steal work, so its order of additions — and the clipping factor made from it, and the
+/// run — changed from one run to the next. Fixed chunks, each summed in order, then in order.
+fn sum_of_squares(values: &[f32]) -> f64 {
+    const CHUNK: usize = 1 << 14;
+    let chunks: Vec<f64> = values.par_chunks(CHUNK).map(|c| c.iter().map(|&g| f64::from(g) * f64::from(g)).sum::<f64>()).collect();
+    chunks.iter().sum()
 }
 
 /// Parameters sharing a learning rate (e.g. LoRA at 1e-5, the motion connector at 2e-5).
@@ -310,6 +319,19 @@ pub fn warmup_steps(ratio: f64, total: usize) -> usize {
 mod tests {
     use super::*;
     use candle_core::Device;
+
+    #[test]
+    fn sum_of_squares_is_the_same_on_any_number_of_threads() {
+        // Magnitudes over many orders, so that the order of additions shows in the last bits.
+        let values: Vec<f32> = (0..300_001).map(|i| ((i as f32 * 0.618).sin() * 10f32.powi(i % 7 - 3))).collect();
+        let on = |threads: usize| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| sum_of_squares(&values));
+        let reference = on(1);
+        for threads in [2, 3, 4, 8] {
+            assert_eq!(on(threads).to_bits(), reference.to_bits(), "{threads} threads");
+        }
+        let direct: f64 = values.iter().map(|&g| f64::from(g) * f64::from(g)).sum();
+        assert!((reference - direct).abs() <= 1e-12 * direct, "{reference} vs {direct}");
+    }
 
     #[test]
     fn cosine_never_rises_after_warmup_even_past_its_end() {

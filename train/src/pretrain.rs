@@ -128,14 +128,13 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
                 features.images = features.images.map(|t| t.detach());
                 features.videos = features.videos.map(|t| t.detach());
             }
-            let embeds = model.embed(&batch.prompt, &features)?;
             let positions = model.positions(&batch.prompt, &batch.vision)?;
-            let loss = model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?;
-            let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            let loss = model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
+            let value = loss.value()?;
             if !value.is_finite() {
                 return Err(TrainError::NonFinite { step: step + 1, what: "loss".into(), samples: batch.sample_ids });
             }
-            optim.accumulate(&(loss / accum as f64)?.backward()?)?;
+            optim.accumulate(&loss.backward(1.0 / accum as f64)?)?;
             loss_sum += value;
             tokens += batch.tokens;
             count += batch.sample_ids.len();

@@ -12,7 +12,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
@@ -520,10 +520,9 @@ impl Trainer {
             // (not of the rank that reads it).
             self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
             let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
-            let embeds = self.model.embed(&batch.prompt, &features)?;
             let positions = self.model.positions(&batch.prompt, &batch.vision)?;
-            let loss = self.model.loss_from_embeds(&embeds, &batch.prompt.mask, &positions, &batch.labels)?;
-            let value = loss.to_dtype(DType::F64)?.to_scalar::<f64>()?;
+            let loss = self.model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
+            let value = loss.value()?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
             if !value.is_finite() {
                 if self.exchange.is_none() {
@@ -533,7 +532,7 @@ impl Trainer {
                 non_finite += 1;
                 continue;
             }
-            let mut grads = (loss / per_step as f64)?.backward()?;
+            let mut grads = loss.backward(1.0 / per_step as f64)?;
             if let Some(recomputed) = &self.recomputed {
                 recomputed.merge_into(&mut grads)?;
             }
