@@ -112,6 +112,25 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
         assert!((d.mean - (m - v)).abs() < 1e-9, "{dim}: difference {} is not {m} − {v}", d.mean);
         assert!(d.ci95[0] <= d.mean && d.mean <= d.ci95[1], "{dim}: {d:?}");
     }
+    // The committed config ranks the options by likelihood, for all three models alike: every
+    // prediction is the best-scored of the question's four options, written as letter and text.
+    for r in &summary.runs {
+        let predictions = std::fs::read_to_string(r.eval_dir.join("predictions.jsonl")).unwrap();
+        for line in predictions.lines() {
+            let row: serde_json::Value = serde_json::from_str(line).unwrap();
+            let scores = row["option_scores"].as_object().unwrap_or_else(|| panic!("{}: no option scores in {line}", r.name));
+            assert_eq!(scores.keys().map(String::as_str).collect::<Vec<_>>(), ["A", "B", "C", "D"], "{}: {line}", r.name);
+            let mut best: Option<(&String, f64)> = None;
+            for (letter, score) in scores {
+                let score = score.as_f64().unwrap_or_else(|| panic!("{}: a score is not a number in {line}", r.name));
+                if best.is_none_or(|(_, b)| score > b) {
+                    best = Some((letter, score));
+                }
+            }
+            let prediction = row["prediction"].as_str().unwrap();
+            assert!(best.is_some_and(|(letter, _)| prediction.starts_with(&format!("{letter}. "))), "{}: {line}", r.name);
+        }
+    }
     let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     for needle in ["| **Model** |", "| Random |", "Overall", VISUAL, MOTION, CONTROL, "The claims, checked"] {
         assert!(md.contains(needle), "summary.md lacks {needle}:\n{md}");

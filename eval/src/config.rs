@@ -1,7 +1,9 @@
 //! The settings of an evaluation run, as a TOML file (`configs/eval/*.toml`) that command-line
 //! flags override key by key. Keys are grouped by concern: `[model]`, `[generation]`,
 //! `[protocol]`; the defaults are SPEC §2's protocol (at most 32 frames chosen by clip length,
-//! 256–512 × 28² pixels per frame, greedy decoding of at most 128 new tokens).
+//! 256–512 × 28² pixels per frame, greedy decoding of at most 128 new tokens). One departure is
+//! opt-in: `[generation] answer = "likelihood"` answers multiple-choice questions by ranking
+//! their options (lmms-eval's `output_type: multiple_choice`) instead of decoding.
 
 use std::path::{Path, PathBuf};
 
@@ -117,6 +119,120 @@ pub struct GenerationConfig {
     /// SPEC §2: at most 128.
     #[serde(default = "default_max_new")]
     pub max_new_tokens: usize,
+    /// How a multiple-choice question is answered: `generate` (SPEC §2's greedy decoding, the
+    /// default) or `likelihood` (each option scored as the assistant's answer, the likeliest
+    /// chosen; see [`crate::likelihood`]). Open-ended questions are always generated.
+    #[serde(default)]
+    pub answer: AnswerMode,
+    /// What is scored as an option's answer in `likelihood` mode: what the model was trained
+    /// to answer with (`text`, the default: "pink silo"; `letter`: "B"; `letter-text`:
+    /// "B. pink silo").
+    #[serde(default)]
+    pub likelihood_continuation: Continuation,
+    /// How an option's token log-probabilities make its score in `likelihood` mode: `sum`
+    /// (the default, lm-evaluation-harness's `acc`: the log-probability of the whole answer)
+    /// or `per-token` (their mean, a length-normalised score like its `acc_norm`).
+    #[serde(default)]
+    pub likelihood_normalisation: Normalisation,
+}
+
+/// Rejects a value that is not one of `allowed`, naming the key and the allowed values.
+fn unknown_value(key: &str, value: &str, allowed: &[&str]) -> String {
+    let allowed: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
+    format!("generation.{key} = \"{value}\" is not known; use {}", allowed.join(" or "))
+}
+
+/// See [`GenerationConfig::answer`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum AnswerMode {
+    #[default]
+    Generate,
+    Likelihood,
+}
+
+impl TryFrom<String> for AnswerMode {
+    type Error = String;
+    fn try_from(value: String) -> std::result::Result<Self, String> {
+        match value.as_str() {
+            "generate" => Ok(Self::Generate),
+            "likelihood" => Ok(Self::Likelihood),
+            _ => Err(unknown_value("answer", &value, &["generate", "likelihood"])),
+        }
+    }
+}
+
+impl From<AnswerMode> for String {
+    fn from(mode: AnswerMode) -> String {
+        match mode {
+            AnswerMode::Generate => "generate",
+            AnswerMode::Likelihood => "likelihood",
+        }
+        .to_string()
+    }
+}
+
+/// See [`GenerationConfig::likelihood_continuation`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Continuation {
+    #[default]
+    Text,
+    Letter,
+    LetterText,
+}
+
+impl TryFrom<String> for Continuation {
+    type Error = String;
+    fn try_from(value: String) -> std::result::Result<Self, String> {
+        match value.as_str() {
+            "text" => Ok(Self::Text),
+            "letter" => Ok(Self::Letter),
+            "letter-text" => Ok(Self::LetterText),
+            _ => Err(unknown_value("likelihood_continuation", &value, &["text", "letter", "letter-text"])),
+        }
+    }
+}
+
+impl From<Continuation> for String {
+    fn from(c: Continuation) -> String {
+        match c {
+            Continuation::Text => "text",
+            Continuation::Letter => "letter",
+            Continuation::LetterText => "letter-text",
+        }
+        .to_string()
+    }
+}
+
+/// See [`GenerationConfig::likelihood_normalisation`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub enum Normalisation {
+    #[default]
+    Sum,
+    PerToken,
+}
+
+impl TryFrom<String> for Normalisation {
+    type Error = String;
+    fn try_from(value: String) -> std::result::Result<Self, String> {
+        match value.as_str() {
+            "sum" => Ok(Self::Sum),
+            "per-token" => Ok(Self::PerToken),
+            _ => Err(unknown_value("likelihood_normalisation", &value, &["sum", "per-token"])),
+        }
+    }
+}
+
+impl From<Normalisation> for String {
+    fn from(n: Normalisation) -> String {
+        match n {
+            Normalisation::Sum => "sum",
+            Normalisation::PerToken => "per-token",
+        }
+        .to_string()
+    }
 }
 
 fn default_batch() -> usize {
@@ -132,6 +248,9 @@ impl Default for GenerationConfig {
         Self {
             batch_size: default_batch(),
             max_new_tokens: default_max_new(),
+            answer: AnswerMode::default(),
+            likelihood_continuation: Continuation::default(),
+            likelihood_normalisation: Normalisation::default(),
         }
     }
 }
@@ -228,5 +347,32 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.contains("max_tokens"), "{err}");
+    }
+
+    #[test]
+    fn answer_mode_defaults_to_generation_and_reads_likelihood_settings() {
+        let cfg: RunConfig = toml::from_str("bench = \"sisbench\"").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.generation.answer, AnswerMode::Generate);
+        let cfg: RunConfig = toml::from_str(
+            "[generation]\nanswer = \"likelihood\"\nlikelihood_continuation = \"letter-text\"\nlikelihood_normalisation = \"per-token\"",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.generation.answer, AnswerMode::Likelihood);
+        assert_eq!(cfg.generation.likelihood_continuation, Continuation::LetterText);
+        assert_eq!(cfg.generation.likelihood_normalisation, Normalisation::PerToken);
+        // Written back as it was read (run.json and the demo's resolved config keep the words).
+        let text = toml::to_string(&cfg.generation).unwrap_or_else(|e| panic!("{e}"));
+        assert!(text.contains("answer = \"likelihood\"") && text.contains("\"per-token\""), "{text}");
+    }
+
+    #[test]
+    fn unknown_answer_values_are_refused_naming_the_key() {
+        for (key, value) in [("answer", "loglikelihood"), ("likelihood_continuation", "letters"), ("likelihood_normalisation", "mean")] {
+            let err = toml::from_str::<RunConfig>(&format!("[generation]\n{key} = \"{value}\""))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains(&format!("generation.{key} = \"{value}\" is not known")), "{err}");
+        }
     }
 }

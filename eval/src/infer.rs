@@ -5,27 +5,31 @@
 //! tokenising — CPU work, on rayon's threads) while the model decodes batch k. They are traits so
 //! that anything that answers questions can be evaluated the same way: the Qwen2.5-VL model
 //! here ([`QwenPreparer`] + [`QwenGenerator`]), or a caller's own backend.
+//!
+//! With `[generation] answer = "likelihood"` the preparer also tokenises each option as the
+//! assistant's answer and the generator ranks them ([`crate::likelihood`]) instead of decoding.
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::Device;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
+use motionvl_data::manifest::AnswerOption;
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
-use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
-use motionvl_models::rope::TokenKind;
+use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::{CheckpointFiles, HubOptions};
 use rayon::prelude::*;
 
 use crate::bench::Bench;
-use crate::config::RunConfig;
+use crate::config::{AnswerMode, Continuation, Normalisation, RunConfig};
 use crate::error::{EvalError, Result};
 use crate::item::Item;
+use crate::likelihood::{OptionRow, best, chosen_output, encode_options, option_log_likelihoods};
 
 /// One question ready for a model.
 #[derive(Debug, Clone)]
@@ -40,6 +44,9 @@ pub struct PreparedQuestion {
     pub videos: Vec<DataPixels>,
     /// Flow pseudo-image pixels of each video, on its grid (motion-aware models only).
     pub motion: Vec<DataPixels>,
+    /// Each option tokenised as the answer, when options are ranked by likelihood (empty when
+    /// the question is answered by generation).
+    pub option_rows: Vec<OptionRow>,
 }
 
 /// A batch of questions ready for a model, and those that could not be prepared.
@@ -66,9 +73,22 @@ pub trait Prepare: Sync {
     }
 }
 
+/// A question's answer: the raw output, and the scores its option was chosen by.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answer {
+    pub text: String,
+    /// `(option letter, score)` of every option, when the answer was chosen by likelihood.
+    pub option_scores: Option<Vec<(char, f64)>>,
+}
+
 /// Answers a prepared batch: one raw output per question, in order.
 pub trait Generate {
     fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>>;
+
+    /// The answers with what they were chosen by; the default has only the texts.
+    fn answer(&mut self, batch: &PreparedBatch) -> Result<Vec<Answer>> {
+        Ok(self.generate(batch)?.into_iter().map(|text| Answer { text, option_scores: None }).collect())
+    }
 }
 
 /// Prompts and pixels for Qwen2.5-VL: the benchmark's prompt in the chat template, media
@@ -82,6 +102,9 @@ pub struct QwenPreparer {
     pub motion: Option<MotionMedia>,
     /// Leave out (and report) questions whose media or prompt fail, instead of stopping.
     pub skip_bad: bool,
+    /// The answer form to tokenise each option in, when options are ranked by likelihood
+    /// (`None`: every question is generated).
+    pub likelihood: Option<Continuation>,
 }
 
 impl QwenPreparer {
@@ -126,12 +149,22 @@ impl QwenPreparer {
                 &video_grids,
                 &self.template,
             )
-            .map_err(|source| EvalError::Prompt {
-                file: item.file.clone(),
-                line: item.line,
-                id: item.id.clone(),
-                source: Box::new(source),
-            })?;
+            .map_err(|source| prompt_error(item, source))?;
+        let option_rows = match self.likelihood {
+            Some(form) if !item.options.is_empty() => encode_options(
+                &self.tokenizer,
+                &item.id,
+                &prompt_text,
+                &prompt,
+                &item.options,
+                &image_grids,
+                &video_grids,
+                &self.template,
+                form,
+            )
+            .map_err(|source| prompt_error(item, source))?,
+            _ => Vec::new(),
+        };
         Ok(PreparedQuestion {
             id: item.id.clone(),
             prompt_text,
@@ -139,7 +172,17 @@ impl QwenPreparer {
             images,
             videos,
             motion,
+            option_rows,
         })
+    }
+}
+
+fn prompt_error(item: &Item, source: motionvl_data::text::TextError) -> EvalError {
+    EvalError::Prompt {
+        file: item.file.clone(),
+        line: item.line,
+        id: item.id.clone(),
+        source: Box::new(source),
     }
 }
 
@@ -177,7 +220,8 @@ impl Prepare for QwenPreparer {
     }
 }
 
-/// Batched greedy decoding with Qwen2.5-VL (KV cache, left-padded rows decoded in lockstep).
+/// Batched greedy decoding with Qwen2.5-VL (KV cache, left-padded rows decoded in lockstep),
+/// or, for questions prepared with option rows, the likeliest option.
 pub struct QwenGenerator {
     pub model: Qwen25Vl,
     /// The SIS-Motion branch whose fused tokens replace the video tokens, when motion-aware.
@@ -185,6 +229,8 @@ pub struct QwenGenerator {
     pub tokenizer: QwenTokenizer,
     pub device: Device,
     pub max_new_tokens: usize,
+    /// How option log-likelihoods become scores (questions with option rows only).
+    pub likelihood_normalisation: Normalisation,
 }
 
 impl QwenGenerator {
@@ -195,29 +241,57 @@ impl QwenGenerator {
     }
 }
 
-/// Stacks the patch rows of several media into one `[Σ patches, patch_dim]` tensor.
-fn stack_pixels(items: &[&DataPixels], device: &Device, dtype: DType) -> Result<Option<PixelInput>> {
-    let Some(first) = items.first() else { return Ok(None) };
-    let cols = first.pixel_values.ncols();
-    let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();
-    let mut flat = Vec::with_capacity(rows * cols);
-    for p in items {
-        flat.extend(p.pixel_values.iter().copied());
-    }
-    let pixel_values = Tensor::from_vec(flat, (rows, cols), device)?.to_dtype(dtype)?;
-    Ok(Some(PixelInput {
-        pixel_values,
-        grids: items.iter().map(|p| p.grid_thw).collect(),
-    }))
-}
-
 impl Generate for QwenGenerator {
     fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>> {
-        if batch.questions.is_empty() {
+        Ok(self.answer(batch)?.into_iter().map(|a| a.text).collect())
+    }
+
+    fn answer(&mut self, batch: &PreparedBatch) -> Result<Vec<Answer>> {
+        // Questions with option rows are ranked one by one; the rest decode together.
+        let mut answers: Vec<Option<Answer>> = vec![None; batch.questions.len()];
+        let mut generated: Vec<usize> = Vec::new();
+        for (i, q) in batch.questions.iter().enumerate() {
+            if q.option_rows.is_empty() {
+                generated.push(i);
+            } else {
+                answers[i] = Some(self.likeliest_option(q)?);
+            }
+        }
+        let questions: Vec<&PreparedQuestion> = generated.iter().map(|&i| &batch.questions[i]).collect();
+        for (&i, text) in generated.iter().zip(self.greedy(&questions)?) {
+            answers[i] = Some(Answer { text, option_scores: None });
+        }
+        answers
+            .into_iter()
+            .zip(&batch.questions)
+            .map(|(a, q)| a.ok_or_else(|| EvalError::Generate(format!("question {} got no answer", q.id))))
+            .collect()
+    }
+}
+
+impl QwenGenerator {
+    /// Ranks a question's options by their log-likelihood as its answer.
+    fn likeliest_option(&self, q: &PreparedQuestion) -> Result<Answer> {
+        let pad_id = self.tokenizer.special().endoftext;
+        let media = (q.images.as_slice(), q.videos.as_slice(), q.motion.as_slice());
+        let likelihoods = option_log_likelihoods(&self.model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
+        let scores: Vec<f64> = likelihoods.iter().map(|l| l.score(self.likelihood_normalisation)).collect();
+        let options: Vec<&AnswerOption> = q.option_rows.iter().map(|r| &r.option).collect();
+        let chosen = best(&scores).ok_or_else(|| {
+            EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id))
+        })?;
+        Ok(Answer {
+            text: chosen_output(options[chosen]),
+            option_scores: Some(options.iter().map(|o| o.label).zip(scores).collect()),
+        })
+    }
+
+    /// Greedy decoding of a batch of questions, left-padded and decoded together.
+    fn greedy(&self, questions: &[&PreparedQuestion]) -> Result<Vec<String>> {
+        if questions.is_empty() {
             return Ok(Vec::new());
         }
-        let prompts: Vec<&EncodedPrompt> = batch
-            .questions
+        let prompts: Vec<&EncodedPrompt> = questions
             .iter()
             .map(|q| {
                 q.prompt
@@ -225,41 +299,14 @@ impl Generate for QwenGenerator {
                     .ok_or_else(|| EvalError::Generate(format!("question {} was not tokenised", q.id)))
             })
             .collect::<Result<_>>()?;
-        let len = prompts.iter().map(|p| p.input_ids.len()).max().unwrap_or(0);
-        let pad_id = self.tokenizer.special().endoftext;
-        let mut rows = PromptBatch {
-            ids: Vec::new(),
-            mask: Vec::new(),
-            kinds: Vec::new(),
-        };
-        for p in &prompts {
-            let pad = len - p.input_ids.len();
-            rows.ids.push(
-                std::iter::repeat_n(pad_id, pad)
-                    .chain(p.input_ids.iter().copied())
-                    .collect(),
-            );
-            rows.mask.push(
-                std::iter::repeat_n(false, pad)
-                    .chain(std::iter::repeat_n(true, p.input_ids.len()))
-                    .collect(),
-            );
-            rows.kinds.push(
-                std::iter::repeat_n(TokenKind::Text, pad)
-                    .chain(p.mm_token_type_ids.iter().map(|&t| match t {
-                        1 => TokenKind::Image,
-                        2 => TokenKind::Video,
-                        _ => TokenKind::Text,
-                    }))
-                    .collect(),
-            );
-        }
+        let tokens: Vec<(&[u32], &[u8])> = prompts.iter().map(|p| (p.input_ids.as_slice(), p.mm_token_type_ids.as_slice())).collect();
+        let rows = PromptBatch::padded(&tokens, self.tokenizer.special().endoftext, Padding::Left);
         let dtype = self.model.text().embedding_weight().dtype();
-        let images: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.images).collect();
-        let videos: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.videos).collect();
+        let images: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.images).collect();
+        let videos: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.videos).collect();
         let vision = VisionInputs {
-            images: stack_pixels(&images, &self.device, dtype)?,
-            videos: stack_pixels(&videos, &self.device, dtype)?,
+            images: PixelInput::stack(&images, &self.device, dtype)?,
+            videos: PixelInput::stack(&videos, &self.device, dtype)?,
             video_seconds_per_grid: videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
         };
         let options = GenerateOptions {
@@ -269,7 +316,7 @@ impl Generate for QwenGenerator {
         };
         let generation = match &self.motion {
             Some(branch) => {
-                let motion: Vec<&DataPixels> = batch.questions.iter().flat_map(|q| &q.motion).collect();
+                let motion: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.motion).collect();
                 if motion.len() != videos.len() {
                     return Err(EvalError::Generate(format!(
                         "the model is motion-aware but {} of the batch's {} videos carry motion pixels",
@@ -277,7 +324,7 @@ impl Generate for QwenGenerator {
                         videos.len()
                     )));
                 }
-                let motion = stack_pixels(&motion, &self.device, dtype)?;
+                let motion = PixelInput::stack(&motion, &self.device, dtype)?;
                 let features = vision_features(&self.model, Some(branch), &vision, motion.as_ref())?;
                 let embeds = self.model.embed(&rows, &features)?;
                 let positions = self.model.positions(&rows, &vision)?;
@@ -381,6 +428,8 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         template,
         motion: motion_media,
         skip_bad: config.skip_bad,
+        likelihood: (config.generation.answer == AnswerMode::Likelihood)
+            .then_some(config.generation.likelihood_continuation),
     };
     let generator = QwenGenerator {
         model,
@@ -388,6 +437,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         tokenizer,
         device,
         max_new_tokens: config.generation.max_new_tokens,
+        likelihood_normalisation: config.generation.likelihood_normalisation,
     };
     Ok((preparer, generator))
 }

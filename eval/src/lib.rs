@@ -4,7 +4,8 @@
 //! The flow of `evaluate run` ([`run::run`]): a [`bench::Bench`] reads the manifest into
 //! [`item::Item`]s and writes each question's prompt; [`infer`] decodes the media with the
 //! SPEC §2 protocol ([`config::ProtocolConfig`]), adds flow pseudo-images for motion-aware
-//! checkpoints ([`config::MotionConfig`]) and generates greedily in batches; every
+//! checkpoints ([`config::MotionConfig`]) and generates greedily in batches (or, with
+//! `[generation] answer = "likelihood"`, ranks each question's options, [`likelihood`]); every
 //! answer is appended to `predictions.jsonl` ([`predictions`]) so an interrupted run resumes;
 //! [`extract`] reads the answer out of the raw text and [`metrics`] scores it; [`results`]
 //! groups the scores by task, dimension and level; [`report`] writes `results.json`, CSVs, a
@@ -19,6 +20,7 @@ pub mod error;
 pub mod extract;
 pub mod infer;
 pub mod item;
+pub mod likelihood;
 pub mod metrics;
 pub mod predictions;
 pub mod prior;

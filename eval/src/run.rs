@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::bench::{self, Bench};
-use crate::config::{ProtocolConfig, RunConfig};
+use crate::config::{AnswerMode, Continuation, Normalisation, ProtocolConfig, RunConfig};
 use crate::error::{EvalError, Result};
 use crate::infer::{Generate, Prepare, load_qwen};
 use crate::item::Item;
@@ -56,6 +56,17 @@ pub struct RunRecord {
     /// The CVAA prior's checkpoint, template and windows, when questions carry one.
     #[serde(default)]
     pub cvaa: Option<crate::prior::CvaaPriorConfig>,
+    /// How multiple-choice questions were answered, when by likelihood (`None`: generated, as
+    /// in records written before the mode existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub likelihood: Option<LikelihoodRecord>,
+}
+
+/// The settings of `[generation] answer = "likelihood"` that decide its answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LikelihoodRecord {
+    pub continuation: Continuation,
+    pub normalisation: Normalisation,
 }
 
 impl RunRecord {
@@ -85,6 +96,10 @@ impl RunRecord {
                 checkpoint: config.cvaa.checkpoint.as_ref().map(|c| std::fs::canonicalize(c).unwrap_or_else(|_| c.clone())),
                 ..config.cvaa.clone()
             }),
+            likelihood: (config.generation.answer == AnswerMode::Likelihood).then_some(LikelihoodRecord {
+                continuation: config.generation.likelihood_continuation,
+                normalisation: config.generation.likelihood_normalisation,
+            }),
         }
     }
 
@@ -94,7 +109,7 @@ impl RunRecord {
         // Records written before a field existed leave it empty: nothing to compare there.
         let same_if_known = |a: &Option<String>, b: &Option<String>| a.is_none() || b.is_none() || a == b;
         let same_weights = self.weights.is_empty() || other.weights.is_empty() || self.weights == other.weights;
-        let checks: [(&'static str, bool); 12] = [
+        let checks: [(&'static str, bool); 13] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -107,6 +122,7 @@ impl RunRecord {
             ("device", same_if_known(&self.device, &other.device)),
             ("weights (model, adapter, motion branch or flow estimator files changed)", same_weights),
             ("cvaa", self.cvaa == other.cvaa),
+            ("answer mode (generation.answer and its likelihood settings)", self.likelihood == other.likelihood),
         ];
         for (name, same) in checks {
             if !same {
@@ -283,7 +299,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                     Ok(batch) => batch?,
                     Err(_) => return Err(EvalError::Generate("the preparing thread stopped".into())),
                 };
-                let outputs = generator.generate(&batch)?;
+                let outputs = generator.answer(&batch)?;
                 if outputs.len() != batch.questions.len() {
                     return Err(EvalError::Generate(format!(
                         "{} outputs for a batch of {} questions",
@@ -291,7 +307,8 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                         batch.questions.len()
                     )));
                 }
-                for (q, text) in batch.questions.iter().zip(&outputs) {
+                for (q, answer) in batch.questions.iter().zip(&outputs) {
+                    let text = &answer.text;
                     let Some(item) = chunk.iter().find(|i| i.id == q.id) else {
                         return Err(EvalError::Generate(format!(
                             "an output for question {}, which was not asked",
@@ -300,6 +317,10 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                     };
                     let mut extra = Map::new();
                     extra.insert("task".into(), Value::String(item.task.clone()));
+                    if let Some(scores) = &answer.option_scores {
+                        let by_letter: Map<String, Value> = scores.iter().map(|(l, s)| (l.to_string(), serde_json::json!(s))).collect();
+                        extra.insert("option_scores".into(), Value::Object(by_letter));
+                    }
                     writer.append(&q.id, text, &extra)?;
                     tally.add(&bench.score(item, text));
                     generated += 1;

@@ -2,16 +2,14 @@
 //! written here: real decoding with the evaluation frame plan, the chat template, batched
 //! left-padded greedy generation with the KV cache, then scoring and every report file.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
-use motionvl_data::text::train_tokenizer;
-use motionvl_data::video::{EncodeSettings, VideoWriter};
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::predictions::read_predictions;
 use motionvl_eval::{Results, run};
-use motionvl_models::Qwen25VlConfig;
-use motionvl_models::init::{random_model, save_checkpoint};
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::qwen25vl::Qwen25Vl;
 use serde_json::json;
@@ -19,60 +17,11 @@ use serde_json::json;
 const QUESTION: &str = "How does the drone move in this clip?";
 const OPTIONS: [&str; 4] = ["move forward", "move backward", "ascend", "descend"];
 
-/// A 2 s, 10 FPS, 64×64 clip with a bar sliding sideways.
-fn write_clip(path: &Path, shade: u8) {
-    let settings = EncodeSettings {
-        frame_rate: (10, 1),
-        ..EncodeSettings::default()
-    };
-    let mut writer = VideoWriter::create(path, 64, 64, &settings).expect("video writer");
-    for t in 0..20 {
-        let mut frame = ndarray::Array3::<u8>::from_elem((64, 64, 3), shade);
-        for y in 0..64 {
-            for x in (t * 2)..(t * 2 + 8) {
-                frame[[y, x, 1]] = 220;
-            }
-        }
-        writer.push(frame.view()).expect("push frame");
-    }
-    writer.finish().expect("finish clip");
-}
-
 /// A tiny Qwen2.5-VL-shaped checkpoint with a tokenizer trained on the prompts' words; the
 /// config's token ids come from that tokenizer.
 fn tiny_checkpoint(dir: &Path) -> PathBuf {
-    let corpus: Vec<String> = std::iter::once(QUESTION.to_string())
-        .chain(OPTIONS.iter().map(|o| o.to_string()))
-        .chain(
-            [
-                "Options:",
-                "Answer with the option's letter from the given choices directly.",
-                "A. B. C. D.",
-            ]
-            .map(String::from),
-        )
-        .collect();
-    let tokenizer = train_tokenizer(corpus.iter().map(String::as_str), 300).expect("tokenizer trains");
-    let special = tokenizer.special();
-    let config = json!({
-        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]}, "hidden_act": "silu",
-        "tie_word_embeddings": true, "vocab_size": tokenizer.vocab_size(),
-        "image_token_id": special.image_pad, "video_token_id": special.video_pad,
-        "vision_start_token_id": special.vision_start, "vision_end_token_id": special.vision_end,
-        "eos_token_id": [special.im_end, special.endoftext],
-        "vision_config": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_chans": 3,
-                          "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                          "window_size": 56, "fullatt_block_indexes": [1], "tokens_per_second": 2, "hidden_act": "silu"}
-    });
-    let cfg = Qwen25VlConfig::from_json(&config.to_string()).expect("tiny config parses");
-    let (_, tensors) = random_model(&cfg, 0.5, 7, &Device::Cpu).expect("random weights");
-    let out = dir.join("tiny-model");
-    save_checkpoint(&out, &cfg, &tensors).expect("checkpoint saved");
-    tokenizer.save(out.join("tokenizer.json")).expect("tokenizer saved");
-    out
+    let corpus: Vec<String> = std::iter::once(QUESTION.to_string()).chain(OPTIONS.iter().map(|o| o.to_string())).chain(common::mcq_prompt_words()).collect();
+    common::tiny_checkpoint(dir, &corpus, 300, 7)
 }
 
 fn manifest(dir: &Path) -> PathBuf {
@@ -83,7 +32,7 @@ fn manifest(dir: &Path) -> PathBuf {
     ];
     let mut text = String::new();
     for (id, task, answer, shade) in rows {
-        write_clip(&dir.join(format!("{id}.mp4")), shade);
+        common::write_clip(&dir.join(format!("{id}.mp4")), shade);
         let options: serde_json::Map<String, serde_json::Value> = OPTIONS
             .iter()
             .enumerate()

@@ -28,6 +28,7 @@ impl Prepare for TextOnly {
                 images: Vec::new(),
                 videos: Vec::new(),
                 motion: Vec::new(),
+                option_rows: Vec::new(),
             })
             .collect();
         Ok(PreparedBatch {
@@ -175,6 +176,11 @@ fn interrupted_run_resumes_without_asking_twice() {
     gpu.model.device = "cuda".into();
     let err = run_scripted(&gpu, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("device"), "{err}");
+    // Nor may answers ranked by likelihood continue generated ones.
+    let mut ranked = cfg.clone();
+    ranked.generation.answer = motionvl_eval::config::AnswerMode::Likelihood;
+    let err = run_scripted(&ranked, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("answer mode"), "{err}");
 
     asked.lock().expect("lock").clear();
     let summary = run_scripted(&cfg, &asked, None).expect("resumed run completes");

@@ -189,6 +189,10 @@ struct RunArgs {
     batch_size: Option<usize>,
     #[arg(long)]
     max_new_tokens: Option<usize>,
+    /// How multiple-choice questions are answered: `generate` (greedy decoding, SPEC §2) or
+    /// `likelihood` (each option scored as the answer, the likeliest chosen).
+    #[arg(long)]
+    answer: Option<String>,
     /// f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long)]
     dtype: Option<String>,
@@ -283,6 +287,9 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     }
     if let Some(v) = args.max_new_tokens {
         cfg.generation.max_new_tokens = v;
+    }
+    if let Some(v) = args.answer {
+        cfg.generation.answer = motionvl_eval::config::AnswerMode::try_from(v).map_err(anyhow::Error::msg)?;
     }
     if let Some(v) = args.dtype {
         cfg.model.dtype = Some(v);
