@@ -142,98 +142,72 @@ fn unknown_value(key: &str, value: &str, allowed: &[&str]) -> String {
     format!("generation.{key} = \"{value}\" is not known; use {}", allowed.join(" or "))
 }
 
-/// See [`GenerationConfig::answer`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum AnswerMode {
-    #[default]
-    Generate,
-    Likelihood,
-}
-
-impl TryFrom<String> for AnswerMode {
-    type Error = String;
-    fn try_from(value: String) -> std::result::Result<Self, String> {
-        match value.as_str() {
-            "generate" => Ok(Self::Generate),
-            "likelihood" => Ok(Self::Likelihood),
-            _ => Err(unknown_value("answer", &value, &["generate", "likelihood"])),
+/// A config value written as one of a few strings: read with an error naming the key and the
+/// values allowed, written back as the same string.
+macro_rules! string_enum {
+    ($(#[$meta:meta])* $name:ident, key = $key:literal,
+     { $($(#[$variant_meta:meta])* $variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$meta])*
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(try_from = "String", into = "String")]
+        pub enum $name {
+            $($(#[$variant_meta])* $variant),+
         }
-    }
-}
 
-impl From<AnswerMode> for String {
-    fn from(mode: AnswerMode) -> String {
-        match mode {
-            AnswerMode::Generate => "generate",
-            AnswerMode::Likelihood => "likelihood",
+        impl $name {
+            /// The value as the config spells it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(Self::$variant => $text),+
+                }
+            }
         }
-        .to_string()
-    }
-}
 
-/// See [`GenerationConfig::likelihood_continuation`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Continuation {
-    #[default]
-    Text,
-    Letter,
-    LetterText,
-}
-
-impl TryFrom<String> for Continuation {
-    type Error = String;
-    fn try_from(value: String) -> std::result::Result<Self, String> {
-        match value.as_str() {
-            "text" => Ok(Self::Text),
-            "letter" => Ok(Self::Letter),
-            "letter-text" => Ok(Self::LetterText),
-            _ => Err(unknown_value("likelihood_continuation", &value, &["text", "letter", "letter-text"])),
+        impl TryFrom<String> for $name {
+            type Error = String;
+            fn try_from(value: String) -> std::result::Result<Self, String> {
+                match value.as_str() {
+                    $($text => Ok(Self::$variant),)+
+                    _ => Err(unknown_value($key, &value, &[$($text),+])),
+                }
+            }
         }
-    }
-}
 
-impl From<Continuation> for String {
-    fn from(c: Continuation) -> String {
-        match c {
-            Continuation::Text => "text",
-            Continuation::Letter => "letter",
-            Continuation::LetterText => "letter-text",
+        impl From<$name> for String {
+            fn from(value: $name) -> String {
+                value.as_str().to_string()
+            }
         }
-        .to_string()
-    }
+    };
 }
 
-/// See [`GenerationConfig::likelihood_normalisation`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub enum Normalisation {
-    #[default]
-    Sum,
-    PerToken,
-}
-
-impl TryFrom<String> for Normalisation {
-    type Error = String;
-    fn try_from(value: String) -> std::result::Result<Self, String> {
-        match value.as_str() {
-            "sum" => Ok(Self::Sum),
-            "per-token" => Ok(Self::PerToken),
-            _ => Err(unknown_value("likelihood_normalisation", &value, &["sum", "per-token"])),
-        }
+string_enum!(
+    /// See [`GenerationConfig::answer`].
+    AnswerMode, key = "answer", {
+        #[default]
+        Generate = "generate",
+        Likelihood = "likelihood",
     }
-}
+);
 
-impl From<Normalisation> for String {
-    fn from(n: Normalisation) -> String {
-        match n {
-            Normalisation::Sum => "sum",
-            Normalisation::PerToken => "per-token",
-        }
-        .to_string()
+string_enum!(
+    /// See [`GenerationConfig::likelihood_continuation`].
+    Continuation, key = "likelihood_continuation", {
+        #[default]
+        Text = "text",
+        Letter = "letter",
+        LetterText = "letter-text",
     }
-}
+);
+
+string_enum!(
+    /// See [`GenerationConfig::likelihood_normalisation`].
+    Normalisation, key = "likelihood_normalisation", {
+        #[default]
+        Sum = "sum",
+        PerToken = "per-token",
+    }
+);
 
 fn default_batch() -> usize {
     4
