@@ -323,7 +323,7 @@ mod tests {
     #[test]
     fn sum_of_squares_is_the_same_on_any_number_of_threads() {
         // Magnitudes over many orders, so that the order of additions shows in the last bits.
-        let values: Vec<f32> = (0..300_001).map(|i| ((i as f32 * 0.618).sin() * 10f32.powi(i % 7 - 3))).collect();
+        let values: Vec<f32> = (0..300_001).map(|i| (i as f32 * 0.618).sin() * 10f32.powi(i % 7 - 3)).collect();
         let on = |threads: usize| rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap().install(|| sum_of_squares(&values));
         let reference = on(1);
         for threads in [2, 3, 4, 8] {
