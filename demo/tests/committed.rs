@@ -6,8 +6,7 @@
 //! question" is checked where the options are the same for every question (Action Recognition).
 //!
 //! 8.5 minutes on 2 idle AVX-512 cores in release, 15.5 on 2 AVX2 cores (stage 0 and three
-//! fine-tunings), far more in the debug profile, so `cargo test` skips it and CI leaves it out
-//! (it would take `.ci/run` past an hour); run it after changing training or evaluation:
+//! fine-tunings), far more in the debug profile, so `cargo test` skips it and `.ci/run` runs it:
 //! `cargo test --release -p motionvl-demo --test committed -- --ignored`
 
 use std::collections::BTreeSet;
