@@ -179,39 +179,19 @@ pub fn option_log_likelihoods(
         .iter()
         .map(|r| std::iter::repeat_n(IGNORE_INDEX, len - r.sample.input_ids.len()).chain(r.sample.labels.iter().copied()).collect())
         .collect();
-    let embeds = model.embed(&batch, &features)?;
-    let positions = model.positions(&batch, &per_row)?;
-    let hidden = model.hidden_from_embeds(&embeds, &batch.mask, &positions)?;
-    let width = hidden.dim(2)?;
-
-    // The LM head only at the positions that predict an answer token.
-    let (mut picked_rows, mut targets, mut owner) = (Vec::new(), Vec::new(), Vec::new());
-    for (b, row) in labels.iter().enumerate() {
-        for i in 0..len.saturating_sub(1) {
-            let label = row[i + 1];
-            if label == IGNORE_INDEX {
-                continue;
-            }
-            picked_rows.push((b * len + i) as u32);
-            targets.push(label as usize);
-            owner.push(b);
-        }
-    }
     let mut out = vec![OptionLogLikelihood { sum: 0.0, tokens: 0 }; k];
-    if picked_rows.is_empty() {
+    if labels.iter().all(|row| row.iter().all(|&l| l == IGNORE_INDEX)) {
         return Ok(out);
     }
-    let picked = hidden.reshape((k * len, width))?.index_select(&Tensor::new(picked_rows.as_slice(), device)?, 0)?;
+    let embeds = model.embed(&batch, &features)?;
+    let positions = model.positions(&batch, &per_row)?;
+    // The LM head only at the positions that predict an answer token.
+    let (picked, picks) = model.labelled_states(&embeds, &batch.mask, &positions, &labels)?;
     let logits: Vec<Vec<f32>> = model.lm_head().forward(&picked)?.to_dtype(DType::F32)?.to_vec2()?;
-    for ((row_logits, &target), &b) in logits.iter().zip(&targets).zip(&owner) {
-        let vocab = row_logits.len();
-        let Some(&target_logit) = row_logits.get(target) else {
-            return Err(EvalError::Generate(format!(
-                "answer token {target} is outside the model's vocabulary of {vocab}"
-            )));
-        };
-        out[b].sum += f64::from(target_logit) - log_sum_exp(row_logits);
-        out[b].tokens += 1;
+    for ((row_logits, &target), &position) in logits.iter().zip(picks.targets()).zip(picks.rows()) {
+        let option = &mut out[position as usize / len];
+        option.sum += f64::from(row_logits[target as usize]) - log_sum_exp(row_logits);
+        option.tokens += 1;
     }
     Ok(out)
 }

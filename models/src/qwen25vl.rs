@@ -10,7 +10,7 @@ use crate::error::{ModelError, Result};
 use crate::ops::Linear;
 use crate::rope::{rope_index, RopePositions, TokenKind, VisionSpan};
 use crate::text::{CausalMask, KvCache, TextModel};
-use crate::training_loss::{mean_nll, EmbeddingLeaf, TrainingLoss};
+use crate::training_loss::{log_softmax_f32, mean_nll, EmbeddingLeaf, TrainingLoss};
 use crate::vision::VisionTower;
 
 /// Token ids of a left-padded batch with, per position, whether it is real and what it holds.
@@ -342,8 +342,9 @@ impl Qwen25Vl {
         picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
     }
 
-    /// The decoder's final states `[n, hidden]` at the `n` positions that predict a label.
-    fn labelled_states(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<(Tensor, LabelPicks)> {
+    /// The decoder's final states `[n, hidden]` at the `n` positions that predict a label, and
+    /// which positions and labels those are (the LM head need run on these rows only).
+    pub fn labelled_states(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<(Tensor, LabelPicks)> {
         let hidden = self.hidden_from_embeds(embeds, mask, positions)?;
         let (rows, len, width) = hidden.dims3()?;
         let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
@@ -468,7 +469,7 @@ pub fn causal_lm_loss(logits: &Tensor, labels: &[Vec<i64>]) -> Result<Tensor> {
 }
 
 /// The flattened `b * len + i` rows whose next token has a label, and those labels.
-struct LabelPicks {
+pub struct LabelPicks {
     rows: Vec<u32>,
     targets: Vec<u32>,
 }
@@ -495,14 +496,23 @@ impl LabelPicks {
         Ok(picks)
     }
 
+    /// The flattened `b * len + i` positions, in row order.
+    pub fn rows(&self) -> &[u32] {
+        &self.rows
+    }
+
+    /// The label each of [`Self::rows`] predicts.
+    pub fn targets(&self) -> &[u32] {
+        &self.targets
+    }
+
     fn rows_tensor(&self, device: &Device) -> Result<Tensor> {
         Ok(Tensor::new(self.rows.as_slice(), device)?)
     }
 
     /// Mean negative log-likelihood of the targets under `logits` `[picks, vocab]`.
     fn mean_cross_entropy(&self, logits: &Tensor) -> Result<Tensor> {
-        let log_probs = candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?;
-        mean_nll(&log_probs, &Tensor::new(self.targets.as_slice(), logits.device())?)
+        mean_nll(&log_softmax_f32(logits)?, &Tensor::new(self.targets.as_slice(), logits.device())?)
     }
 }
 

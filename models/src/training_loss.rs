@@ -132,7 +132,8 @@ impl TrainingLoss {
     }
 }
 
-fn log_softmax_f32(logits: &Tensor) -> Result<Tensor> {
+/// Log-probabilities over the last dimension, computed in f32 whatever the logits' dtype.
+pub(crate) fn log_softmax_f32(logits: &Tensor) -> Result<Tensor> {
     Ok(candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?)
 }
 
