@@ -16,6 +16,7 @@ pub mod lora_adapter;
 pub mod machine;
 pub mod motion;
 pub mod ops;
+pub mod recompute;
 pub mod rope;
 pub mod seeded;
 pub mod text;

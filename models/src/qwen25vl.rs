@@ -205,7 +205,7 @@ impl Qwen25Vl {
 
     /// Recompute decoder layers in the backward pass instead of keeping their activations;
     /// see [`crate::text::TextModel::enable_gradient_checkpointing`].
-    pub fn enable_gradient_checkpointing(&mut self) -> crate::text::RecomputedGrads {
+    pub fn enable_gradient_checkpointing(&mut self) -> crate::recompute::RecomputedGrads {
         self.text.enable_gradient_checkpointing()
     }
 

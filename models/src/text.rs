@@ -1,16 +1,15 @@
 //! The Qwen2 language model of Qwen2.5-VL: decoder layers with grouped-query attention (q/k/v
 //! biases), RMSNorm, SwiGLU MLP and multimodal rotary embedding, plus a KV cache for decoding.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 
-use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CustomOp1, DType, Device, Layout, Module, Result, Shape, Storage, Tensor, TensorId};
-use candle_core::backprop::GradStore;
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::config::TextConfig;
 use crate::fused::attention as fused;
 use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
+use crate::recompute::{checkpointed, RecomputedGrads};
 use crate::rope::RopePositions;
 
 /// M-RoPE angles: frequency `j` of the `head_dim/2` turns with the t, h or w position according to
@@ -294,7 +293,12 @@ impl TextModel {
         let mut xs = embeds.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             xs = match (&self.checkpointing, cache.as_deref_mut()) {
-                (Some(grads), None) => Recompute::run(layer, &xs, cos, sin, mask, grads)?,
+                (Some(grads), None) => {
+                    let (layer, cos, sin, mask) = (layer.clone(), cos.clone(), sin.clone(), mask.clone());
+                    let params = layer.parameters().into_iter().cloned().collect();
+                    let block = Arc::new(move |xs: &Tensor| layer.forward(xs, &cos, &sin, &mask, None));
+                    checkpointed(&xs, block, params, grads)?
+                }
                 (_, cache) => layer.forward(&xs, cos, sin, mask, cache.map(|c| &mut c.layers[i]))?,
             };
         }
@@ -312,80 +316,6 @@ impl TextModel {
         let last = states.len() - 1;
         states[last] = self.norm.forward(&states[last])?;
         Ok(states)
-    }
-}
-
-/// Parameter gradients collected while recomputing checkpointed layers in a backward pass.
-#[derive(Debug, Clone, Default)]
-pub struct RecomputedGrads(Arc<Mutex<Vec<(TensorId, Tensor)>>>);
-
-impl RecomputedGrads {
-    /// Adds the collected gradients to `grads` (the store of the outer backward) and clears them.
-    pub fn merge_into(&self, grads: &mut GradStore) -> Result<()> {
-        let collected = std::mem::take(&mut *self.0.lock().map_err(|_| candle_core::Error::Msg("gradient store poisoned".into()))?);
-        for (id, grad) in collected {
-            let sum = match grads.get_id(id) {
-                Some(existing) => (existing + grad)?,
-                None => grad,
-            };
-            grads.insert_id(id, sum);
-        }
-        Ok(())
-    }
-}
-
-/// A decoder layer whose forward result was computed without a graph; its backward reruns the
-/// layer with the graph on, back-propagates the incoming gradient, and returns the input's gradient.
-struct Recompute {
-    layer: DecoderLayer,
-    cos: Tensor,
-    sin: Tensor,
-    mask: CausalMask,
-    output: Tensor,
-    grads: RecomputedGrads,
-}
-
-impl Recompute {
-    fn run(layer: &DecoderLayer, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, grads: &RecomputedGrads) -> Result<Tensor> {
-        let output = layer.forward(&xs.detach(), cos, sin, mask, None)?.detach().contiguous()?;
-        let op = Self { layer: layer.clone(), cos: cos.clone(), sin: sin.clone(), mask: mask.clone(), output, grads: grads.clone() };
-        xs.apply_op1_arc(Arc::new(Box::new(op)))
-    }
-}
-
-impl CustomOp1 for Recompute {
-    fn name(&self) -> &'static str {
-        "recomputed-decoder-layer"
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (storage, layout) = self.output.storage_and_layout();
-        match &*storage {
-            Storage::Cpu(cpu) => Ok((cpu.try_clone(layout)?, self.output.shape().clone())),
-            _ => candle_core::bail!("recomputed layer: output is not on the CPU"),
-        }
-    }
-
-    #[cfg(feature = "cuda")]
-    fn cuda_fwd(&self, _: &candle_core::CudaStorage, _: &Layout) -> Result<(candle_core::CudaStorage, Shape)> {
-        let (storage, layout) = self.output.storage_and_layout();
-        match &*storage {
-            Storage::Cuda(cuda) => Ok((cuda.try_clone(layout)?, self.output.shape().clone())),
-            _ => candle_core::bail!("recomputed layer: output is not on the GPU"),
-        }
-    }
-
-    fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
-        let input = candle_core::Var::from_tensor(&arg.detach())?;
-        let output = self.layer.forward(input.as_tensor(), &self.cos, &self.sin, &self.mask, None)?;
-        let inner = (output * grad_res.detach())?.sum_all()?.backward()?;
-        let mut collected = self.grads.0.lock().map_err(|_| candle_core::Error::Msg("gradient store poisoned".into()))?;
-        for param in self.layer.parameters().into_iter().filter(|p| p.is_variable()) {
-            if let Some(grad) = inner.get(param) {
-                collected.push((param.id(), grad.clone()));
-            }
-        }
-        Ok(inner.get(input.as_tensor()).cloned())
     }
 }
 

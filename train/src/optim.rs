@@ -28,6 +28,8 @@ pub struct Param {
     /// Biases and norm scales are not decayed.
     pub decay: bool,
     state: State,
+    /// Whether a backward pass of the current step produced a gradient for it.
+    reached: bool,
 }
 
 /// A parameter's f32 master copy, moments and the gradient summed over the micro-batches of
@@ -66,6 +68,18 @@ fn sum_of_squares(values: &[f32]) -> f64 {
     const CHUNK: usize = 1 << 14;
     let chunks: Vec<f64> = values.par_chunks(CHUNK).map(|c| c.iter().map(|&g| f64::from(g) * f64::from(g)).sum::<f64>()).collect();
     chunks.iter().sum()
+}
+
+/// What the gradients of one step reached in one parameter group.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GroupReach {
+    pub group: String,
+    /// Tensors in the group.
+    pub params: usize,
+    /// Tensors no backward pass of the step gave a gradient.
+    pub unreached: Vec<String>,
+    /// L2 norm of the group's accumulated gradient.
+    pub norm: f64,
 }
 
 /// Parameters sharing a learning rate (e.g. LoRA at 1e-5, the motion connector at 2e-5).
@@ -125,7 +139,7 @@ impl AdamW {
                             return Err(OptimError::State(format!("trained tensor {pname} must be f32, found {:?}", var.dtype())));
                         }
                         let state = State::new(&var, on_device(&var))?;
-                        Ok(Param { decay: decays(&pname), name: pname, var, state })
+                        Ok(Param { decay: decays(&pname), name: pname, var, state, reached: false })
                     })
                     .collect::<Result<Vec<_>, OptimError>>()?;
                 Ok(ParamGroup { name, lr, params })
@@ -150,6 +164,7 @@ impl AdamW {
     pub fn accumulate(&mut self, grads: &candle_core::backprop::GradStore) -> Result<(), OptimError> {
         for param in self.params_mut() {
             if let Some(g) = grads.get(param.var.as_tensor()) {
+                param.reached = true;
                 match &mut param.state {
                     State::Host { grad, .. } => {
                         let g: Vec<f32> = g.to_dtype(DType::F32)?.flatten_all()?.to_vec1()?;
@@ -189,6 +204,33 @@ impl AdamW {
         Ok(self.grad_squares()?.iter().sum::<f64>().sqrt())
     }
 
+    /// Drops the accumulated gradients without a step.
+    pub fn clear_grads(&mut self) -> Result<(), OptimError> {
+        for p in self.params_mut() {
+            p.reached = false;
+            match &mut p.state {
+                State::Host { grad, .. } => grad.fill(0.0),
+                State::Device { grad, .. } => *grad = grad.zeros_like()?,
+            }
+        }
+        Ok(())
+    }
+
+    /// Per group, which parameters no backward pass of the current step reached, and the norm of
+    /// the group's accumulated gradient: what tells a step that trains from one that cannot.
+    pub fn reach(&self) -> Result<Vec<GroupReach>, OptimError> {
+        let mut squares = self.grad_squares()?.into_iter();
+        Ok(self
+            .groups
+            .iter()
+            .map(|g| {
+                let norm = g.params.iter().zip(squares.by_ref()).map(|(_, sq)| sq).sum::<f64>().sqrt();
+                let unreached = g.params.iter().filter(|p| !p.reached).map(|p| p.name.clone()).collect();
+                GroupReach { group: g.name.clone(), params: g.params.len(), unreached, norm }
+            })
+            .collect())
+    }
+
     /// Names of parameters whose accumulated gradient holds NaN or ±inf (its Σ g² is then not
     /// finite either).
     pub fn non_finite_grads(&self) -> Result<Vec<&str>, OptimError> {
@@ -205,6 +247,9 @@ impl AdamW {
 
     pub fn step_with_clip(&mut self, lr_scale: f64, max_norm: f64) -> Result<f64, OptimError> {
         let norm = self.grad_norm()?;
+        for p in self.params_mut() {
+            p.reached = false;
+        }
         // torch.nn.utils.clip_grad_norm_: scale by max_norm / (norm + 1e-6) when that is below 1.
         let clip = if max_norm > 0.0 { (max_norm / (norm + 1e-6)).min(1.0) } else { 1.0 } as f32;
         self.step += 1;

@@ -12,6 +12,7 @@ use std::time::Instant;
 
 use std::sync::Arc;
 
+use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
@@ -28,12 +29,13 @@ use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
 use motionvl_models::qwen25vl::Qwen25Vl;
-use motionvl_models::text::RecomputedGrads;
+use motionvl_models::recompute::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::collate;
+use crate::batch::{collate, TrainBatch};
 use crate::checkpoint::{self as ckpt, Checkpoints};
+use crate::guard::{require_gradients, TrainedGroup};
 use crate::micro::{MicroPlan, RankBatches};
 use crate::parallel::{barrier, reduce_grads, GradExchange};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
@@ -63,6 +65,8 @@ pub enum TrainError {
     Flow(#[from] motionvl_flow::FlowError),
     #[error(transparent)]
     Parallel(#[from] crate::parallel::ParallelError),
+    #[error(transparent)]
+    Gradient(#[from] crate::guard::GradientError),
     #[error("{0}")]
     Setup(String),
 }
@@ -506,6 +510,7 @@ impl Trainer {
         let per_step = self.batches.plan().per_step();
         let (mut loss_sum, mut tokens, mut samples, mut non_finite) = (0.0, 0, 0, 0);
         let mut sample_ids = Vec::new();
+        let mut used = UsedInputs::default();
         for micro in self.batches.plan().rank_micros(self.micro) {
             let read = self.batches.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
             for s in &read.skipped {
@@ -516,27 +521,18 @@ impl Trainer {
                 continue;
             }
             let batch = collate(&read.samples, self.pad_id, &self.device)?;
-            // Independent dropout seeds per micro-batch, a function of its number in the run
-            // (not of the rank that reads it).
-            self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
-            let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
-            let positions = self.model.positions(&batch.prompt, &batch.vision)?;
-            let loss = self.model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
-            let value = loss.value()?;
+            let (value, grads) = self.forward_backward(&batch, micro, per_step)?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
-            if !value.is_finite() {
+            let Some(grads) = grads else {
                 if self.exchange.is_none() {
                     return Err(TrainError::NonFinite { step: self.step + 1, what: "loss".into(), samples: sample_ids });
                 }
                 // The other ranks wait in the exchange below: fail there, all together.
                 non_finite += 1;
                 continue;
-            }
-            let mut grads = loss.backward(1.0 / per_step as f64)?;
-            if let Some(recomputed) = &self.recomputed {
-                recomputed.merge_into(&mut grads)?;
-            }
+            };
             self.optim.accumulate(&grads)?;
+            used.add(&batch);
             loss_sum += value;
             tokens += batch.tokens;
             samples += batch.sample_ids.len();
@@ -556,6 +552,7 @@ impl Trainer {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
         }
+        self.require_gradients(&used, &format!("step {}", self.step + 1))?;
         let scale = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(scale, self.recipe.optim.max_grad_norm)?;
         self.step += 1;
@@ -583,6 +580,72 @@ impl Trainer {
             self.save_checkpoint()?;
         }
         Ok(log)
+    }
+
+    /// One micro-batch's loss and, only when it is finite, its gradients scaled by `1 / per_step`
+    /// (those of checkpointed layers merged in).
+    fn forward_backward(&self, batch: &TrainBatch, micro: u64, per_step: u64) -> Result<(f64, Option<GradStore>)> {
+        // Independent dropout seeds per micro-batch, a function of its number in the run (not
+        // of the rank that reads it).
+        self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
+        let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
+        let positions = self.model.positions(&batch.prompt, &batch.vision)?;
+        let loss = self.model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
+        let value = loss.value()?;
+        if !value.is_finite() {
+            return Ok((value, None));
+        }
+        let mut grads = loss.backward(1.0 / per_step as f64)?;
+        if let Some(recomputed) = &self.recomputed {
+            recomputed.merge_into(&mut grads)?;
+        }
+        Ok((value, Some(grads)))
+    }
+
+    /// Fails when a trained group the step's batches used got no gradient, or a zero one
+    /// (see [`crate::guard`]).
+    fn require_gradients(&self, used: &UsedInputs, when: &str) -> Result<()> {
+        if used.backwards == 0 {
+            return Ok(());
+        }
+        let mut reach = self.optim.reach()?;
+        if !used.vision {
+            // Adapters on the vision tower see no input in a text-only step.
+            for r in &mut reach {
+                r.unreached.retain(|name| !name.starts_with("visual."));
+            }
+        }
+        let mut groups = vec![TrainedGroup::Lora];
+        if used.motion && self.motion.is_some() {
+            groups.push(TrainedGroup::Connector);
+        }
+        Ok(require_gradients(&reach, &groups, when)?)
+    }
+
+    /// One forward and backward pass on the first micro-batch this rank will train on, before
+    /// any step: a run whose trained tensors get no gradient fails here, having changed nothing.
+    pub fn preflight(&mut self) -> Result<()> {
+        let per_step = self.batches.plan().per_step();
+        let Some(micro) = self.batches.plan().rank_micros(self.micro).next() else { return Ok(()) };
+        let mut reader = RankBatches::new(self.batches.plan().clone(), self.micro);
+        let read = reader.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
+        if read.samples.is_empty() {
+            return Ok(());
+        }
+        let batch = collate(&read.samples, self.pad_id, &self.device)?;
+        let (value, grads) = self.forward_backward(&batch, micro, per_step)?;
+        let Some(grads) = grads else {
+            return Err(TrainError::NonFinite { step: self.step + 1, what: format!("preflight loss {value}"), samples: batch.sample_ids });
+        };
+        self.optim.accumulate(&grads)?;
+        let mut used = UsedInputs::default();
+        used.add(&batch);
+        let checked = self.require_gradients(&used, "preflight (one forward and backward pass on the first micro-batch)");
+        let reach = self.optim.reach();
+        self.optim.clear_grads()?;
+        checked?;
+        let summary: Vec<String> = reach?.iter().map(|r| format!("{} {} tensors, norm {:.4e}", r.group, r.params - r.unreached.len(), r.norm)).collect();
+        self.log_line(&format!("preflight: gradients reach {}", summary.join("; ")))
     }
 
     fn write_logs(&mut self, log: &StepLog) -> Result<()> {
@@ -670,6 +733,9 @@ impl Trainer {
         let bar = progress::bar(target as u64, "steps", self.recipe.logging.progress_bar && self.is_writer());
         bar.set_position(self.step as u64);
         let mut logs = Vec::new();
+        if self.step < target {
+            self.preflight()?;
+        }
         while self.step < target {
             let log = self.train_step()?;
             bar.set_position(log.step as u64);
@@ -686,6 +752,22 @@ impl Trainer {
         }
         bar.finish();
         Ok(logs)
+    }
+}
+
+/// What the micro-batches of a step fed the model, for [`Trainer::require_gradients`].
+#[derive(Debug, Default)]
+struct UsedInputs {
+    backwards: usize,
+    vision: bool,
+    motion: bool,
+}
+
+impl UsedInputs {
+    fn add(&mut self, batch: &TrainBatch) {
+        self.backwards += 1;
+        self.vision |= batch.vision.images.is_some() || batch.vision.videos.is_some();
+        self.motion |= batch.motion.is_some() && batch.vision.videos.is_some();
     }
 }
 

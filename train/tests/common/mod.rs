@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use motionvl_train::recipe::Recipe;
 
-fn repo_root() -> PathBuf {
+pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
@@ -20,4 +20,11 @@ pub fn tiny(out: &Path, extra: &[(&str, &str)]) -> Recipe {
     ];
     overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+}
+
+/// A committed recipe with `overrides` (values in TOML syntax).
+#[allow(dead_code)] // each test file compiles this module; not every one uses this
+pub fn with_overrides(recipe: &Path, overrides: &[(&str, String)]) -> Recipe {
+    let overrides: Vec<(String, String)> = overrides.iter().map(|(k, v)| (k.to_string(), v.clone())).collect();
+    Recipe::load(recipe, &overrides).unwrap_or_else(|e| panic!("{}: {e}", recipe.display()))
 }
