@@ -54,21 +54,30 @@ labels = ids.clone(); labels[:, :-30] = -100
 kw = dict(input_ids=ids, pixel_values_videos=pix, video_grid_thw=torch.tensor([[gt, gh, gw]], device=args.device),
           second_per_grid_ts=torch.tensor([1.0], device=args.device), mm_token_type_ids=mm, labels=labels)
 
+before = [p.detach().clone() for p in trainable]
+
 def step():
     opt.zero_grad(set_to_none=True)
     with torch.autocast(device_type="cuda" if cuda else "cpu", dtype=torch.bfloat16, enabled=bf16):
         loss = m(**kw).loss
     loss.float().backward()
-    torch.nn.utils.clip_grad_norm_(trainable, 1.0)
+    # Timed only with its proof that it trained: every adapter got a gradient, the norm is not 0.
+    missing = [i for i, p in enumerate(trainable) if p.grad is None]
+    assert not missing, f"{len(missing)} of {len(trainable)} adapter tensors got no gradient"
+    norm = torch.nn.utils.clip_grad_norm_(trainable, 1.0).item()
+    assert norm > 0, "zero gradient norm"
     opt.step()
     if cuda:
         torch.cuda.synchronize()
+    return norm
 
-step(); xs = []
+norms = [step()]; xs = []
 for _ in range(args.steps):
-    s = time.perf_counter(); step(); xs.append(time.perf_counter() - s)
+    s = time.perf_counter(); norms.append(step()); xs.append(time.perf_counter() - s)
+unchanged = sum(torch.equal(b, p.detach()) for b, p in zip(before, trainable))
+assert unchanged == 0, f"{unchanged} of {len(trainable)} adapter tensors did not change"
 median = sorted(xs)[len(xs) // 2]
-out = {"checkpointing": args.checkpointing, "attention": m.config._attn_implementation, "threads": torch.get_num_threads(), "trainable_M": sum(p.numel() for p in trainable) / 1e6, "tokens": ids.shape[1],
+out = {"checkpointing": args.checkpointing, "attention": m.config._attn_implementation, "threads": torch.get_num_threads(), "trainable_M": sum(p.numel() for p in trainable) / 1e6, "tokens": ids.shape[1], "grad_norms": [round(n, 4) for n in norms],
        "step_s": round(median, 3), "tokens_per_s": round(ids.shape[1] / median),
        "peak_rss_MiB": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}
 if cuda:

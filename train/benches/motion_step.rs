@@ -22,6 +22,7 @@ use motionvl_models::motion::{vision_features, Connector, MotionBranch};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
+use motionvl_train::guard::{require_gradients, Snapshot, TrainedGroup};
 use motionvl_train::optim::{AdamW, AdamWConfig};
 use ndarray::{Array2, Array3};
 
@@ -99,9 +100,13 @@ fn main() -> anyhow::Result<()> {
         let features = vision_features(&model, motion.as_ref().map(|_| &branch), &inputs, motion.as_ref())?;
         let loss = model.training_loss(&batch, &features, &model.positions(&batch, &inputs)?, &labels)?;
         optim.accumulate(&loss.backward(1.0)?)?;
-        optim.step_with_clip(1.0, 1.0)?;
+        let used: &[TrainedGroup] = if motion.is_some() { &[TrainedGroup::Lora, TrainedGroup::Connector] } else { &[TrainedGroup::Lora] };
+        require_gradients(&optim.reach()?, used, mode)?;
+        anyhow::ensure!(optim.step_with_clip(1.0, 1.0)? > 0.0, "{mode}: zero gradient norm");
         Ok(start.elapsed().as_secs_f64())
     };
+    let trained: Vec<_> = lora.named_vars().into_iter().chain(connector.iter().cloned()).collect();
+    let before = Snapshot::take(&trained)?;
     let modes = ["visual-only", "motion, flow cached", "motion, flow computed (DIS)"];
     let mut medians = Vec::new();
     for mode in modes {
@@ -111,6 +116,8 @@ fn main() -> anyhow::Result<()> {
         medians.push(times[1]);
         println!("{mode}: {:.3} s per step", times[1]);
     }
+    let unchanged = before.unchanged(&trained)?;
+    anyhow::ensure!(unchanged.is_empty(), "{} of {} trained tensors did not change, e.g. {}", unchanged.len(), trained.len(), unchanged[0]);
     println!(
         "extra cost of the motion path: {:+.0}% with the flow cache, {:+.0}% computing flow",
         100.0 * (medians[1] / medians[0] - 1.0),

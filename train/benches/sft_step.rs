@@ -23,6 +23,7 @@ use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::Qwen25VlConfig;
+use motionvl_train::guard::{require_gradients, Snapshot, TrainedGroup};
 use motionvl_train::optim::{AdamW, AdamWConfig};
 
 #[global_allocator]
@@ -96,25 +97,32 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
         videos: Some(PixelInput { pixel_values: Tensor::randn(0f32, 1.0, (patches, 1176), &device)?.to_dtype(dtype)?, grids: vec![grid] }),
         video_seconds_per_grid: vec![1.0],
     };
-    let mut step = || -> anyhow::Result<()> {
+    let trained = lora.named_vars();
+    let before = Snapshot::take(&trained)?;
+    // A step is timed only with its proof that it trained: every adapter got a gradient and
+    // the norm is not zero (a checkpointed step once had no backward pass at all).
+    let mut step = || -> anyhow::Result<f64> {
         let positions = model.positions(&batch, &inputs)?;
         let mut grads = model.training_loss(&batch, &model.encode_vision(&inputs)?, &positions, &labels)?.backward(1.0)?;
         if let Some(r) = &recomputed {
             r.merge_into(&mut grads)?;
         }
         optim.accumulate(&grads)?;
-        optim.step_with_clip(1.0, 1.0)?;
+        require_gradients(&optim.reach()?, &[TrainedGroup::Lora], "benchmark step")?;
+        let norm = optim.step_with_clip(1.0, 1.0)?;
         device.synchronize()?;
-        Ok(())
+        Ok(norm)
     };
-    step()?;
+    let mut grad_norms = vec![step()?];
     let mut times = Vec::new();
     for _ in 0..3 {
         let start = Instant::now();
-        step()?;
+        grad_norms.push(step()?);
         times.push(start.elapsed().as_secs_f64());
     }
     times.sort_by(f64::total_cmp);
+    let unchanged = before.unchanged(&trained)?;
+    anyhow::ensure!(unchanged.is_empty(), "{} of {} adapter tensors did not change, e.g. {}", unchanged.len(), trained.len(), unchanged[0]);
     let trainable: usize = lora.named_vars().iter().map(|(_, v)| v.elem_count()).sum();
     // The trainer's loss applies the LM head to the 30 labelled rows only; checkpointing reruns
     // each decoder layer's forward once more.
@@ -122,7 +130,7 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     let step_flops = flops.train_adapters(30) + if checkpointing { flops.decoder } else { 0.0 };
     println!(
         "{}",
-        serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6, "tokens": n,
+        serde_json::json!({"checkpointing": checkpointing, "trainable_M": trainable as f64 / 1e6, "tokens": n, "grad_norms": grad_norms,
             "step_s": (times[1] * 1000.0).round() / 1000.0, "tokens_per_s": (n as f64 / times[1]).round(), "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round),
             "matmul_GFLOP_per_s": (step_flops / times[1] / 1e9).round(), "threads": candle_core::utils::get_num_threads()})
     );

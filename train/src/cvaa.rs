@@ -26,6 +26,7 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{self as ckpt, Checkpoints};
+use crate::guard::{require_gradients, TrainedGroup};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{set_dotted, RecipeError};
 use motionvl_models::device::parse_device;
@@ -594,6 +595,8 @@ impl CvaaTrainer {
             let what = format!("gradient in {}", bad.join(", "));
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: ids() });
         }
+        let groups = [TrainedGroup::CvaaHeads, TrainedGroup::CvaaBackbone];
+        require_gradients(&self.optim.reach()?, &groups, &format!("step {}", self.step + 1))?;
         let lr_mult = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(lr_mult, self.recipe.optim.max_grad_norm)?;
         self.step += 1;

@@ -12,8 +12,16 @@ use crate::optim::GroupReach;
 /// The parameter groups of an SFT run, and the recipe keys that decide what they train.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TrainedGroup {
+    /// SFT: the LoRA adapters.
     Lora,
+    /// SFT: the motion connector.
     Connector,
+    /// Stage-0 pretraining: every tensor of a fresh model.
+    Pretrained,
+    /// CVAA: GeM, projector, adapters and temperature.
+    CvaaHeads,
+    /// CVAA: a backbone trained along (`model.freeze_backbone = false`).
+    CvaaBackbone,
 }
 
 impl TrainedGroup {
@@ -22,6 +30,9 @@ impl TrainedGroup {
         match self {
             TrainedGroup::Lora => "lora",
             TrainedGroup::Connector => "connector",
+            TrainedGroup::Pretrained => "all",
+            TrainedGroup::CvaaHeads => "heads",
+            TrainedGroup::CvaaBackbone => "backbone",
         }
     }
 
@@ -30,6 +41,9 @@ impl TrainedGroup {
         match self {
             TrainedGroup::Lora => "lora.target_modules, lora.rank, model.gradient_checkpointing, data.label_mask",
             TrainedGroup::Connector => "motion.estimator, motion.connector_lr, model.gradient_checkpointing",
+            TrainedGroup::Pretrained => "model.init_config, data.train, data.label_mask",
+            TrainedGroup::CvaaHeads => "model.embed_dim, model.adapter_hidden, optim.lr, data.train",
+            TrainedGroup::CvaaBackbone => "model.train_backbone, optim.backbone_lr",
         }
     }
 }
@@ -61,6 +75,21 @@ pub fn require_gradients(reach: &[GroupReach], used: &[TrainedGroup], when: &str
         }
     }
     Ok(())
+}
+
+/// The values of trained tensors at one moment, to show later that training moved them.
+pub struct Snapshot(Vec<(String, Vec<f32>)>);
+
+impl Snapshot {
+    pub fn take(vars: &[(String, candle_core::Var)]) -> candle_core::Result<Self> {
+        vars.iter().map(|(name, var)| Ok((name.clone(), var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?))).collect::<candle_core::Result<_>>().map(Snapshot)
+    }
+
+    /// Names of the tensors among `vars` whose values are exactly what the snapshot holds.
+    pub fn unchanged(&self, vars: &[(String, candle_core::Var)]) -> candle_core::Result<Vec<String>> {
+        let now = Snapshot::take(vars)?;
+        Ok(self.0.iter().zip(now.0).filter(|((_, before), (_, after))| *before == *after).map(|((name, _), _)| name.clone()).collect())
+    }
 }
 
 #[cfg(test)]

@@ -30,6 +30,7 @@ use motionvl_models::Qwen25VlConfig;
 
 use crate::batch::collate;
 use crate::checkpoint as ckpt;
+use crate::guard::{require_gradients, TrainedGroup};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::Recipe;
 use crate::hf_layout::RunClock;
@@ -143,6 +144,11 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         if !bad.is_empty() {
             return Err(TrainError::NonFinite { step: step + 1, what: format!("gradient in {}", bad.join(", ")), samples: Vec::new() });
         }
+        let mut reach = optim.reach()?;
+        // Parts of a fresh model sit idle in some steps (the vision tower on text-only
+        // batches): only a gradient that is zero as a whole is an error.
+        reach.iter_mut().for_each(|r| r.unreached.clear());
+        require_gradients(&reach, &[TrainedGroup::Pretrained], &format!("pretraining step {}", step + 1))?;
         let scale = lr_scale(&recipe.optim.schedule, step, warmup, total);
         let grad_norm = optim.step_with_clip(scale, recipe.optim.max_grad_norm)?;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
