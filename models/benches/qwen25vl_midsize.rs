@@ -43,12 +43,20 @@ const MATMULS: [(&str, usize, usize, usize); 3] = [("lm_head", 575, 151936, 512)
 
 /// Random N(0, 0.02) weights; language-model tensors become variables (they get gradients),
 /// vision tensors stay constants (frozen), as in the reference run.
-struct RandomWeights;
+/// Random weights; the language model's are variables, remembered by name so that a backward
+/// pass can be checked to reach every one of them.
+#[derive(Clone, Default)]
+struct RandomWeights(std::sync::Arc<std::sync::Mutex<Vec<(String, Tensor)>>>);
 
 impl SimpleBackend for RandomWeights {
     fn get(&self, shape: Shape, name: &str, _: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
         let t = Tensor::randn(0f32, 0.02, shape, dev)?.to_dtype(dtype)?;
-        if name.starts_with("visual.") { Ok(t) } else { Ok(Var::from_tensor(&t)?.as_tensor().clone()) }
+        if name.starts_with("visual.") {
+            return Ok(t);
+        }
+        let var = Var::from_tensor(&t)?.as_tensor().clone();
+        self.0.lock().map_err(|_| candle_core::Error::Msg("weights poisoned".into()))?.push((name.to_owned(), var.clone()));
+        Ok(var)
     }
     fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> candle_core::Result<Tensor> {
         candle_core::bail!("random weights need a shape for {name}")
@@ -99,7 +107,15 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
         return Ok(json!({ "mode": mode, "matmul_s": seconds, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }));
     }
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
-    let model = Qwen25Vl::new(&cfg, VarBuilder::from_backend(Box::new(RandomWeights), DType::F32, device.clone()))?;
+    let weights = RandomWeights::default();
+    let model = Qwen25Vl::new(&cfg, VarBuilder::from_backend(Box::new(weights.clone()), DType::F32, device.clone()))?;
+    // A backward pass is timed only once it is shown to reach every trained weight.
+    let require_all_reached = |grads: &candle_core::backprop::GradStore| -> anyhow::Result<()> {
+        let vars = weights.0.lock().map_err(|_| anyhow::anyhow!("weights poisoned"))?;
+        let missing: Vec<&str> = vars.iter().filter(|(_, v)| grads.get(v).is_none_or(|g| g.abs().and_then(|a| a.max_all()).and_then(|m| m.to_scalar::<f32>()).is_ok_and(|m| m == 0.0))).map(|(n, _)| n.as_str()).collect();
+        anyhow::ensure!(missing.is_empty(), "{mode}: {} of {} trained weights got no gradient, e.g. {}", missing.len(), vars.len(), missing[0]);
+        Ok(())
+    };
     let (batch, labels) = prompt(&cfg);
     let patches = GRID.iter().product::<usize>();
     let inputs = VisionInputs {
@@ -111,15 +127,20 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
         "prefill" => median_seconds(|| Ok(drop(model.forward(&batch, &inputs, None)?)), 3)?,
         // The trainer's path: the LM head on the labelled rows only, the head's and the embedding's
         // gradients made directly (`motionvl_models::training_loss`).
-        "train" => median_seconds(
-            || {
+        "train" => {
+            let pass = || -> anyhow::Result<_> {
                 let positions = model.positions(&batch, &inputs)?;
-                Ok(drop(model.training_loss(&batch, &model.encode_vision(&inputs)?, &positions, &labels)?.backward(1.0)?))
-            },
-            3,
-        )?,
+                Ok(model.training_loss(&batch, &model.encode_vision(&inputs)?, &positions, &labels)?.backward(1.0)?)
+            };
+            require_all_reached(&pass()?)?;
+            median_seconds(|| Ok(drop(pass()?)), 3)?
+        }
         // The same work as transformers: logits of every token, then the loss.
-        "train-full-logits" => median_seconds(|| Ok(drop(causal_lm_loss(&model.forward(&batch, &inputs, None)?, &labels)?.backward()?)), 3)?,
+        "train-full-logits" => {
+            let pass = || -> anyhow::Result<_> { Ok(causal_lm_loss(&model.forward(&batch, &inputs, None)?, &labels)?.backward()?) };
+            require_all_reached(&pass()?)?;
+            median_seconds(|| Ok(drop(pass()?)), 3)?
+        }
         other => anyhow::bail!("unknown mode `{other}` (matmul, prefill, train, train-full-logits)"),
     };
     Ok(json!({ "mode": mode, "seconds": (seconds * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }))
