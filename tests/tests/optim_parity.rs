@@ -56,10 +56,10 @@ impl Fixture {
         self.meta[key].as_f64().unwrap_or_else(|| panic!("{}: meta.json lacks `{key}`", self.dump.label))
     }
 
-    /// `(name, motionvl group)` in the dump's order.
-    fn params(&self) -> Vec<(String, String)> {
+    /// `(name, motionvl group, decays)` in the dump's order.
+    fn params(&self) -> Vec<(String, String, bool)> {
         let params = self.meta["params"].as_array().unwrap_or_else(|| panic!("{}: meta.json lacks `params`", self.dump.label));
-        params.iter().map(|p| (p["name"].as_str().expect("param name").to_owned(), p["group"].as_str().expect("param group").to_owned())).collect()
+        params.iter().map(|p| (p["name"].as_str().expect("param name").to_owned(), p["group"].as_str().expect("param group").to_owned(), p["decay"].as_bool().expect("param decay"))).collect()
     }
 
     fn config(&self) -> AdamWConfig {
@@ -99,13 +99,11 @@ fn replay(fx: &Fixture, run: Run) -> Worst {
     let warmup = warmup_steps(fx.f64("warmup_ratio"), total);
     assert_eq!(warmup, fx.usize("warmup_steps"), "{label}: transformers' get_warmup_steps rounds the ratio differently");
 
-    let vars: Vec<(String, String, Var)> = fx.params().into_iter().map(|(name, group)| {
-        let var = Var::from_tensor(fx.init.get(&name)).expect("var");
-        (name, group, var)
-    }).collect();
-    for p in fx.meta["params"].as_array().expect("params") {
-        let name = p["name"].as_str().expect("name");
-        assert_eq!(decays(name), p["decay"].as_bool().expect("decay"), "{label}: {name} decays in one and not the other");
+    let mut vars: Vec<(String, String, Var)> = Vec::new();
+    for (name, group, decay) in fx.params() {
+        // Which tensors decay: motionvl decides by name, the dump by transformers' rule.
+        assert_eq!(decays(&name), decay, "{label}: {name} decays in one and not the other");
+        vars.push((name.clone(), group, Var::from_tensor(fx.init.get(&name)).expect("var")));
     }
     let mut optim = fx.optimiser(&vars, run);
     let torch_lr = fx.expected.f64_flat("lr");
