@@ -13,8 +13,8 @@ use motionvl_tests::fixtures::{Dump, Tensors, dumps, max_rel_diff};
 use motionvl_train::optim::{AdamW, AdamWConfig, decays, lr_scale, warmup_steps};
 
 /// Weights and moments, relative to the reference's largest magnitude. Measured over the three
-/// dumps (2026-12-02): weights 7.8e-8 at worst, moments 3.9e-7 (`exp_avg_sq` of the tensor
-/// path): the clipping factor is made from an f64 sum of squares here and from f32 norms in
+/// dumps (2026-12-02): weights 7.8e-8 at worst, moments 3.9e-7 (the tensor path); the
+/// clipping factor is made from an f64 sum of squares here and from f32 norms in
 /// PyTorch, and torch's `lerp_` rounds `m` differently from `β₁m + (1 − β₁)g`.
 const RELATIVE: f32 = 1e-6;
 /// Learning rates: the same f64 formula on both sides, bit-equal here; the bound allows another
