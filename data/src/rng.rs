@@ -55,6 +55,13 @@ impl SynthRng {
         self.unit() < p
     }
 
+    /// Standard normal, by Box–Muller.
+    pub fn normal(&mut self) -> f64 {
+        // 1 − unit() lies in (0, 1], so its logarithm is finite.
+        let (u, v) = (1.0 - self.unit(), self.unit());
+        (-2.0 * u.ln()).sqrt() * (std::f64::consts::TAU * v).cos()
+    }
+
     /// Either `1.0` or `-1.0`.
     pub fn sign(&mut self) -> f64 {
         if self.chance(0.5) { 1.0 } else { -1.0 }
@@ -103,6 +110,19 @@ fn fade(t: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// 10⁵ draws: the mean's standard error is 0.003 and the variance's 0.0045; the bounds are
+    /// over 3 of them, and the tails reach past 4σ.
+    #[test]
+    fn normal_draws_have_zero_mean_and_unit_variance() {
+        let mut rng = SynthRng::new(11);
+        let x: Vec<f64> = (0..100_000).map(|_| rng.normal()).collect();
+        let mean = x.iter().sum::<f64>() / x.len() as f64;
+        let var = x.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / x.len() as f64;
+        assert!(mean.abs() < 0.01 && (var - 1.0).abs() < 0.015, "mean {mean}, variance {var}");
+        assert!(x.iter().any(|v| *v > 4.0) && x.iter().any(|v| *v < -4.0));
+        assert!(x.iter().all(|v| v.is_finite()));
+    }
 
     #[test]
     fn streams_repeat_and_differ() {

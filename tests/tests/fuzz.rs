@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use motionvl_data::rng::SynthRng;
 use motionvl_data::manifest::{AnswerOption, Benchmark, read_manifest, split_inline_options};
-use motionvl_data::samples::{ReadOptions, read_training_samples};
+use motionvl_data::samples::{ReadOptions, ReadOutcome, read_training_samples};
 use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
 use motionvl_eval::predictions::read_predictions;
 
@@ -58,7 +58,7 @@ fn mutate(seed: &[u8], rng: &mut SynthRng) -> Vec<u8> {
 
 fn corpus() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let files: Vec<PathBuf> = ["data/tests/data/dualcog.json", "data/tests/data/lf.jsonl", "data/tests/data/links2bench.jsonl", "data/tests/data/llava.json", "data/tests/data/sisbench.json", "tests/data/tiny-sft/train.jsonl"]
+    let files: Vec<PathBuf> = ["data/tests/data/dualcog.json", "data/tests/data/lf.jsonl", "data/tests/data/links2bench.jsonl", "data/tests/data/llava.json", "data/tests/data/sisbench.json", "tests/data/tiny-sft/train.jsonl", "tests/data/fuzz/predictions.jsonl"]
         .iter()
         .map(|f| root.join(f))
         .collect();
@@ -68,38 +68,72 @@ fn corpus() -> Vec<PathBuf> {
     files
 }
 
+/// What a reader made of a file: the rows it read and the rows `skip_bad` left out, or a typed
+/// error for the whole file.
+type Outcome = Result<(usize, usize), ()>;
+
+fn outcome<T, E>(read: &Result<ReadOutcome<T>, E>) -> Outcome {
+    read.as_ref().map(|o| (o.items.len(), o.skipped.len())).map_err(|_| ())
+}
+
+/// Whether `mutant` refused more than `seed` did: a typed error, or more rows left out.
+fn refused_more(seed: Outcome, mutant: Outcome) -> bool {
+    match (seed, mutant) {
+        (Ok(_), Err(())) => true,
+        (Ok((_, seed_left)), Ok((_, left))) => left > seed_left,
+        (Err(()), _) => false,
+    }
+}
+
 /// Runs `check` on `iterations()` mutants of each seed file written under `dir`; a panic
-/// fails the test with the seed that reproduces it.
-fn fuzz_files(name: &str, check: impl Fn(&Path, &Path)) {
+/// fails the test with the seed that reproduces it. `check` returns one outcome per reader it
+/// calls. So that passing proves the mutants reached the readers' checks: wherever a reader
+/// accepts a seed, some of its mutants must be refused with a typed error, and where it reads
+/// rows from the seed, some mutants must still be read; and some reader must read some seed.
+fn fuzz_files(name: &str, check: impl Fn(&Path, &Path) -> Vec<Outcome>) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let seeds = corpus();
-    let mut cases = 0;
-    for (s, seed_file) in seeds.iter().enumerate() {
+    let mut seeds_read = 0;
+    for (s, seed_file) in corpus().iter().enumerate() {
         let seed = std::fs::read(seed_file).expect("seed");
         // Media resolve against the seed's folder, so media checks run too.
         let media_root = seed_file.parent().unwrap_or(dir.path());
         let path = dir.path().join(format!("{name}-{s}.json"));
+        std::fs::write(&path, &seed).expect("write seed");
+        let unmutated = check(&path, media_root);
+        let (mut refused, mut read) = (vec![0; unmutated.len()], vec![0; unmutated.len()]);
         for i in 0..iterations() {
             let case_seed = (s as u64) << 32 | i;
             let bytes = mutate(&seed, &mut SynthRng::new(case_seed));
             std::fs::write(&path, &bytes).expect("write mutant");
-            let outcome = catch_unwind(AssertUnwindSafe(|| check(&path, media_root)));
-            if outcome.is_err() {
+            let Ok(outcomes) = catch_unwind(AssertUnwindSafe(|| check(&path, media_root))) else {
                 let kept = dir.path().join("crash.json");
                 let _ = std::fs::write(&kept, &bytes);
                 panic!("{name} panicked on a mutant of {} (case seed {case_seed}; bytes saved in {})", seed_file.display(), kept.display());
+            };
+            for (r, (seed_outcome, mutant)) in unmutated.iter().zip(outcomes).enumerate() {
+                refused[r] += usize::from(refused_more(*seed_outcome, mutant));
+                read[r] += usize::from(matches!(mutant, Ok((rows, _)) if rows > 0));
             }
-            cases += 1;
+        }
+        for (r, seed_outcome) in unmutated.iter().enumerate() {
+            let what = format!("{name} (reader {r}) on {}", seed_file.display());
+            if seed_outcome.is_ok() {
+                assert!(refused[r] > 0, "{what}: no mutant was refused: the mutants do not reach the reader's checks");
+            }
+            if matches!(seed_outcome, Ok((rows, _)) if *rows > 0) {
+                seeds_read += 1;
+                assert!(read[r] > 0, "{what}: the seed reads, none of its mutants did");
+            }
         }
     }
-    assert_eq!(cases as u64, iterations() * seeds.len() as u64);
+    assert!(seeds_read > 0, "{name}: no reader read any seed file");
 }
 
 #[test]
 fn training_row_readers_never_panic() {
     for skip_bad in [false, true] {
         fuzz_files("training", |p, media_root| {
-            let _ = read_training_samples(p, &ReadOptions { skip_bad, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() });
+            vec![outcome(&read_training_samples(p, &ReadOptions { skip_bad, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() }))]
         });
     }
 }
@@ -108,17 +142,15 @@ fn training_row_readers_never_panic() {
 fn benchmark_manifest_readers_never_panic() {
     fuzz_files("manifest", |p, media_root| {
         let opts = ReadOptions { skip_bad: true, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() };
-        for b in Benchmark::ALL {
-            let _ = read_manifest(b, p, &opts);
-        }
+        Benchmark::ALL.iter().map(|b| outcome(&read_manifest(*b, p, &opts))).collect()
     });
 }
 
 #[test]
 fn the_predictions_reader_never_panics() {
     fuzz_files("predictions", |p, _| {
-        let _ = read_predictions(p);
-        let _ = motionvl_eval::predictions::PredictionWriter::resume(p);
+        let resumed = motionvl_eval::predictions::PredictionWriter::resume(p).map(|(_, rows)| (rows.len(), 0)).map_err(|_| ());
+        vec![read_predictions(p).map(|rows| (rows.len(), 0)).map_err(|_| ()), resumed]
     });
 }
 

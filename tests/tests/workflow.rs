@@ -121,7 +121,8 @@ fn a_resume_under_a_changed_recipe_or_data_is_refused_naming_what_changed() {
     std::fs::copy(shipped.join("train.jsonl"), &train).expect("copy");
     let run = dir.path().join("run");
     let recipe = |extra: &[(&str, &str)]| {
-        let mut all = vec![("optim.max_steps", "2"), ("checkpoint.every", "1")];
+        // No warmup: step 1 then moves the weights, so the resume below can tell them apart.
+        let mut all = vec![("optim.max_steps", "2"), ("checkpoint.every", "1"), ("optim.warmup_ratio", "0")];
         all.extend_from_slice(extra);
         let media_root = quoted(&shipped);
         let train = quoted(&train);
@@ -130,18 +131,30 @@ fn a_resume_under_a_changed_recipe_or_data_is_refused_naming_what_changed() {
         tiny_motion(&run, &dir.path().join("cache"), &all)
     };
     let mut trainer = Trainer::new(&recipe(&[]), None).expect("setup");
+    let initial = trained_values(&trainer);
     trainer.train_step().expect("one step");
+    let trained = trained_values(&trainer);
+    assert!(trained != initial, "step 1 moved the weights");
     drop(trainer);
     let err = Trainer::new(&recipe(&[("optim.lr", "0.5")]), Some("auto")).err().expect("refused").to_string();
     assert!(err.contains("optim.lr") && err.contains("0.01") && err.contains("0.5"), "{err}");
     // What a resume may change: when to stop, logging, checkpoint cadence, loader threads.
     let ok = recipe(&[("optim.max_steps", "3"), ("data.workers", "1"), ("checkpoint.keep", "5"), ("logging.tensorboard", "false")]);
-    assert!(Trainer::new(&ok, Some("auto")).is_ok());
+    let resumed = Trainer::new(&ok, Some("auto")).expect("a resume under allowed changes");
+    assert_eq!((resumed.step_count(), resumed.target_steps()), (1, 3), "resumes after step 1 of the new 3");
+    assert!(trained_values(&resumed) == trained, "the resumed adapter and connector are the ones step 1 saved");
+    drop(resumed);
     // The same file name with other rows is other data.
     let text = std::fs::read_to_string(&train).expect("read");
     std::fs::write(&train, text.replace("B. right", "right")).expect("rewrite");
     let err = Trainer::new(&recipe(&[]), Some("auto")).err().expect("refused").to_string();
     assert!(err.contains("contents of") && err.contains("train.jsonl"), "{err}");
+}
+
+/// The trained LoRA and connector weights by name.
+fn trained_values(trainer: &Trainer) -> Vec<(String, Vec<f32>)> {
+    let connector = trainer.connector_vars().unwrap_or_default().to_vec();
+    trainer.lora().named_vars().into_iter().chain(connector).map(|(name, var)| (name, var.as_tensor().flatten_all().and_then(|t| t.to_vec1()).expect("weights"))).collect()
 }
 
 /// A `seconds`-long 1280×720 clip at `fps` with a bar sliding across.

@@ -733,6 +733,31 @@ mod tests {
         assert!((f64::from(smoothed) - want).abs() < 1e-5, "{smoothed} vs {want}");
     }
 
+    /// Two different views, so `S = s · uav satᵀ` is not symmetric and each direction has its
+    /// own loss. Expected values from PyTorch 2.15.0 in float64, with `I = arange(3)` and `T` the
+    /// soft targets below:
+    /// `(F.cross_entropy(S, I, label_smoothing=ε) + F.cross_entropy(S.T, I, label_smoothing=ε)) / 2`
+    /// and `(F.cross_entropy(S, T / T.sum(1, keepdim=True), label_smoothing=ε)
+    ///  + F.cross_entropy(S.T, T.T / T.T.sum(1, keepdim=True), label_smoothing=ε)) / 2`.
+    #[test]
+    fn info_nce_averages_both_directions_as_pytorch_cross_entropy() {
+        let uav = Tensor::new(&[[1.0f32, 0.2, -0.5, 0.3], [0.1, 0.9, 0.4, -0.2], [-0.3, 0.5, 0.8, 0.6]], &Device::Cpu).unwrap();
+        let sat = Tensor::new(&[[0.7f32, -0.1, 0.2, 0.9], [0.3, 1.1, -0.6, 0.0], [0.5, 0.4, 0.9, -0.7]], &Device::Cpu).unwrap();
+        let scale = Tensor::new(&[2.5f32], &Device::Cpu).unwrap();
+        let loss = |smoothing: f64, targets: Option<&Tensor>| f64::from(symmetric_info_nce(&uav, &sat, &scale, smoothing, targets).unwrap().to_scalar::<f32>().unwrap());
+        // UAV → satellite alone is 0.8640 (ε = 0) and satellite → UAV 0.9540: a second direction
+        // without the transpose, or the first one twice, gives 0.8640.
+        for (smoothing, torch) in [(0.0, 0.9090241546065086), (0.1, 0.9648574879398422)] {
+            let got = loss(smoothing, None);
+            assert!((got - torch).abs() < 1e-6, "ε = {smoothing}: {got} vs torch {torch}");
+        }
+        // Soft targets, not symmetric either: the second direction reads them transposed (1.0841
+        // if it did not).
+        let targets = Tensor::new(&[[1.0f32, 0.4, 0.0], [0.1, 0.8, 0.0], [0.0, 0.3, 0.6]], &Device::Cpu).unwrap();
+        let (got, torch) = (loss(0.1, Some(&targets)), 1.1408899554723098);
+        assert!((got - torch).abs() < 1e-6, "soft targets: {got} vs torch {torch}");
+    }
+
     #[test]
     fn overlap_targets_grade_crops_of_the_same_image_by_iou() {
         let (a, b) = (Path::new("a.png"), Path::new("b.png"));
@@ -743,12 +768,13 @@ mod tests {
         for (got, want) in t.iter().zip(want) {
             assert!((got - want).abs() < 1e-6, "{t:?}");
         }
-        // Identity targets give the plain loss.
-        let x = Tensor::new(&[[1f32, 0.0], [0.6, 0.8]], &Device::Cpu).unwrap();
+        // Identity targets give the plain loss (two different views: the logits are not symmetric).
+        let uav = Tensor::new(&[[1f32, 0.0], [0.6, 0.8]], &Device::Cpu).unwrap();
+        let sat = Tensor::new(&[[0.8f32, -0.6], [0.0, 1.0]], &Device::Cpu).unwrap();
         let s = Tensor::new(&[5f32], &Device::Cpu).unwrap();
         let eye = Tensor::eye(2, DType::F32, &Device::Cpu).unwrap();
-        let plain = symmetric_info_nce(&x, &x, &s, 0.1, None).unwrap().to_scalar::<f32>().unwrap();
-        let explicit = symmetric_info_nce(&x, &x, &s, 0.1, Some(&eye)).unwrap().to_scalar::<f32>().unwrap();
+        let plain = symmetric_info_nce(&uav, &sat, &s, 0.1, None).unwrap().to_scalar::<f32>().unwrap();
+        let explicit = symmetric_info_nce(&uav, &sat, &s, 0.1, Some(&eye)).unwrap().to_scalar::<f32>().unwrap();
         assert_eq!(plain, explicit);
     }
 

@@ -6,7 +6,9 @@
 //! on the CPU keeps an f32 master copy and its two moments as plain vectors, updated in one
 //! pass, and the variable is refreshed once. A parameter on a GPU keeps them as tensors on its
 //! device and is updated with those tensor ops (cheap kernels there), so a training step never
-//! copies gradients or weights through the host. Both follow `torch.optim.AdamW` exactly.
+//! copies gradients or weights through the host. Both follow `torch.optim.AdamW` with
+//! `clip_grad_norm_` and transformers' warmup + cosine schedule step by step, to f32 rounding
+//! (tests/tests/optim_parity.rs, on trajectories PyTorch dumped).
 
 use std::collections::HashMap;
 
@@ -126,9 +128,10 @@ impl AdamW {
         Self::placed(groups, config, |var| !var.device().is_cpu())
     }
 
-    /// `on_device` says which parameters keep their state as tensors (the tests put CPU ones
-    /// there too, to check the tensor path against the vector one).
-    fn placed(groups: Vec<(String, f64, NamedVars)>, config: AdamWConfig, on_device: impl Fn(&Var) -> bool) -> Result<Self, OptimError> {
+    /// `on_device` says which parameters keep their state as tensors: [`new`](Self::new)'s rule
+    /// is "not on the CPU"; the tests put CPU parameters there too, to run the tensor path GPU
+    /// parameters take against PyTorch on a machine without a GPU.
+    pub fn placed(groups: Vec<(String, f64, NamedVars)>, config: AdamWConfig, on_device: impl Fn(&Var) -> bool) -> Result<Self, OptimError> {
         let groups = groups
             .into_iter()
             .map(|(name, lr, vars)| {
@@ -241,10 +244,6 @@ impl AdamW {
     /// Clips to `max_norm` (when positive), applies one AdamW update with each group's learning
     /// rate times `lr_scale`, refreshes the variables and clears the gradients. Returns the
     /// gradient norm before clipping.
-    pub fn step(&mut self, lr_scale: f64) -> Result<f64, OptimError> {
-        self.step_with_clip(lr_scale, 0.0)
-    }
-
     pub fn step_with_clip(&mut self, lr_scale: f64, max_norm: f64) -> Result<f64, OptimError> {
         let norm = self.grad_norm()?;
         for p in self.params_mut() {
@@ -259,17 +258,22 @@ impl AdamW {
         for group in &mut self.groups {
             let lr = group.lr * lr_scale;
             let step_size = (lr / bias1) as f32;
+            // Each constant rounded to f32 once from its f64 value, as PyTorch hands Python floats
+            // to its f32 kernels: `1 − β` taken in f32 of an already rounded β is 2.4e-7 off
+            // (1 − 0.95f32 = 0.050000012), and against torch.optim.AdamW's trajectory
+            // (tests/tests/optim_parity.rs) the weights drifted twice as far as they do now.
             let (b1, b2, eps) = (beta1 as f32, beta2 as f32, eps as f32);
+            let (c1, c2) = ((1.0 - beta1) as f32, (1.0 - beta2) as f32);
             for p in &mut group.params {
-                let decay = if p.decay { 1.0 - (lr * weight_decay) as f32 } else { 1.0 };
+                let decay = if p.decay { (1.0 - lr * weight_decay) as f32 } else { 1.0 };
                 let bias2_sqrt = bias2_sqrt as f32;
                 match &mut p.state {
                     State::Host { master, m, v, grad } => {
                         master.par_iter_mut().zip(m.par_iter_mut()).zip(v.par_iter_mut()).zip(grad.par_iter_mut()).for_each(|(((w, m), v), g)| {
                             let g_clipped = *g * clip;
                             *w *= decay;
-                            *m = b1 * *m + (1.0 - b1) * g_clipped;
-                            *v = b2 * *v + (1.0 - b2) * g_clipped * g_clipped;
+                            *m = b1 * *m + c1 * g_clipped;
+                            *v = b2 * *v + c2 * g_clipped * g_clipped;
                             *w -= step_size * *m / ((*v).sqrt() / bias2_sqrt + eps);
                             *g = 0.0;
                         });
@@ -279,8 +283,8 @@ impl AdamW {
                     State::Device { master, m, v, grad } => {
                         // The host loop's arithmetic, one tensor op at a time.
                         let g = (&*grad * f64::from(clip))?;
-                        *m = ((&*m * f64::from(b1))? + (&g * f64::from(1.0 - b1))?)?;
-                        *v = ((&*v * f64::from(b2))? + (g.sqr()? * f64::from(1.0 - b2))?)?;
+                        *m = ((&*m * f64::from(b1))? + (&g * f64::from(c1))?)?;
+                        *v = ((&*v * f64::from(b2))? + (g.sqr()? * f64::from(c2))?)?;
                         let denom = ((v.sqrt()? / f64::from(bias2_sqrt))? + f64::from(eps))?;
                         *master = ((&*master * f64::from(decay))? - ((&*m * f64::from(step_size))? / denom)?)?;
                         *grad = grad.zeros_like()?;
@@ -387,40 +391,9 @@ mod tests {
         assert!(scales[total..].iter().all(|s| *s == 0.0), "{scales:?}");
     }
 
-    /// One step against values worked out by hand from torch.optim.AdamW's update rule.
-    #[test]
-    fn adamw_step_matches_torch_rule() {
-        let w = Var::from_tensor(&Tensor::new(&[1.0f32, -2.0], &Device::Cpu).unwrap()).unwrap();
-        let b = Var::from_tensor(&Tensor::new(&[0.5f32], &Device::Cpu).unwrap()).unwrap();
-        let cfg = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };
-        let mut opt = AdamW::new(vec![("g".into(), 0.01, vec![("x.weight".into(), w.clone()), ("x.bias".into(), b.clone())])], cfg).unwrap();
-        let loss = (w.as_tensor().sqr().unwrap().sum_all().unwrap() + b.as_tensor().sum_all().unwrap()).unwrap();
-        opt.accumulate(&loss.backward().unwrap()).unwrap();
-        let norm = opt.step(1.0).unwrap();
-        assert!((norm - (4.0f64 + 16.0 + 1.0).sqrt()).abs() < 1e-6);
-        // First step: m̂ = g, v̂ = g², so the update is lr·g/(|g|+eps) = ±lr, after decay.
-        let got: Vec<f32> = w.as_tensor().to_vec1().unwrap();
-        let want = [1.0 * (1.0 - 0.001) - 0.01, -2.0 * (1.0 - 0.001) + 0.01];
-        for (g, w) in got.iter().zip(want) {
-            assert!((g - w).abs() < 1e-6, "{got:?} vs {want:?}");
-        }
-        let bias: Vec<f32> = b.as_tensor().to_vec1().unwrap();
-        assert!((bias[0] - (0.5 - 0.01)).abs() < 1e-6, "bias is not decayed: {bias:?}");
-    }
-
-    #[test]
-    fn clipping_scales_the_update_direction_only() {
-        let w = Var::from_tensor(&Tensor::new(&[3.0f32, 4.0], &Device::Cpu).unwrap()).unwrap();
-        let cfg = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
-        let mut opt = AdamW::new(vec![("g".into(), 0.1, vec![("w".into(), w.clone())])], cfg).unwrap();
-        let loss = (w.as_tensor().sqr().unwrap().sum_all().unwrap() * 0.5).unwrap();
-        opt.accumulate(&loss.backward().unwrap()).unwrap();
-        assert!((opt.step_with_clip(1.0, 1.0).unwrap() - 5.0).abs() < 1e-6);
-        assert_eq!(opt.grad_norm().unwrap(), 0.0, "gradients are cleared after a step");
-    }
-
     /// The tensor-op update GPU parameters get matches the fused vector loop, with decay,
-    /// clipping, several steps and a checkpoint round trip.
+    /// clipping, several steps and a checkpoint round trip of the tensor state (both paths are
+    /// compared with PyTorch in tests/tests/optim_parity.rs).
     #[test]
     fn device_state_follows_the_host_loop() {
         let cfg = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.1 };

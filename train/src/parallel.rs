@@ -395,29 +395,36 @@ mod tests {
 
     #[test]
     fn threads_sum_buckets_identically_on_every_rank() {
+        assert_eq!(buckets(&[3, 2, 7], 5), [0..2, 2..3]);
+        assert_eq!(buckets(&[4, 1], 5), [0..2]);
         let handles: Vec<_> = ThreadExchange::group(3)
             .into_iter()
             .map(|ex| {
                 std::thread::spawn(move || {
                     let r = ex.rank() as f32;
-                    let (mut a, mut b, mut c) = (vec![r, 1.0], vec![10.0 * r; 3], vec![0.5; 5]);
-                    // The same values as tensors: the path GPU gradients take.
-                    let mut d = Tensor::new(&[[r, 2.0], [3.0, 4.0 * r]], &Device::Cpu).expect("tensor");
-                    let mut e = Tensor::new(&[1f32; 3], &Device::Cpu).expect("tensor");
-                    // Buckets of 4: [a], [b], [c] (c alone is longer than a bucket); [d], [e].
+                    // Every entry depends on the rank and on its place, and no two sums agree, so
+                    // a buffer moved, reversed or shifted inside its bucket changes the result.
+                    let mut a = vec![r, 1.0 + r * r, 5.0 - 2.0 * r];
+                    let mut b = vec![10.0 + r, -r * r];
+                    let mut c: Vec<f32> = (0..7).map(|k| r * k as f32 + (k * k) as f32 / 4.0).collect();
+                    // Tensors: the path GPU gradients take.
+                    let mut d = Tensor::new(&[[r, 2.0 + r * r], [3.0 - r, 4.0 * r]], &Device::Cpu).expect("tensor");
+                    let mut e = Tensor::new(&[1.0 + r * r], &Device::Cpu).expect("tensor");
+                    // Buckets of 5: [a b] packed together, [c] alone (longer than a bucket), [d e].
                     let grads = Grads { host: vec![&mut a, &mut b, &mut c], device: vec![&mut d, &mut e] };
-                    reduce_grads(&ex, grads, 4)?;
+                    reduce_grads(&ex, grads, 5)?;
                     Ok::<_, ParallelError>((a, b, c, d.to_vec2::<f32>()?, e.to_vec1::<f32>()?))
                 })
             })
             .collect();
+        // Sums over r = 0, 1, 2 by hand (Σr = 3, Σr² = 5); c[k] sums to 3k + 3k²/4.
         for h in handles {
             let (a, b, c, d, e) = h.join().expect("rank thread").expect("reduced");
-            assert_eq!(a, [3.0, 3.0]);
-            assert_eq!(b, [30.0; 3]);
-            assert_eq!(c, [1.5; 5]);
-            assert_eq!(d, [[3.0, 6.0], [9.0, 12.0]]);
-            assert_eq!(e, [3.0; 3]);
+            assert_eq!(a, [3.0, 8.0, 9.0]);
+            assert_eq!(b, [33.0, -5.0]);
+            assert_eq!(c, [0.0, 3.75, 9.0, 15.75, 24.0, 33.75, 45.0]);
+            assert_eq!(d, [[3.0, 11.0], [6.0, 12.0]]);
+            assert_eq!(e, [8.0]);
         }
     }
 

@@ -141,15 +141,19 @@ pub fn lookup_reference(volume: &Tensor, centres: &Tensor, radius: usize) -> Res
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::seeded_randn;
     use candle_core::Device;
+    use motionvl_data::rng::SynthRng;
 
     #[test]
     fn kernel_matches_the_gather_reference_including_borders() -> Result<()> {
         let dev = Device::Cpu;
         let (n, hl, wl) = (37, 5, 7);
-        let volume = Tensor::randn(0f32, 1.0, (n, hl, wl), &dev)?;
-        // Centres inside, on the edges and well outside the plane.
-        let centres = Tensor::rand(0f32, 1.0, (n, 2), &dev)?.affine(14.0, -4.0)?;
+        let mut rng = SynthRng::new(5);
+        let volume = seeded_randn(&mut rng, (n, hl, wl))?;
+        // Centres inside, on the edges and well outside the plane: uniform in [-4, 10).
+        let centres: Vec<f32> = (0..n * 2).map(|_| rng.range(-4.0, 10.0) as f32).collect();
+        let centres = Tensor::from_vec(centres, (n, 2), &dev)?;
         for radius in [1, 3, 4] {
             let fast = volume.apply_op2_no_bwd(&centres, &CorrLookup { radius })?;
             let slow = lookup_reference(&volume, &centres, radius)?;

@@ -82,19 +82,22 @@ impl Conv {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernels::seeded_randn;
     use candle_core::{DType, Device};
+    use motionvl_data::rng::SynthRng;
     use std::collections::HashMap;
 
     #[test]
     fn shifted_matmuls_equal_candles_convolution() -> Result<()> {
         let dev = Device::Cpu;
+        let mut rng = SynthRng::new(4);
         for (k, stride, c_in, c_out, h, w) in [(3, 1, 5, 7, 9, 6), (7, 1, 3, 4, 8, 11), (3, 2, 4, 6, 9, 10), (1, 1, 4, 3, 5, 5)] {
-            let weight = Tensor::randn(0f32, 1.0, (c_out, c_in, k, k), &dev)?;
-            let bias = Tensor::randn(0f32, 1.0, c_out, &dev)?;
+            let weight = seeded_randn(&mut rng, (c_out, c_in, k, k))?;
+            let bias = seeded_randn(&mut rng, c_out)?;
             let vb = VarBuilder::from_tensors(HashMap::from([("weight".to_string(), weight.clone()), ("bias".to_string(), bias.clone())]), DType::F32, &dev);
             let conv = Conv::square(vb, c_in, c_out, k, stride)?;
             assert_eq!(conv.taps.is_empty(), stride != 1 || k == 1);
-            let x = Tensor::randn(0f32, 1.0, (2, c_in, h, w), &dev)?;
+            let x = seeded_randn(&mut rng, (2, c_in, h, w))?;
             let want = x.conv2d(&weight, (k - 1) / 2, stride, 1, 1)?.broadcast_add(&bias.reshape((1, c_out, 1, 1))?)?;
             let got = conv.forward(&x)?;
             assert_eq!(got.dims(), want.dims());
