@@ -36,8 +36,10 @@ pub struct VisionSpan {
     pub seconds_per_grid: f64,
 }
 
-/// Positions `[3][B][L]` (t, h, w), per-row `rope_delta` (max position + 1 − real tokens, the
-/// reference's decode offset) and the position each row's next generated token takes.
+/// Positions `[3][B][L]` (t, h, w), per-row `rope_delta` and the position each row's next
+/// generated token takes. The delta is transformers 4.x's: max position + 1 − the row's length
+/// *with* its left padding, because the reference decodes the token at cache position `c` (which
+/// counts the padding) at `c + delta`; so `next = L + delta`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopePositions {
     pub positions: [Vec<Vec<i64>>; 3],
@@ -54,7 +56,7 @@ impl RopePositions {
             let real: Vec<usize> = (0..row_mask.len()).filter(|&i| row_mask[i]).collect();
             let max = real.iter().flat_map(|&i| positions.iter().map(move |axis| axis[row][i])).max().unwrap_or(-1);
             next.push(max + 1);
-            deltas.push(max + 1 - real.len() as i64);
+            deltas.push(max + 1 - row_mask.len() as i64);
         }
         Self { positions, deltas, next }
     }
@@ -127,7 +129,7 @@ pub fn rope_index(
             next = max + 1;
             i += count;
         }
-        deltas.push(next - real.len() as i64);
+        deltas.push(next - row_kinds.len() as i64);
         next_positions.push(next);
         for (out, axis) in positions.iter_mut().zip(axes) {
             out.push(axis);

@@ -1,7 +1,8 @@
 //! Qwen2.5-VL in Candle against transformers' reference dumps (`tests/fixtures/qwen2_5_vl/*`,
 //! made by `tools/fixtures/qwen2_5_vl.py`), in f32 on CPU. Every dump is checked, so a new dump
 //! needs no code; every comparison with transformers feeds the positions transformers used, and
-//! the legacy positions (motionvl's default) are checked against the dump's legacy ones.
+//! the legacy positions (motionvl's default) are checked against the dump's `legacy.*`, which
+//! transformers 4.57.1's own `get_rope_index` made (`tools/fixtures/qwen2_5_vl_legacy.py`).
 
 use candle_core::{DType, Device, Tensor};
 use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, Qwen25Vl};
@@ -31,16 +32,16 @@ fn vision_tower_matches_reference() {
         let video = fx.video();
         let trace = model.visual().forward_traced(&video.pixel_values, &video.grids).unwrap();
         let what = |part: &str| format!("{}: {part}", fx.dump.label);
-        assert_close(&what("patch embedding"), &trace.patch_embed, fx.expected.get("vision.patch_embed"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("patch embedding"), &trace.patch_embed, fx.expected.get("vision.patch_embed"), tolerance::F32_VISION_FEATURES);
         let depth = (0..).take_while(|i| fx.expected.has(&format!("vision.block{i}"))).count();
         assert_eq!(trace.blocks.len(), depth, "{}: the dump traces every vision block", fx.dump.label);
         for (i, block) in trace.blocks.iter().enumerate() {
-            assert_close(&what(&format!("vision block {i}")), block, fx.expected.get(&format!("vision.block{i}")), tolerance::F32_ACTIVATIONS);
+            assert_close(&what(&format!("vision block {i}")), block, fx.expected.get(&format!("vision.block{i}")), tolerance::F32_VISION_BLOCKS);
         }
-        assert_close(&what("video features"), &trace.output, fx.expected.get("vision_out"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("video features"), &trace.output, fx.expected.get("vision_out"), tolerance::F32_VISION_FEATURES);
         let image = fx.image();
         let image_out = model.visual().forward(&image.pixel_values, &image.grids).unwrap();
-        assert_close(&what("image features"), &image_out, fx.expected.get("image_vision_out"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("image features"), &image_out, fx.expected.get("image_vision_out"), tolerance::F32_VISION_FEATURES);
     }
 }
 
@@ -61,7 +62,13 @@ fn positions_follow_the_legacy_algorithm() {
                     }
                 }
             }
-            assert_eq!(ours.deltas, fx.expected.i64_flat(&format!("{prefix}legacy.rope_deltas")), "{}: {prefix}legacy deltas", fx.dump.label);
+            let deltas = fx.expected.i64_flat(&format!("{prefix}legacy.rope_deltas"));
+            assert_eq!(ours.deltas, deltas, "{}: {prefix}legacy deltas", fx.dump.label);
+            // transformers 4.57.1 decodes the first new token at its cache position (the padded
+            // length) + delta: the position motionvl's default generation continues at.
+            let width = batch.len() as i64;
+            let decode_start: Vec<i64> = deltas.iter().map(|d| width + d).collect();
+            assert_eq!(ours.next, decode_start, "{}: {prefix}first generated position", fx.dump.label);
             // Where transformers' own positions agree, ours equal them too; where they differ the
             // dump proves the difference is real, not a reading mistake.
             let hf = fx.hf_positions(prefix, &batch);
