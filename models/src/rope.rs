@@ -4,7 +4,11 @@
 //! merged grid, with time in units of `second_per_grid_t × tokens_per_second`. Text after a
 //! vision block resumes at *the largest position used so far + 1*, as in Qwen's original code,
 //! transformers 4.x and vLLM — the positions the released checkpoints were trained with
-//! (transformers 5 resumes lower; see the `legacy.*` tensors of fixture `tiny-b`).
+//! (transformers 5 resumes lower; see the `legacy.*` tensors of fixture `tiny-b`, made by
+//! transformers 4.57.1). The time step is `second_per_grid_t × tokens_per_second` in floating
+//! point, as in Qwen's fine-tuning code, transformers 4.49–4.51 and vLLM; transformers 4.52–4.57
+//! first truncate `second_per_grid_t` to an integer. Both agree on whole seconds per grid (the
+//! official recipes' 1.0, and every dump's).
 
 use crate::error::{ModelError, Result};
 
