@@ -2,7 +2,8 @@
 //! made by `tools/fixtures/qwen2_5_vl.py`), in f32 on CPU. Every dump is checked, so a new dump
 //! needs no code; every comparison with transformers feeds the positions transformers used, and
 //! the legacy positions (motionvl's default) are checked against the dump's `legacy.*`, which
-//! transformers 4.57.1's own `get_rope_index` made (`tools/fixtures/qwen2_5_vl_legacy.py`).
+//! transformers 4.57.1 made (`tools/fixtures/qwen2_5_vl_legacy.py`): its `get_rope_index`, and
+//! its greedy generation, against which the default generation path runs end to end.
 
 use candle_core::{DType, Device, Tensor};
 use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, Qwen25Vl};
@@ -181,6 +182,30 @@ fn greedy_generation_matches_reference() {
             let steps = Tensor::stack(&out.step_logits, 1).unwrap();
             let what = format!("{}: {prefix}generated logits", fx.dump.label);
             assert_close(&what, &steps, fx.expected.get(&format!("{prefix}generated_logits")), tolerance::F32_ACTIVATIONS);
+        }
+    }
+}
+
+/// motionvl's default path end to end — its own positions for the prompt and for every decode
+/// step — against transformers 4.57.1's own greedy generation from the same checkpoint
+/// (`legacy.generated_*`), single and left-padded batch.
+#[test]
+fn default_generation_matches_transformers_4_57() {
+    for fx in QwenDump::all() {
+        let model = fx.model();
+        let options = GenerateOptions { max_new_tokens: 8, stop_ids: vec![], keep_logits: true };
+        for (prefix, inputs) in [("", fx.video_inputs()), ("batch.", fx.batch_inputs())] {
+            let batch = fx.prompt(&format!("{prefix}prompt_"));
+            let ours = model.positions(&batch, &inputs).unwrap();
+            assert_eq!(ours.next, fx.expected.i64_flat(&format!("{prefix}legacy.decode_start")), "{}: {prefix}first generated position", fx.dump.label);
+            let out = model.generate(&batch, &inputs, None, &options).unwrap();
+            for (b, row) in fx.expected.i64_rows(&format!("{prefix}legacy.generated_ids")).iter().enumerate() {
+                let new: Vec<u32> = row[batch.len()..].iter().map(|&t| t as u32).collect();
+                assert_eq!(out.tokens[b], new, "{}: {prefix}generated ids row {b}", fx.dump.label);
+            }
+            let steps = Tensor::stack(&out.step_logits, 1).unwrap();
+            let what = format!("{}: {prefix}generated logits with the default positions", fx.dump.label);
+            assert_close(&what, &steps, fx.expected.get(&format!("{prefix}legacy.generated_logits")), tolerance::F32_ACTIVATIONS);
         }
     }
 }
