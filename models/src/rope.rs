@@ -4,7 +4,11 @@
 //! merged grid, with time in units of `second_per_grid_t × tokens_per_second`. Text after a
 //! vision block resumes at *the largest position used so far + 1*, as in Qwen's original code,
 //! transformers 4.x and vLLM — the positions the released checkpoints were trained with
-//! (transformers 5 resumes lower; see the `legacy.*` tensors of fixture `tiny-b`).
+//! (transformers 5 resumes lower; see the `legacy.*` tensors of fixture `tiny-b`, made by
+//! transformers 4.57.1). The time step is `second_per_grid_t × tokens_per_second` in floating
+//! point, as in Qwen's fine-tuning code, transformers 4.49–4.51 and vLLM; transformers 4.52–4.57
+//! first truncate `second_per_grid_t` to an integer. Both agree on whole seconds per grid (the
+//! official recipes' 1.0, and every dump's).
 
 use crate::error::{ModelError, Result};
 
@@ -36,8 +40,10 @@ pub struct VisionSpan {
     pub seconds_per_grid: f64,
 }
 
-/// Positions `[3][B][L]` (t, h, w), per-row `rope_delta` (max position + 1 − real tokens, the
-/// reference's decode offset) and the position each row's next generated token takes.
+/// Positions `[3][B][L]` (t, h, w), per-row `rope_delta` and the position each row's next
+/// generated token takes. The delta is transformers 4.x's: max position + 1 − the row's length
+/// *with* its left padding, because the reference decodes the token at cache position `c` (which
+/// counts the padding) at `c + delta`; so `next = L + delta`.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RopePositions {
     pub positions: [Vec<Vec<i64>>; 3],
@@ -54,7 +60,7 @@ impl RopePositions {
             let real: Vec<usize> = (0..row_mask.len()).filter(|&i| row_mask[i]).collect();
             let max = real.iter().flat_map(|&i| positions.iter().map(move |axis| axis[row][i])).max().unwrap_or(-1);
             next.push(max + 1);
-            deltas.push(max + 1 - real.len() as i64);
+            deltas.push(max + 1 - row_mask.len() as i64);
         }
         Self { positions, deltas, next }
     }
@@ -127,7 +133,7 @@ pub fn rope_index(
             next = max + 1;
             i += count;
         }
-        deltas.push(next - real.len() as i64);
+        deltas.push(next - row_kinds.len() as i64);
         next_positions.push(next);
         for (out, axis) in positions.iter_mut().zip(axes) {
             out.push(axis);

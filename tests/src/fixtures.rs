@@ -161,21 +161,37 @@ pub fn assert_close(what: &str, actual: &Tensor, reference: &Tensor, tolerance: 
 
 /// The tolerances of the parity suite, each with the measurement behind it.
 pub mod tolerance {
-    /// f32 activations and logits against transformers (eager attention, one thread): over the
-    /// Qwen2.5-VL dumps the measured worst case is 6.5e-5 (a decoder layer's hidden state; logits
-    /// 5.9e-5, relative 1e-5, vision features 3e-6), all from summation order.
+    /// f32 decoder activations and logits against transformers (eager attention, one thread):
+    /// over the Qwen2.5-VL dumps the measured worst case is 6.6e-5 (a decoder layer's hidden
+    /// state; logits 6.5e-5, relative 1.1e-5), all from summation order.
     pub const F32_ACTIVATIONS: f32 = 1e-4;
     /// Mean cross-entropy, a scalar of order 5: measured 1e-6 at worst.
     pub const LOSS: f32 = 1e-5;
-    /// Gradients relative to the reference gradient's largest magnitude: measured 3.6e-5 at worst
-    /// (tiny-c, the first vision block's qkv bias), both with Candle's autograd and with the
-    /// trainer's path, with and without checkpointing; issue 14 asks 1e-4.
+    /// Gradients relative to the reference gradient's largest magnitude: measured 5.0e-5 at worst
+    /// (tiny-c, the merger's `ln_q` weight; 3.6e-5 against the dumps' earlier AVX-512 build), both
+    /// with Candle's autograd and with the trainer's path, with and without checkpointing; issue
+    /// 14 asks 1e-4.
     pub const GRADIENT_RELATIVE: f32 = 1e-4;
-    /// bf16 and f16 loads (vision tower and decoder) against transformers' f32 logits: the
-    /// measured relative drift over the dumps is 0.065–0.093 in bf16 (8 mantissa bits through up
-    /// to 4 vision blocks and 3 decoder layers) and 0.010–0.017 in f16; the bounds leave 1.6–1.8×
-    /// that margin.
-    pub const BF16_LOGITS_RELATIVE: f32 = 0.15;
+    /// The vision tower's patch embedding and output features (video and image) against
+    /// transformers, absolute: measured 2.0e-6–4.1e-6 over the dumps (dumps of 2026-12-02).
+    pub const F32_VISION_FEATURES: f32 = 1e-5;
+    /// The vision blocks' outputs (activations up to about 8 in magnitude), absolute: measured
+    /// 9.1e-6 at worst (tiny-a's last block, relative 1.2e-6).
+    pub const F32_VISION_BLOCKS: f32 = 2e-5;
+    /// A bf16 load (vision tower and decoder) against transformers' own bf16 load, relative to the
+    /// largest magnitude: measured 4.6e-2–9.4e-2. Not the 1e-2 a bf16-vs-bf16 comparison suggests:
+    /// on these dumps two bf16 forwards that round at different points drift apart through the
+    /// blocks as far as each drifts from f32 (transformers' bf16 is 0.066–0.095 from its f32;
+    /// the patch embeddings equal to 7e-4, the first vision block 6–9e-3 apart, about two bf16
+    /// steps, the logits up to 9.4e-2), so the bound is twice the measured worst case.
+    pub const BF16_LOGITS_RELATIVE: f32 = 0.2;
+    /// The same, mean absolute difference over mean magnitude: measured 3.4e-2–3.7e-2.
+    pub const BF16_LOGITS_MEAN_RELATIVE: f32 = 0.08;
+    /// The top-1 token is compared wherever transformers' bf16 top-two logits lie more than this
+    /// fraction of the largest logit apart; the closest pairs that flipped were 1.2e-2 apart.
+    pub const BF16_TOP1_TIE: f32 = 0.025;
+    /// An f16 load against transformers' f32 logits: the measured relative drift over the dumps
+    /// is 0.010–0.017 (no f16 reference is dumped); the bound leaves 1.8× that margin.
     pub const F16_LOGITS_RELATIVE: f32 = 0.03;
 
     /// Optical flow in pixels, against the official implementations: 1e-3 px absolute plus

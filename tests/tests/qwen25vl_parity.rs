@@ -1,7 +1,9 @@
 //! Qwen2.5-VL in Candle against transformers' reference dumps (`tests/fixtures/qwen2_5_vl/*`,
 //! made by `tools/fixtures/qwen2_5_vl.py`), in f32 on CPU. Every dump is checked, so a new dump
 //! needs no code; every comparison with transformers feeds the positions transformers used, and
-//! the legacy positions (motionvl's default) are checked against the dump's legacy ones.
+//! the legacy positions (motionvl's default) are checked against the dump's `legacy.*`, which
+//! transformers 4.57.1 made (`tools/fixtures/qwen2_5_vl_legacy.py`): its `get_rope_index`, and
+//! its greedy generation, against which the default generation path runs end to end.
 
 use candle_core::{DType, Device, Tensor};
 use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, Qwen25Vl};
@@ -31,16 +33,16 @@ fn vision_tower_matches_reference() {
         let video = fx.video();
         let trace = model.visual().forward_traced(&video.pixel_values, &video.grids).unwrap();
         let what = |part: &str| format!("{}: {part}", fx.dump.label);
-        assert_close(&what("patch embedding"), &trace.patch_embed, fx.expected.get("vision.patch_embed"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("patch embedding"), &trace.patch_embed, fx.expected.get("vision.patch_embed"), tolerance::F32_VISION_FEATURES);
         let depth = (0..).take_while(|i| fx.expected.has(&format!("vision.block{i}"))).count();
         assert_eq!(trace.blocks.len(), depth, "{}: the dump traces every vision block", fx.dump.label);
         for (i, block) in trace.blocks.iter().enumerate() {
-            assert_close(&what(&format!("vision block {i}")), block, fx.expected.get(&format!("vision.block{i}")), tolerance::F32_ACTIVATIONS);
+            assert_close(&what(&format!("vision block {i}")), block, fx.expected.get(&format!("vision.block{i}")), tolerance::F32_VISION_BLOCKS);
         }
-        assert_close(&what("video features"), &trace.output, fx.expected.get("vision_out"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("video features"), &trace.output, fx.expected.get("vision_out"), tolerance::F32_VISION_FEATURES);
         let image = fx.image();
         let image_out = model.visual().forward(&image.pixel_values, &image.grids).unwrap();
-        assert_close(&what("image features"), &image_out, fx.expected.get("image_vision_out"), tolerance::F32_ACTIVATIONS);
+        assert_close(&what("image features"), &image_out, fx.expected.get("image_vision_out"), tolerance::F32_VISION_FEATURES);
     }
 }
 
@@ -61,7 +63,13 @@ fn positions_follow_the_legacy_algorithm() {
                     }
                 }
             }
-            assert_eq!(ours.deltas, fx.expected.i64_flat(&format!("{prefix}legacy.rope_deltas")), "{}: {prefix}legacy deltas", fx.dump.label);
+            let deltas = fx.expected.i64_flat(&format!("{prefix}legacy.rope_deltas"));
+            assert_eq!(ours.deltas, deltas, "{}: {prefix}legacy deltas", fx.dump.label);
+            // transformers 4.57.1 decodes the first new token at its cache position (the padded
+            // length) + delta: the position motionvl's default generation continues at.
+            let width = batch.len() as i64;
+            let decode_start: Vec<i64> = deltas.iter().map(|d| width + d).collect();
+            assert_eq!(ours.next, decode_start, "{}: {prefix}first generated position", fx.dump.label);
             // Where transformers' own positions agree, ours equal them too; where they differ the
             // dump proves the difference is real, not a reading mistake.
             let hf = fx.hf_positions(prefix, &batch);
@@ -174,6 +182,30 @@ fn greedy_generation_matches_reference() {
             let steps = Tensor::stack(&out.step_logits, 1).unwrap();
             let what = format!("{}: {prefix}generated logits", fx.dump.label);
             assert_close(&what, &steps, fx.expected.get(&format!("{prefix}generated_logits")), tolerance::F32_ACTIVATIONS);
+        }
+    }
+}
+
+/// motionvl's default path end to end — its own positions for the prompt and for every decode
+/// step — against transformers 4.57.1's own greedy generation from the same checkpoint
+/// (`legacy.generated_*`), single and left-padded batch.
+#[test]
+fn default_generation_matches_transformers_4_57() {
+    for fx in QwenDump::all() {
+        let model = fx.model();
+        let options = GenerateOptions { max_new_tokens: 8, stop_ids: vec![], keep_logits: true };
+        for (prefix, inputs) in [("", fx.video_inputs()), ("batch.", fx.batch_inputs())] {
+            let batch = fx.prompt(&format!("{prefix}prompt_"));
+            let ours = model.positions(&batch, &inputs).unwrap();
+            assert_eq!(ours.next, fx.expected.i64_flat(&format!("{prefix}legacy.decode_start")), "{}: {prefix}first generated position", fx.dump.label);
+            let out = model.generate(&batch, &inputs, None, &options).unwrap();
+            for (b, row) in fx.expected.i64_rows(&format!("{prefix}legacy.generated_ids")).iter().enumerate() {
+                let new: Vec<u32> = row[batch.len()..].iter().map(|&t| t as u32).collect();
+                assert_eq!(out.tokens[b], new, "{}: {prefix}generated ids row {b}", fx.dump.label);
+            }
+            let steps = Tensor::stack(&out.step_logits, 1).unwrap();
+            let what = format!("{}: {prefix}generated logits with the default positions", fx.dump.label);
+            assert_close(&what, &steps, fx.expected.get(&format!("{prefix}legacy.generated_logits")), tolerance::F32_ACTIVATIONS);
         }
     }
 }
