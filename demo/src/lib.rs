@@ -12,8 +12,8 @@
 //!    fed pseudo-images of zero flow (`--motion zero`: same connector, same capacity, no
 //!    motion).
 //! 4. Evaluate all three on the held-out worlds with the SIS-Bench protocol and scorer.
-//! 5. Report: the paper's table, Wilson 95% intervals per task, a paired bootstrap of the
-//!    motion-aware − visual-only difference per dimension, and a chart (see [`summary`]).
+//! 5. Report: the paper's table, Wilson 95% intervals per task, paired bootstraps (resampling
+//!    clips) of the differences between the models per dimension, and a chart (see [`summary`]).
 //!
 //! Every stage reruns only when its inputs changed: the world when its settings did, stage 0
 //! when its recipe or data did ([`stamp`]), a stage-1 run when its recipe, data or base model
@@ -174,9 +174,18 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
         runs.push(DemoRun { name: name.to_owned(), motion: motion.to_owned(), train_dir, eval_dir, final_loss, results });
     }
     let evaluated: Vec<Evaluated> = runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
-    let report = summary::summarise(&evaluated, tower, config.stats.resamples, config.stats.seed)?;
+    let clips = clips_of(&world.test_manifest())?;
+    let report = summary::summarise(&evaluated, &clips, tower, config.stats.resamples, config.stats.seed)?;
     let written = report.write(&config.output_dir)?;
     Ok(DemoSummary { world, pretrained, tower, runs, report, written })
+}
+
+/// The clip each held-out question is asked about (its video), by question id.
+fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
+    use motionvl_eval::bench::Bench as _;
+    let opts = motionvl_data::samples::ReadOptions { media_root: None, check_media: false, skip_bad: false };
+    let items = motionvl_eval::bench::SisBench.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
+    Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }
 
 /// The stage-0 recipe: `[pretrain]` with its output folder and captions filled in.
