@@ -323,3 +323,42 @@ fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
     let cols: Vec<Column> = columns.into_iter().map(|(c, _)| c).collect();
     compare_chart::render_png("SIS-Bench on held-out worlds", &cols, &series).map_err(DemoError::Summary)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(self_vs_control: [f64; 2], self_control_vs_visual: [f64; 2]) -> SummaryJson {
+        let d = |ci95: [f64; 2]| Difference { mean: (ci95[0] + ci95[1]) / 2.0, ci95 };
+        SummaryJson {
+            models: BTreeMap::new(),
+            difference: Differences {
+                motion_vs_visual: BTreeMap::from([("self".to_string(), d([0.04, 0.12]))]),
+                self_vs_control: d(self_vs_control),
+                self_control_vs_visual: d(self_control_vs_visual),
+            },
+        }
+    }
+
+    #[test]
+    fn motion_beats_the_control_only_when_the_whole_interval_is_above_zero() {
+        let verdicts = |j: &SummaryJson| claims(&[], j).into_iter().map(|(_, holds)| holds).collect::<Vec<_>>();
+        // motion − visual, motion − control, control − visual.
+        assert_eq!(verdicts(&json([0.05, 0.14], [-0.04, 0.02])), [true, true, true]);
+        assert_eq!(verdicts(&json([-0.01, 0.08], [-0.04, 0.02])), [true, false, true]);
+        assert_eq!(verdicts(&json([0.05, 0.14], [0.01, 0.06])), [true, true, false]);
+        let text = claims(&[], &json([0.055, 0.137], [-0.04, 0.02]))[1].0.clone();
+        assert_eq!(text, "motion-aware − motion-control on the self dimension: +9.6 [+5.5, +13.7] lies above 0 (the gain is motion, not capacity)");
+    }
+
+    #[test]
+    fn summary_json_keeps_each_dimension_under_its_own_key() {
+        let value = serde_json::to_value(json([0.05, 0.14], [-0.04, 0.02])).unwrap_or_default();
+        let difference = value["difference"].as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        assert_eq!(difference, ["self", "self_control_vs_visual", "self_vs_control"]);
+        assert_eq!(value["difference"]["self"]["ci95"], serde_json::json!([0.04, 0.12]));
+        assert_eq!(value["difference"]["self_vs_control"]["ci95"], serde_json::json!([0.05, 0.14]));
+        let back: SummaryJson = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, json([0.05, 0.14], [-0.04, 0.02]));
+    }
+}
