@@ -142,8 +142,11 @@ pub struct DemoSummary {
 pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Result<DemoSummary, DemoError> {
     let world_dir = config.output_dir.join("world");
     let world = match SynthSummary::load(&world_dir)? {
-        Some(summary) if summary.config == config.world => summary,
-        _ => {
+        Some(summary) if summary.config == config.world && asks_as_evaluated(&summary) => summary,
+        found => {
+            if found.is_some_and(|s| s.config == config.world) {
+                eprintln!("the world's training conversations are worded otherwise than the evaluation now asks");
+            }
             eprintln!("rendering the synthetic world into {}", world_dir.display());
             let bar = motionvl_data::progress::bar(config.world.total_clips() as u64, "clips", show_progress);
             let summary = generate_with_progress(&config.world, &world_dir, true, &|| bar.inc(1))?;
@@ -178,6 +181,15 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
     let report = summary::summarise(&evaluated, &clips, tower, config.stats.resamples, config.stats.seed)?;
     let written = report.write(&config.output_dir)?;
     Ok(DemoSummary { world, pretrained, tower, runs, report, written })
+}
+
+/// Whether the world's training conversations ask for the answer form they answer in, as the
+/// evaluation asks for the form it scores: a world rendered by an older version may word them
+/// otherwise, and a model trained on it would be evaluated on a prompt it never saw.
+fn asks_as_evaluated(world: &SynthSummary) -> bool {
+    let instruction = world.config.training_answers.asked().instruction();
+    let rows = std::fs::read_to_string(world.train_conversations()).ok().and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok());
+    rows.is_some_and(|rows| rows.iter().filter(|r| r["format"] == "mcq").all(|r| r["conversations"][0]["value"].as_str().is_some_and(|p| p.ends_with(instruction))))
 }
 
 /// The clip each held-out question is asked about (its video), by question id.
