@@ -121,7 +121,7 @@ pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, r
     let models = runs.iter().map(|r| (r.name.clone(), model_summary(&r.results))).collect();
     let paired = |a: &Evaluated, b: &Evaluated, dim: &str| paired(a, b, dim, clips, resamples, seed);
     let mut motion_vs_visual = BTreeMap::new();
-    let mut columns = DifferenceColumns::new();
+    let mut columns = DifferenceColumns::default();
     for (dim, _) in visual.results.by_dimension.iter() {
         motion_vs_visual.insert(dim.clone(), paired(visual, motion, dim)?);
         columns.vs_control.insert(dim.clone(), paired(control, motion, dim)?);
@@ -179,17 +179,12 @@ fn scores(run: &Evaluated) -> Result<Vec<(String, String, f64)>, DemoError> {
 }
 
 /// The differences against the control the Markdown prints for every dimension.
+#[derive(Default)]
 struct DifferenceColumns {
     /// Motion-aware − motion-control.
     vs_control: BTreeMap<String, Difference>,
     /// Motion-control − visual-only.
     control_vs_visual: BTreeMap<String, Difference>,
-}
-
-impl DifferenceColumns {
-    fn new() -> Self {
-        Self { vs_control: BTreeMap::new(), control_vs_visual: BTreeMap::new() }
-    }
 }
 
 /// `b − a` over the questions of dimension `dim`, paired by question, its interval resampling
