@@ -12,8 +12,8 @@
 //!    fed pseudo-images of zero flow (`--motion zero`: same connector, same capacity, no
 //!    motion).
 //! 4. Evaluate all three on the held-out worlds with the SIS-Bench protocol and scorer.
-//! 5. Report: the paper's table, Wilson 95% intervals per task, a paired bootstrap of the
-//!    motion-aware − visual-only difference per dimension, and a chart (see [`summary`]).
+//! 5. Report: the paper's table, Wilson 95% intervals per task, paired bootstraps (resampling
+//!    clips) of the differences between the models per dimension, and a chart (see [`summary`]).
 //!
 //! Every stage reruns only when its inputs changed: the world when its settings did, stage 0
 //! when its recipe or data did ([`stamp`]), a stage-1 run when its recipe, data or base model
@@ -142,8 +142,11 @@ pub struct DemoSummary {
 pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Result<DemoSummary, DemoError> {
     let world_dir = config.output_dir.join("world");
     let world = match SynthSummary::load(&world_dir)? {
-        Some(summary) if summary.config == config.world => summary,
-        _ => {
+        Some(summary) if summary.config == config.world && asks_as_evaluated(&summary) => summary,
+        found => {
+            if found.is_some_and(|s| s.config == config.world) {
+                eprintln!("the world's training conversations are worded otherwise than the evaluation now asks");
+            }
             eprintln!("rendering the synthetic world into {}", world_dir.display());
             let bar = motionvl_data::progress::bar(config.world.total_clips() as u64, "clips", show_progress);
             let summary = generate_with_progress(&config.world, &world_dir, true, &|| bar.inc(1))?;
@@ -174,9 +177,27 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
         runs.push(DemoRun { name: name.to_owned(), motion: motion.to_owned(), train_dir, eval_dir, final_loss, results });
     }
     let evaluated: Vec<Evaluated> = runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
-    let report = summary::summarise(&evaluated, tower, config.stats.resamples, config.stats.seed)?;
+    let clips = clips_of(&world.test_manifest())?;
+    let report = summary::summarise(&evaluated, &clips, tower, config.stats.resamples, config.stats.seed)?;
     let written = report.write(&config.output_dir)?;
     Ok(DemoSummary { world, pretrained, tower, runs, report, written })
+}
+
+/// Whether the world's training conversations ask for the answer form they answer in, as the
+/// evaluation asks for the form it scores: a world rendered by an older version may word them
+/// otherwise, and a model trained on it would be evaluated on a prompt it never saw.
+fn asks_as_evaluated(world: &SynthSummary) -> bool {
+    let instruction = world.config.training_answers.asked().instruction();
+    let rows = std::fs::read_to_string(world.train_conversations()).ok().and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok());
+    rows.is_some_and(|rows| rows.iter().filter(|r| r["format"] == "mcq").all(|r| r["conversations"][0]["value"].as_str().is_some_and(|p| p.ends_with(instruction))))
+}
+
+/// The clip each held-out question is asked about (its video), by question id.
+fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
+    use motionvl_eval::bench::Bench as _;
+    let opts = motionvl_data::samples::ReadOptions { media_root: None, check_media: false, skip_bad: false };
+    let items = motionvl_eval::bench::SisBench.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
+    Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }
 
 /// The stage-0 recipe: `[pretrain]` with its output folder and captions filled in.

@@ -1,11 +1,19 @@
 //! The demo's report: `summary.json`, `summary.md` (the paper's table, 95% intervals, the
-//! motion-aware − visual-only differences and whether the claims hold) and `summary.png`.
+//! differences between the models and whether the claims hold) and `summary.png`.
 //!
 //! `summary.json` is a file contract:
 //! `{"models": {NAME: {"overall": C, "tasks": {TASK: C}, "dimensions": {"spatial"|"self": C}}},
-//! "difference": {"self"|"spatial": {"mean", "ci95"}}}` with `C = {"accuracy", "n", "ci95":
-//! [lo, hi]}`, accuracies as fractions, TASK the SIS-Bench task names and "difference" the
-//! motion-aware model's accuracy minus the visual-only model's over the same questions.
+//! "difference": {"self"|"spatial": D, "self_vs_control": D, "self_control_vs_visual": D}}` with
+//! `C = {"accuracy", "n", "ci95": [lo, hi]}`, `D = {"mean", "ci95": [lo, hi]}`, accuracies as
+//! fractions and TASK the SIS-Bench task names. In "difference", a dimension's key holds the
+//! motion-aware model's accuracy minus the visual-only model's over the same questions;
+//! "self_vs_control" the motion-aware model's minus the control's on the self dimension (the
+//! comparison that isolates motion: same connector, capacity and training, zero flow); and
+//! "self_control_vs_visual" the control's minus the visual-only model's there.
+//!
+//! Differences are paired by question and their intervals resample clips, not questions: the
+//! questions asked about one clip share what a model makes of that clip, so they are not
+//! independent ([`cluster_paired_bootstrap95`]).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -14,7 +22,7 @@ use std::path::{Path, PathBuf};
 use motionvl_eval::metrics::Entry;
 use motionvl_eval::report::compare_chart::{self, Column, Series};
 use motionvl_eval::results::Results;
-use motionvl_eval::stats::{paired_bootstrap95, wilson95};
+use motionvl_eval::stats::{cluster_paired_bootstrap95, wilson95};
 use serde::Serialize;
 
 use crate::DemoError;
@@ -44,10 +52,6 @@ impl Accuracy {
     fn entry(e: &Entry) -> Self {
         Self::of(e.correct, e.n)
     }
-
-    fn contains(&self, p: f64) -> bool {
-        self.ci95[0] <= p && p <= self.ci95[1]
-    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
@@ -63,12 +67,27 @@ pub struct Difference {
     pub ci95: [f64; 2],
 }
 
+/// The differences of `summary.json` (module docs).
+#[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
+pub struct Differences {
+    /// Motion-aware − visual-only, by dimension (`self`, `spatial`).
+    #[serde(flatten)]
+    pub motion_vs_visual: BTreeMap<String, Difference>,
+    /// Motion-aware − motion-control on the self dimension.
+    pub self_vs_control: Difference,
+    /// Motion-control − visual-only on the self dimension.
+    pub self_control_vs_visual: Difference,
+}
+
 /// `summary.json`.
 #[derive(Debug, Clone, PartialEq, Serialize, serde::Deserialize)]
 pub struct SummaryJson {
     pub models: BTreeMap<String, ModelSummary>,
-    pub difference: BTreeMap<String, Difference>,
+    pub difference: Differences,
 }
+
+/// The clip each question is asked about, by question id: the unit the intervals resample.
+pub type Clips = HashMap<String, String>;
 
 /// One evaluated model: its scores and the folder they were read from.
 #[derive(Debug, Clone)]
@@ -94,19 +113,28 @@ pub struct Summary {
     pub png: Vec<u8>,
 }
 
-/// Builds the report of `runs` (which must hold [`VISUAL`], [`MOTION`] and [`CONTROL`]).
-pub fn summarise(runs: &[Evaluated], tower: Option<TowerCheck>, resamples: usize, seed: u64) -> Result<Summary, DemoError> {
+/// Builds the report of `runs` (which must hold [`VISUAL`], [`MOTION`] and [`CONTROL`]);
+/// `clips` names the clip of every question they answered.
+pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, resamples: usize, seed: u64) -> Result<Summary, DemoError> {
     let find = |name: &str| runs.iter().find(|r| r.name == name).ok_or_else(|| DemoError::Summary(format!("no {name} model among the runs")));
     let (visual, motion, control) = (find(VISUAL)?, find(MOTION)?, find(CONTROL)?);
     let models = runs.iter().map(|r| (r.name.clone(), model_summary(&r.results))).collect();
-    let mut difference = BTreeMap::new();
-    let mut control_difference = BTreeMap::new();
+    let paired = |a: &Evaluated, b: &Evaluated, dim: &str| paired(a, b, dim, clips, resamples, seed);
+    let mut motion_vs_visual = BTreeMap::new();
+    let mut columns = DifferenceColumns::default();
     for (dim, _) in visual.results.by_dimension.iter() {
-        difference.insert(dim.clone(), paired(visual, motion, dim, resamples, seed)?);
-        control_difference.insert(dim.clone(), paired(control, motion, dim, resamples, seed)?);
+        motion_vs_visual.insert(dim.clone(), paired(visual, motion, dim)?);
+        columns.vs_control.insert(dim.clone(), paired(control, motion, dim)?);
+        columns.control_vs_visual.insert(dim.clone(), paired(visual, control, dim)?);
     }
+    let self_of = |d: &BTreeMap<String, Difference>| d.get("self").copied().ok_or_else(|| DemoError::Summary("no question of the self dimension".into()));
+    let difference = Differences {
+        self_vs_control: self_of(&columns.vs_control)?,
+        self_control_vs_visual: self_of(&columns.control_vs_visual)?,
+        motion_vs_visual,
+    };
     let json = SummaryJson { models, difference };
-    let markdown = markdown(runs, &json, &control_difference, tower);
+    let markdown = markdown(runs, &json, &columns, tower);
     let png = chart(runs, &json)?;
     Ok(Summary { json, markdown, png })
 }
@@ -150,8 +178,18 @@ fn scores(run: &Evaluated) -> Result<Vec<(String, String, f64)>, DemoError> {
         .collect()
 }
 
-/// `b − a` over the questions of dimension `dim`, paired by question.
-fn paired(a: &Evaluated, b: &Evaluated, dim: &str, resamples: usize, seed: u64) -> Result<Difference, DemoError> {
+/// The differences against the control the Markdown prints for every dimension.
+#[derive(Default)]
+struct DifferenceColumns {
+    /// Motion-aware − motion-control.
+    vs_control: BTreeMap<String, Difference>,
+    /// Motion-control − visual-only.
+    control_vs_visual: BTreeMap<String, Difference>,
+}
+
+/// `b − a` over the questions of dimension `dim`, paired by question, its interval resampling
+/// the questions' clips.
+fn paired(a: &Evaluated, b: &Evaluated, dim: &str, clips: &Clips, resamples: usize, seed: u64) -> Result<Difference, DemoError> {
     let tasks: Vec<&str> = a.results.by_task.iter().filter(|(_, e)| e.dimension.as_deref() == Some(dim)).map(|(t, _)| t.as_str()).collect();
     let theirs: HashMap<String, f64> = scores(b)?.into_iter().map(|(id, _, v)| (id, v)).collect();
     let mut pairs: Vec<(String, f64, f64)> = Vec::new();
@@ -164,7 +202,11 @@ fn paired(a: &Evaluated, b: &Evaluated, dim: &str, resamples: usize, seed: u64) 
     pairs.sort_by(|x, y| x.0.cmp(&y.0));
     let xs: Vec<f64> = pairs.iter().map(|p| p.1).collect();
     let ys: Vec<f64> = pairs.iter().map(|p| p.2).collect();
-    let (mean, ci95) = paired_bootstrap95(&xs, &ys, resamples, seed).map_err(|e| DemoError::Summary(format!("{dim}: {e}")))?;
+    let of: Vec<&str> = pairs
+        .iter()
+        .map(|(id, _, _)| clips.get(id).map(String::as_str).ok_or_else(|| DemoError::Summary(format!("{}: question {id} is not in the manifest's clips", a.name))))
+        .collect::<Result<_, _>>()?;
+    let (mean, ci95) = cluster_paired_bootstrap95(&xs, &ys, &of, resamples, seed).map_err(|e| DemoError::Summary(format!("{dim}: {e}")))?;
     Ok(Difference { mean, ci95 })
 }
 
@@ -183,7 +225,7 @@ fn points(d: &Difference) -> String {
     format!("{:+.1} [{:+.1}, {:+.1}]", 100.0 * d.mean, 100.0 * d.ci95[0], 100.0 * d.ci95[1])
 }
 
-fn markdown(runs: &[Evaluated], json: &SummaryJson, control_difference: &BTreeMap<String, Difference>, tower: Option<TowerCheck>) -> String {
+fn markdown(runs: &[Evaluated], json: &SummaryJson, columns: &DifferenceColumns, tower: Option<TowerCheck>) -> String {
     let results: Vec<&Results> = runs.iter().map(|r| &r.results).collect();
     let mut out = String::from("# The demo: visual-only vs motion-aware vs the motion control\n\n");
     out += &motionvl_eval::report::table2(&results);
@@ -208,12 +250,12 @@ fn markdown(runs: &[Evaluated], json: &SummaryJson, control_difference: &BTreeMa
         }
         out += &row("**Overall**", &|r| json.models.get(&r.name).map(|m| m.overall));
     }
-    let _ = writeln!(out, "\n## Differences over the same questions (paired bootstrap, percentage points)\n");
-    let _ = writeln!(out, "| dimension | {MOTION} − {VISUAL} | {MOTION} − {CONTROL} |");
-    let _ = writeln!(out, "|---|---|---|");
-    for (dim, d) in &json.difference {
-        let c = control_difference.get(dim).map_or("–".into(), points);
-        let _ = writeln!(out, "| {dim} | {} | {c} |", points(d));
+    let _ = writeln!(out, "\n## Differences over the same questions (percentage points; paired bootstrap resampling clips)\n");
+    let _ = writeln!(out, "| dimension | {MOTION} − {VISUAL} | {MOTION} − {CONTROL} | {CONTROL} − {VISUAL} |");
+    let _ = writeln!(out, "|---|---|---|---|");
+    for (dim, d) in &json.difference.motion_vs_visual {
+        let cell = |m: &BTreeMap<String, Difference>| m.get(dim).map_or("–".into(), points);
+        let _ = writeln!(out, "| {dim} | {} | {} | {} |", points(d), cell(&columns.vs_control), cell(&columns.control_vs_visual));
     }
     let _ = writeln!(out, "\n## The claims, checked\n");
     for (claim, holds) in claims(runs, json) {
@@ -229,23 +271,23 @@ fn markdown(runs: &[Evaluated], json: &SummaryJson, control_difference: &BTreeMa
     out
 }
 
-/// The three claims and whether the numbers bear them out.
+/// The demo's claims and whether the numbers bear them out: the visual-only model sees the
+/// scene; motion helps self-awareness; and the gain is motion, not capacity — the motion-aware
+/// model beats the control, which has the same connector and training but zero flow, and the
+/// control alone does not move from the visual-only model.
 pub fn claims(runs: &[Evaluated], json: &SummaryJson) -> Vec<(String, bool)> {
     let mut out = Vec::new();
     if let Some(visual) = runs.iter().find(|r| r.name == VISUAL) {
         let sp = pooled(&visual.results, "spatial", "perception");
         out.push((format!("{VISUAL} is above chance on spatial perception: {} excludes 25%", pct(&sp)), sp.ci95[0] > 0.25));
     }
-    if let Some(d) = json.difference.get("self") {
+    if let Some(d) = json.difference.motion_vs_visual.get("self") {
         out.push((format!("{MOTION} − {VISUAL} on the self dimension: {} lies above 0", points(d)), d.ci95[0] > 0.0));
     }
-    let get = |name: &str| json.models.get(name).and_then(|m| m.dimensions.get("self")).copied();
-    if let (Some(v), Some(c)) = (get(VISUAL), get(CONTROL)) {
-        out.push((
-            format!("{CONTROL}'s self accuracy {:.1}% lies within {VISUAL}'s interval {}", 100.0 * c.accuracy, pct(&v)),
-            v.contains(c.accuracy),
-        ));
-    }
+    let d = &json.difference.self_vs_control;
+    out.push((format!("{MOTION} − {CONTROL} on the self dimension: {} lies above 0 (the gain is motion, not capacity)", points(d)), d.ci95[0] > 0.0));
+    let d = &json.difference.self_control_vs_visual;
+    out.push((format!("{CONTROL} − {VISUAL} on the self dimension: {} contains 0 (the connector without motion adds nothing)", points(d)), d.ci95[0] <= 0.0 && 0.0 <= d.ci95[1]));
     out
 }
 
@@ -275,4 +317,43 @@ fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
         .collect::<Result<Vec<_>, DemoError>>()?;
     let cols: Vec<Column> = columns.into_iter().map(|(c, _)| c).collect();
     compare_chart::render_png("SIS-Bench on held-out worlds", &cols, &series).map_err(DemoError::Summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(self_vs_control: [f64; 2], self_control_vs_visual: [f64; 2]) -> SummaryJson {
+        let d = |ci95: [f64; 2]| Difference { mean: (ci95[0] + ci95[1]) / 2.0, ci95 };
+        SummaryJson {
+            models: BTreeMap::new(),
+            difference: Differences {
+                motion_vs_visual: BTreeMap::from([("self".to_string(), d([0.04, 0.12]))]),
+                self_vs_control: d(self_vs_control),
+                self_control_vs_visual: d(self_control_vs_visual),
+            },
+        }
+    }
+
+    #[test]
+    fn motion_beats_the_control_only_when_the_whole_interval_is_above_zero() {
+        let verdicts = |j: &SummaryJson| claims(&[], j).into_iter().map(|(_, holds)| holds).collect::<Vec<_>>();
+        // motion − visual, motion − control, control − visual.
+        assert_eq!(verdicts(&json([0.05, 0.14], [-0.04, 0.02])), [true, true, true]);
+        assert_eq!(verdicts(&json([-0.01, 0.08], [-0.04, 0.02])), [true, false, true]);
+        assert_eq!(verdicts(&json([0.05, 0.14], [0.01, 0.06])), [true, true, false]);
+        let text = claims(&[], &json([0.055, 0.137], [-0.04, 0.02]))[1].0.clone();
+        assert_eq!(text, "motion-aware − motion-control on the self dimension: +9.6 [+5.5, +13.7] lies above 0 (the gain is motion, not capacity)");
+    }
+
+    #[test]
+    fn summary_json_keeps_each_dimension_under_its_own_key() {
+        let value = serde_json::to_value(json([0.05, 0.14], [-0.04, 0.02])).unwrap_or_default();
+        let difference = value["difference"].as_object().map(|o| o.keys().cloned().collect::<Vec<_>>()).unwrap_or_default();
+        assert_eq!(difference, ["self", "self_control_vs_visual", "self_vs_control"]);
+        assert_eq!(value["difference"]["self"]["ci95"], serde_json::json!([0.04, 0.12]));
+        assert_eq!(value["difference"]["self_vs_control"]["ci95"], serde_json::json!([0.05, 0.14]));
+        let back: SummaryJson = serde_json::from_value(value).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(back, json([0.05, 0.14], [-0.04, 0.02]));
+    }
 }

@@ -106,11 +106,24 @@ fn shortened_demo_pretrains_fine_tunes_three_models_and_reports_intervals() {
             check_interval(&format!("{name} {dim}"), c);
         }
     }
-    assert_eq!(json.difference.keys().collect::<Vec<_>>(), json.models[VISUAL].dimensions.keys().collect::<Vec<_>>());
-    for (dim, d) in &json.difference {
+    // Motion-aware − visual-only under each dimension's own key, as before; the control's
+    // differences on self beside them.
+    let mut keys: Vec<&str> = raw["difference"].as_object().map(|o| o.keys().map(String::as_str).collect()).unwrap_or_default();
+    keys.sort_unstable();
+    assert_eq!(keys, ["self", "self_control_vs_visual", "self_vs_control", "spatial"], "{raw}");
+    assert_eq!(json.difference.motion_vs_visual.keys().collect::<Vec<_>>(), json.models[VISUAL].dimensions.keys().collect::<Vec<_>>());
+    let self_of = |name: &str| json.models[name].dimensions["self"].accuracy;
+    let against = [
+        ("self_vs_control", &json.difference.self_vs_control, self_of(MOTION) - self_of(CONTROL)),
+        ("self_control_vs_visual", &json.difference.self_control_vs_visual, self_of(CONTROL) - self_of(VISUAL)),
+    ];
+    let by_dimension = json.difference.motion_vs_visual.iter().map(|(dim, d)| {
         let (m, v) = (json.models[MOTION].dimensions[dim].accuracy, json.models[VISUAL].dimensions[dim].accuracy);
-        assert!((d.mean - (m - v)).abs() < 1e-9, "{dim}: difference {} is not {m} − {v}", d.mean);
-        assert!(d.ci95[0] <= d.mean && d.mean <= d.ci95[1], "{dim}: {d:?}");
+        (dim.as_str(), d, m - v)
+    });
+    for (key, d, expected) in by_dimension.chain(against) {
+        assert!((d.mean - expected).abs() < 1e-9, "{key}: difference {} is not {expected}", d.mean);
+        assert!(d.ci95[0] <= d.mean && d.mean <= d.ci95[1], "{key}: {d:?}");
     }
     // The committed config ranks the options by likelihood, for all three models alike: every
     // prediction is the best-scored of the question's four options, written as letter and text.

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 pub use motionvl_data::media_config::ProtocolConfig;
+use motionvl_data::manifest::ChoiceAnswer;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -126,7 +127,8 @@ pub struct GenerationConfig {
     pub answer: AnswerMode,
     /// What is scored as an option's answer in `likelihood` mode: what the model was trained
     /// to answer with (`text`, the default: "pink silo"; `letter`: "B"; `letter-text`:
-    /// "B. pink silo").
+    /// "B. pink silo"). The prompt's instruction asks for this form
+    /// ([`motionvl_data::manifest::ChoiceAnswer`]), so what is scored is what is asked for.
     #[serde(default)]
     pub likelihood_continuation: Continuation,
     /// How an option's token log-probabilities make its score in `likelihood` mode: `sum`
@@ -208,6 +210,17 @@ string_enum!(
         PerToken = "per-token",
     }
 );
+
+impl Continuation {
+    /// What a prompt whose options are scored in this form asks for.
+    pub fn asked(self) -> ChoiceAnswer {
+        match self {
+            Continuation::Text => ChoiceAnswer::Text,
+            Continuation::Letter => ChoiceAnswer::Letter,
+            Continuation::LetterText => ChoiceAnswer::LetterText,
+        }
+    }
+}
 
 fn default_batch() -> usize {
     4

@@ -72,6 +72,9 @@ pub enum EvalError {
     RunDir(#[from] motionvl_data::run_dir::RunDirError),
     #[error("generation failed: {0}")]
     Generate(String),
+    /// `answer = "likelihood"` on a benchmark or question whose answer is not one bare option.
+    #[error("{bench}{}: cannot rank options by likelihood: {reason}; answer it with [generation] answer = \"generate\"", .question.as_ref().map(|q| format!(" question {q}")).unwrap_or_default())]
+    NotRankable { bench: &'static str, question: Option<String>, reason: crate::bench::NotRankable },
 }
 
 impl From<ReadError> for EvalError {

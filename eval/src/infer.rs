@@ -15,7 +15,7 @@ use candle_core::Device;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
-use motionvl_data::manifest::AnswerOption;
+use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_models::device::{parse_device, parse_dtype};
@@ -137,7 +137,12 @@ impl QwenPreparer {
             .iter()
             .map(|p| self.media.load_image(p).map_err(|e| media_error(p, &e)))
             .collect::<Result<Vec<_>>>()?;
-        let prompt_text = self.bench.prompt(item);
+        // A ranked question's prompt asks for the form its options are scored in.
+        let ranked_as = match self.likelihood {
+            Some(form) if crate::bench::ranked(self.bench, item)? => Some(form),
+            _ => None,
+        };
+        let prompt_text = self.bench.prompt_asking(item, ranked_as.map_or(ChoiceAnswer::Letter, Continuation::asked));
         let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
         let video_grids: Vec<[usize; 3]> = videos.iter().map(|p| p.grid_thw).collect();
         let prompt = self
@@ -150,8 +155,8 @@ impl QwenPreparer {
                 &self.template,
             )
             .map_err(|source| prompt_error(item, source))?;
-        let option_rows = match self.likelihood {
-            Some(form) if !item.options.is_empty() => encode_options(
+        let option_rows = match ranked_as {
+            Some(form) => encode_options(
                 &self.tokenizer,
                 &item.id,
                 &prompt_text,

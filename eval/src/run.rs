@@ -224,6 +224,11 @@ pub fn run(config: &RunConfig, show_progress: bool) -> Result<RunSummary> {
 pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut PredictorFactory<'_>) -> Result<RunSummary> {
     config.validate()?;
     let bench = bench::find(&config.bench)?;
+    let likelihood = config.generation.answer == AnswerMode::Likelihood;
+    if likelihood {
+        // A JSON benchmark is refused before its manifest is read.
+        bench::check_rankable(bench, &[])?;
+    }
     let opts = ReadOptions {
         media_root: config.media_root.clone(),
         check_media: true,
@@ -234,6 +239,9 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     let mut items = outcome.items;
     if let Some(limit) = config.limit {
         items.truncate(limit);
+    }
+    if likelihood {
+        bench::check_rankable(bench, &items)?;
     }
     crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?;
 

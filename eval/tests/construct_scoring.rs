@@ -8,10 +8,12 @@ use motionvl_data::construct::sisbench_qa::{
     self, AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position,
     VideoAnnotation,
 };
+use motionvl_data::manifest::Answer;
 use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::ReadOptions;
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_eval::Results;
+use motionvl_eval::config::Continuation;
 use motionvl_eval::score_predictions;
 
 fn no_media() -> ReadOptions {
@@ -342,10 +344,12 @@ fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
         seed: 3,
         ground_truth: GroundTruth::None,
         recognition_movements: Vec::new(),
-        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
+        // The demo's form: conversations answer with the option's text.
+        training_answers: motionvl_data::synth::write::AnswerForm::Text,
     };
     let summary = generate(&config, &dir.path().join("world"), false).expect("synthetic world");
-    // Training conversations ask exactly what the evaluation asks of the same question.
+    // Training conversations ask exactly what the evaluation asks of the same question when it
+    // scores the option's text, and answer with that text.
     let bench = motionvl_eval::bench::find("sisbench").expect("sisbench");
     let items = bench.read(&summary.manifest(Split::Train), &ReadOptions::default()).expect("manifest").items;
     let conversations: Vec<serde_json::Value> =
@@ -353,7 +357,12 @@ fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
     assert_eq!(items.len(), conversations.len());
     for (item, row) in items.iter().zip(&conversations) {
         assert_eq!(row["id"].as_str(), Some(item.id.as_str()));
-        assert_eq!(row["conversations"][0]["value"].as_str(), Some(bench.prompt(item).as_str()), "{}", item.id);
+        let asked = bench.prompt_asking(item, Continuation::Text.asked());
+        assert_eq!(row["conversations"][0]["value"].as_str(), Some(asked.as_str()), "{}", item.id);
+        assert!(asked.ends_with("Answer with the option's text from the given choices directly."), "{asked}");
+        let Answer::Choice(letter) = item.answer else { panic!("{}: not a single choice", item.id) };
+        let text = item.options.iter().find(|o| o.label == letter).map(|o| o.text.as_str());
+        assert_eq!(row["conversations"][1]["value"].as_str(), text, "{}", item.id);
     }
     let mut tasks = std::collections::BTreeSet::new();
     for split in [Split::Train, Split::Test] {

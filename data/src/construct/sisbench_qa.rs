@@ -34,7 +34,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::ConstructError;
-use crate::manifest::SisTask;
+use crate::manifest::{ChoiceAnswer, SisTask};
 use crate::rng::{SynthRng, derive_seed};
 use crate::samples::read_records;
 
@@ -264,12 +264,13 @@ impl Mcq {
         LETTERS[self.answer]
     }
 
-    /// The user turn of a training conversation: question, lettered options, instruction —
-    /// worded as the evaluation asks (SPEC §2, `motionvl_eval::bench::default_prompt`), so a model
-    /// trained on it is asked what it was trained on.
-    pub fn prompt(&self) -> String {
+    /// The user turn of a training conversation answering in `form`: question, lettered
+    /// options, and the instruction asking for that form — worded as the evaluation asks for it
+    /// (SPEC §2, `motionvl_eval::bench::default_prompt_asking`), so a model trained on it is
+    /// asked what it was trained on.
+    pub fn prompt(&self, form: ChoiceAnswer) -> String {
         let options: Vec<String> = self.options.iter().zip(LETTERS).map(|(o, l)| format!("{l}. {o}")).collect();
-        format!("{}\nOptions:\n{}\nAnswer with the option's letter from the given choices directly.", self.question.trim(), options.join("\n"))
+        format!("{}\nOptions:\n{}\n{}", self.question.trim(), options.join("\n"), form.instruction())
     }
 }
 

@@ -34,7 +34,7 @@ use crate::samples::{ReadError, ReadOptions, ReadOutcome};
 
 pub use dualcog::read_dualcog;
 pub use links2bench::read_links2bench;
-pub use question::{Answer, AnswerOption, Interval, Question};
+pub use question::{Answer, AnswerOption, ChoiceAnswer, Interval, Question};
 pub use rows::{parse_timestamp, split_inline_options};
 pub use sisbench::read_sisbench;
 pub use taxonomy::*;

@@ -7,6 +7,32 @@ use serde::{Deserialize, Serialize};
 
 use super::taxonomy::{AnswerKind, Benchmark, Dimension, Level, Task};
 
+/// The form a single-choice question's prompt asks its answer in, and the instruction that
+/// closes the prompt. The evaluator asks for the letter when it generates (SPEC §2, lmms-eval /
+/// VSI-Bench's wording), and for what it scores when it ranks the options by likelihood; a
+/// training conversation asks for the form it answers in. So a prompt never asks for one form
+/// while another is trained or scored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChoiceAnswer {
+    /// "B".
+    Letter,
+    /// "pink silo".
+    Text,
+    /// "B. pink silo".
+    LetterText,
+}
+
+impl ChoiceAnswer {
+    /// The last line of the prompt, after the lettered options.
+    pub fn instruction(self) -> &'static str {
+        match self {
+            ChoiceAnswer::Letter => "Answer with the option's letter from the given choices directly.",
+            ChoiceAnswer::Text => "Answer with the option's text from the given choices directly.",
+            ChoiceAnswer::LetterText => "Answer with the option's letter and text from the given choices directly.",
+        }
+    }
+}
+
 /// One lettered option.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AnswerOption {

@@ -28,6 +28,7 @@ use super::SynthError;
 use super::camera::Intrinsics;
 use super::qa::Mcq;
 use super::render::RenderedClip;
+use crate::manifest::ChoiceAnswer;
 use crate::text::VIDEO_TAG;
 use crate::video::{EncodeSettings, VideoError, VideoWriter};
 
@@ -123,7 +124,7 @@ pub struct ConversationRow {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerForm {
-    /// The option's letter, as the prompt asks.
+    /// The option's letter.
     #[default]
     Letter,
     /// The option's text ("pink silo"): what a model that names what it sees answers; the
@@ -131,7 +132,18 @@ pub enum AnswerForm {
     Text,
 }
 
+impl AnswerForm {
+    /// What the prompt asks for: the form the conversation answers in.
+    pub fn asked(self) -> ChoiceAnswer {
+        match self {
+            AnswerForm::Letter => ChoiceAnswer::Letter,
+            AnswerForm::Text => ChoiceAnswer::Text,
+        }
+    }
+}
+
 impl ConversationRow {
+    /// The conversation asking `q` for an answer in `form` and answering in it.
     pub fn new(q: &Mcq, form: AnswerForm) -> Self {
         let answer = match form {
             AnswerForm::Letter => q.answer_letter().to_string(),
@@ -141,11 +153,39 @@ impl ConversationRow {
             id: q.id.clone(),
             video: q.video.clone(),
             conversations: vec![
-                Turn { from: "human", value: format!("{VIDEO_TAG}\n{}", q.prompt()) },
+                Turn { from: "human", value: format!("{VIDEO_TAG}\n{}", q.prompt(form.asked())) },
                 Turn { from: "gpt", value: answer },
             ],
             task: q.task.name().to_string(),
             format: "mcq",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::manifest::SisTask;
+
+    #[test]
+    fn a_conversation_asks_for_the_form_it_answers_in() {
+        let q = Mcq {
+            id: "w0-ar-3".into(),
+            task: SisTask::ActionRecognition,
+            video: "videos/w0-c3.mp4".into(),
+            concat_num: 1,
+            question: "Which movement does the drone make?".into(),
+            options: ["forward", "backward", "yaw_left", "yaw_right"].map(String::from),
+            answer: 2,
+        };
+        let head = "<video>\nWhich movement does the drone make?\nOptions:\nA. forward\nB. backward\nC. yaw_left\nD. yaw_right\n";
+        for (form, instruction, answer) in [
+            (AnswerForm::Letter, "Answer with the option's letter from the given choices directly.", "C"),
+            (AnswerForm::Text, "Answer with the option's text from the given choices directly.", "yaw_left"),
+        ] {
+            let row = ConversationRow::new(&q, form);
+            assert_eq!(row.conversations[0].value, format!("{head}{instruction}"), "{form:?}");
+            assert_eq!(row.conversations[1].value, answer, "{form:?}");
         }
     }
 }

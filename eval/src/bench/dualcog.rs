@@ -19,7 +19,7 @@
 
 use std::path::Path;
 
-use motionvl_data::manifest::{Answer, Interval, read_dualcog};
+use motionvl_data::manifest::{Answer, ChoiceAnswer, Interval, read_dualcog};
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 use serde_json::{Map, Value};
 
@@ -60,8 +60,8 @@ impl Bench for DualCog {
     }
 
     /// The row's own user prompt, its options when the prompt does not list them, and the JSON
-    /// schema its system prompt would have given.
-    fn prompt(&self, item: &Item) -> String {
+    /// schema its system prompt would have given: the answer is always a JSON object.
+    fn prompt_asking(&self, item: &Item, _form: ChoiceAnswer) -> String {
         let mut s = super::media_tags(item);
         s.push_str(item.question.trim());
         if !item.options.is_empty() && !item.options.iter().all(|o| item.question.contains(&o.text)) {
@@ -75,6 +75,10 @@ impl Bench for DualCog {
             _ => r#"{"answers":[{"option_id":"A","intervals_sec":[[0.0,1.2]]}]}"#,
         });
         s
+    }
+
+    fn json_answers(&self) -> bool {
+        true
     }
 
     fn score(&self, item: &Item, output: &str) -> Score {

@@ -4,12 +4,17 @@
 //! Adding a benchmark is one new file with a type implementing [`Bench`] and one line in
 //! [`REGISTRY`]; the runner, `score`, `compare` and every report then work for it unchanged.
 //! Most benchmarks only need [`Bench::read`] and [`Bench::layout`]: the default prompt and
-//! scoring follow the form of each question's answer (see [`default_prompt`] and
+//! scoring follow the form of each question's answer (see [`default_prompt_asking`] and
 //! [`default_score`]).
+//!
+//! Ranking options by likelihood (`[generation] answer = "likelihood"`) answers a question with
+//! exactly one of its options, written bare; [`ranked`] says which questions that is sound for
+//! and refuses the rest by name: a multi-select question (one option is never its answer) and
+//! a benchmark whose answers are JSON objects (a bare option is not one).
 
 use std::path::Path;
 
-use motionvl_data::manifest::Answer;
+use motionvl_data::manifest::{Answer, ChoiceAnswer};
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
 use crate::error::{EvalError, Result};
@@ -77,9 +82,18 @@ pub trait Bench: Send + Sync {
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>>;
     /// Task columns in the paper's order; tasks a manifest holds beyond these are appended.
     fn layout(&self) -> Vec<Column>;
-    /// The user turn, with one `<video>` / `<image>` tag per medium.
+    /// The user turn, with one `<video>` / `<image>` tag per medium, asking for a single
+    /// choice's answer in `form` (other answer kinds are asked for as their kind needs).
+    fn prompt_asking(&self, item: &Item, form: ChoiceAnswer) -> String {
+        default_prompt_asking(item, form)
+    }
+    /// The user turn when the answer is generated: a single choice asks for its letter.
     fn prompt(&self, item: &Item) -> String {
-        default_prompt(item)
+        self.prompt_asking(item, ChoiceAnswer::Letter)
+    }
+    /// Whether the benchmark asks for its answers as JSON objects (its scorer reads one).
+    fn json_answers(&self) -> bool {
+        false
     }
     /// Extracts the answer from a model's raw output and scores it.
     fn score(&self, item: &Item, output: &str) -> Score {
@@ -152,10 +166,64 @@ pub fn media_tags(item: &Item) -> String {
     s
 }
 
-/// The zero-shot prompt of SPEC §2, by answer form: the question, then for options the lmms-eval
-/// / VSI-Bench multiple-choice wording ("Options:" lines and "Answer with the option's letter
-/// from the given choices directly."), else a one-line instruction for the expected form.
+/// Why a question's options cannot be ranked by likelihood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRankable {
+    /// The benchmark asks for a JSON object.
+    JsonAnswers,
+    /// More than one option may be right (`Answer::Choices`).
+    MultiSelect,
+    /// The question lists options but its answer is not one of them (a count, a time, …).
+    NotAChoice,
+}
+
+impl std::fmt::Display for NotRankable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotRankable::JsonAnswers => "its prompts ask for a JSON object, and a ranked option is a bare option",
+            NotRankable::MultiSelect => "it is multi-select, and ranking answers with exactly one option",
+            NotRankable::NotAChoice => "its answer is not one of its options",
+        })
+    }
+}
+
+/// Whether `item` of `bench` is answered by ranking its options when the run answers by
+/// likelihood: `true` for a single-choice question, `false` for one without options (it is
+/// generated), an error naming the benchmark and question for one that ranking would answer
+/// wrongly by construction.
+pub fn ranked(bench: &dyn Bench, item: &Item) -> Result<bool> {
+    let refuse = |reason| EvalError::NotRankable { bench: bench.name(), question: Some(item.location()), reason };
+    if bench.json_answers() {
+        return Err(refuse(NotRankable::JsonAnswers));
+    }
+    match (&item.answer, item.options.is_empty()) {
+        (Answer::Choice(_), false) => Ok(true),
+        (Answer::Choices(_), _) => Err(refuse(NotRankable::MultiSelect)),
+        (_, true) => Ok(false),
+        (_, false) => Err(refuse(NotRankable::NotAChoice)),
+    }
+}
+
+/// Refuses a likelihood run of `bench` before anything is asked: a JSON benchmark outright,
+/// otherwise at the first of `items` that ranking cannot answer (see [`ranked`]).
+pub fn check_rankable(bench: &dyn Bench, items: &[Item]) -> Result<()> {
+    if bench.json_answers() {
+        return Err(EvalError::NotRankable { bench: bench.name(), question: None, reason: NotRankable::JsonAnswers });
+    }
+    items.iter().try_for_each(|item| ranked(bench, item).map(|_| ()))
+}
+
+/// The zero-shot prompt of SPEC §2 asking for the letter: [`default_prompt_asking`] with
+/// [`ChoiceAnswer::Letter`].
 pub fn default_prompt(item: &Item) -> String {
+    default_prompt_asking(item, ChoiceAnswer::Letter)
+}
+
+/// The zero-shot prompt by answer kind: the question, then for a single choice the lmms-eval /
+/// VSI-Bench multiple-choice wording ("Options:" lines and [`ChoiceAnswer::instruction`] for
+/// `form`, "Answer with the option's letter from the given choices directly." for a letter),
+/// else a one-line instruction for the expected form.
+pub fn default_prompt_asking(item: &Item, form: ChoiceAnswer) -> String {
     let mut s = media_tags(item);
     s.push_str(item.question.trim());
     s.push('\n');
@@ -163,7 +231,8 @@ pub fn default_prompt(item: &Item) -> String {
         Answer::Choice(_) => {
             s.push_str("Options:\n");
             s.push_str(&options_block(item));
-            s.push_str("\nAnswer with the option's letter from the given choices directly.");
+            s.push('\n');
+            s.push_str(form.instruction());
         }
         Answer::Choices(_) => {
             s.push_str("Options:\n");
@@ -267,4 +336,61 @@ pub(crate) fn field_text(row: &serde_json::Map<String, serde_json::Value>, keys:
         Some(serde_json::Value::Number(n)) => Some(n.to_string()),
         _ => None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use motionvl_data::manifest::AnswerOption;
+
+    use super::*;
+
+    fn item(answer: Answer, options: &[&str]) -> Item {
+        Item {
+            id: "q7".into(),
+            task: "Action Recognition".into(),
+            dimension: "self".into(),
+            level: Some("perception".into()),
+            question: "Which way does the drone turn?".into(),
+            options: AnswerOption::lettered(options),
+            answer,
+            videos: vec!["clip.mp4".into()],
+            images: Vec::new(),
+            intervals: Vec::new(),
+            file: "manifest.json".into(),
+            line: 7,
+        }
+    }
+
+    #[test]
+    fn ranking_answers_single_choices_generates_open_questions_and_refuses_the_rest() {
+        let two = ["left", "right"];
+        assert!(matches!(ranked(&SisBench, &item(Answer::Choice('B'), &two)), Ok(true)));
+        assert!(matches!(ranked(&SisBench, &item(Answer::YesNo(true), &[])), Ok(false)));
+        let refusal = |bench: &dyn Bench, answer: Answer, options: &[&str]| match ranked(bench, &item(answer, options)) {
+            Err(EvalError::NotRankable { bench, question, reason }) => (bench, question, reason),
+            other => panic!("not refused: {other:?}"),
+        };
+        let at = Some("manifest.json:7 (q7)".to_string());
+        assert_eq!(refusal(&SisBench, Answer::Choices(vec!['A', 'B']), &two), ("sisbench", at.clone(), NotRankable::MultiSelect));
+        assert_eq!(refusal(&SisBench, Answer::Number(2.0), &two), ("sisbench", at.clone(), NotRankable::NotAChoice));
+        // UAV-DualCog asks for JSON, even on its single-choice questions.
+        assert_eq!(refusal(&DualCog, Answer::Choice('A'), &two), ("dualcog", at, NotRankable::JsonAnswers));
+        assert!(matches!(
+            check_rankable(&DualCog, &[]),
+            Err(EvalError::NotRankable { bench: "dualcog", question: None, reason: NotRankable::JsonAnswers })
+        ));
+        assert!(check_rankable(&SisBench, &[item(Answer::Choice('A'), &two), item(Answer::YesNo(false), &[])]).is_ok());
+    }
+
+    #[test]
+    fn the_single_choice_instruction_asks_for_the_form_requested() {
+        let q = item(Answer::Choice('B'), &["left", "right"]);
+        let head = "<video>\nWhich way does the drone turn?\nOptions:\nA. left\nB. right\n";
+        assert_eq!(SisBench.prompt(&q), format!("{head}Answer with the option's letter from the given choices directly."));
+        assert_eq!(SisBench.prompt_asking(&q, ChoiceAnswer::Text), format!("{head}Answer with the option's text from the given choices directly."));
+        assert_eq!(
+            SisBench.prompt_asking(&q, ChoiceAnswer::LetterText),
+            format!("{head}Answer with the option's letter and text from the given choices directly.")
+        );
+    }
 }
