@@ -8,41 +8,23 @@
 //! only small overrides, each said where it is given: two training worlds of 8 frames,
 //! `--max-steps 1` with batches of 8, and a tiny random Qwen2.5-VL-shaped checkpoint on the CPU.
 
+mod common;
+
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 
-use candle_core::Device;
 use motionvl_data::cvaa::read_pairs;
-use motionvl_data::text::{QwenTokenizer, train_tokenizer};
+use motionvl_data::text::QwenTokenizer;
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::{Prepare, PreparedBatch, QwenPreparer, load_qwen};
 use motionvl_eval::Item;
-use motionvl_models::Qwen25VlConfig;
-use motionvl_models::init::{random_model, save_checkpoint};
 use serde_json::{Value, json};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::{output, repo_root};
 
 fn config(path: &str) -> String {
     repo_root().join(path).display().to_string()
-}
-
-/// Runs a binary in `dir`; panics with its output unless it succeeds; returns its stdout and
-/// its stderr (where the training binaries report).
-fn output(bin: &str, args: &[&str], dir: &Path) -> (String, String) {
-    let out: Output = Command::new(bin)
-        .args(args)
-        .current_dir(dir)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
-    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string());
-    assert!(out.status.success(), "{bin} {args:?} failed:\n{stdout}{stderr}");
-    (stdout, stderr)
 }
 
 fn run(bin: &str, args: &[&str], dir: &Path) -> String {
@@ -64,31 +46,9 @@ fn retrieve(dir: &Path, checkpoint: &str, uav: &str, satellite: &str, top_k: &st
 
 const QUESTION: &str = "Is the red tank visible in the UAV video?";
 
-/// A tiny Qwen2.5-VL-shaped checkpoint (random weights) whose byte-level tokenizer is trained
-/// on the prompt's words, so the box's digits and brackets are ordinary tokens.
+/// A tiny random checkpoint whose tokenizer has seen the prompt's words, the box's digits too.
 fn tiny_qwen(dir: &Path, template: &str) -> PathBuf {
-    let corpus = [QUESTION.to_string(), template.to_string(), "[0.125, 0.375, 0.625, 0.875] yes no".to_string()];
-    let tokenizer = train_tokenizer(corpus.iter().map(String::as_str), 320).expect("tokenizer trains");
-    let special = tokenizer.special();
-    let config = json!({
-        "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl",
-        "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
-        "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-        "rope_scaling": {"type": "mrope", "mrope_section": [2, 2, 4]}, "hidden_act": "silu",
-        "tie_word_embeddings": true, "vocab_size": tokenizer.vocab_size(),
-        "image_token_id": special.image_pad, "video_token_id": special.video_pad,
-        "vision_start_token_id": special.vision_start, "vision_end_token_id": special.vision_end,
-        "eos_token_id": [special.im_end, special.endoftext],
-        "vision_config": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_chans": 3,
-                          "out_hidden_size": 64, "patch_size": 14, "spatial_merge_size": 2, "temporal_patch_size": 2,
-                          "window_size": 56, "fullatt_block_indexes": [1], "tokens_per_second": 2, "hidden_act": "silu"}
-    });
-    let cfg = Qwen25VlConfig::from_json(&config.to_string()).expect("tiny config parses");
-    let (_, tensors) = random_model(&cfg, 0.5, 11, &Device::Cpu).expect("random weights");
-    let out = dir.join("tiny-qwen");
-    save_checkpoint(&out, &cfg, &tensors).expect("checkpoint saved");
-    tokenizer.save(out.join("tokenizer.json")).expect("tokenizer saved");
-    out
+    common::tiny_qwen(dir, &[QUESTION, template, "[0.125, 0.375, 0.625, 0.875] yes no"])
 }
 
 /// A 2 FPS clip of the given UAV frames in order; its middle (1 s of 2 s) is the third.

@@ -7,27 +7,18 @@
 //! per-option log-likelihoods, which are sums of the model's log-softmaxed logits over each
 //! option's tokens, computed through the motion branch.
 
+mod common;
+
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
 
 use serde_json::{Value, json};
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+use common::repo_root;
 
 /// Runs a binary from the repository root (the tiny recipe's paths are relative to it).
 fn run(bin: &str, args: &[&str]) -> String {
-    let out = Command::new(bin)
-        .args(args)
-        .current_dir(repo_root())
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
-    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{bin} {args:?} failed:\n{text}");
-    text
+    common::output(bin, args, &repo_root()).0
 }
 
 /// Each question's option scores from a run's predictions.
