@@ -134,3 +134,34 @@ fn the_synthetic_dualcog_set_builds_and_evaluates() {
         assert_eq!((results["benchmark"].as_str(), results["questions"].as_u64(), results["missing"].as_u64()), (Some("dualcog"), Some(rows), Some(0)), "{results}");
     }
 }
+
+// Commands table: `flow extract --video FILE --plan training|sisbench|uniform:N|all --out DIR`,
+// on one of the committed 2.5 s clips (20 frames at 8 FPS). The frames each plan takes,
+// worked out by hand: `sisbench` is 2 FPS under 16 s, 5 frames rounded down to an even 4, at
+// linspace(0, 19, 4).round(); `uniform:4` the same four; `training` 2 FPS is 5 frames, raised to
+// its minimum of 8, at linspace(0, 19, 8).round(); `all` every frame.
+#[test]
+fn flow_extract_takes_each_plans_frames_from_a_video() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let video = repo_root().join("tests/data/tiny-sft/right-red.mp4").display().to_string();
+    let plans: [(&str, Vec<usize>); 4] = [
+        ("training", vec![0, 3, 5, 8, 11, 14, 16, 19]),
+        ("sisbench", vec![0, 6, 13, 19]),
+        ("uniform:4", vec![0, 6, 13, 19]),
+        ("all", (0..20).collect()),
+    ];
+    for (plan, frames) in plans {
+        let out = format!("out-{}", plan.replace(':', "-"));
+        let (_, report) = output(FLOW, &["extract", "--video", &video, "--plan", plan, "--out", &out], d);
+        if plan != "all" {
+            assert!(report.contains("1 of 1 flows; computed 1, already cached 0"), "{plan}: {report}");
+        }
+        let bytes = std::fs::read(d.join(&out).join("right-red.safetensors")).expect("flow file");
+        let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("safetensors header");
+        let taken: Vec<usize> = meta.metadata().as_ref().and_then(|m| m.get("frame_indices")).and_then(|f| serde_json::from_str(f).ok()).unwrap_or_else(|| panic!("{plan}: no frame_indices"));
+        assert_eq!(taken, frames, "{plan}");
+        let flows = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors").tensor("flows").expect("flows").shape().to_vec();
+        assert_eq!((flows[0], flows[1]), (frames.len() - 1, 2), "{plan}: one flow per consecutive pair");
+    }
+}
