@@ -165,3 +165,95 @@ fn flow_extract_takes_each_plans_frames_from_a_video() {
         assert_eq!((flows[0], flows[1]), (frames.len() - 1, 2), "{plan}: one flow per consecutive pair");
     }
 }
+
+/// `{question_id, prediction}` lines answering every question of a manifest with `answer`.
+fn predictions(manifest: &Path, out: &Path, answer: &dyn Fn(&Value) -> String) {
+    let rows = read_json(manifest);
+    let lines: String = rows.as_array().expect("a JSON list").iter().map(|r| format!("{}\n", json!({"question_id": r["question_id"], "prediction": answer(r)}))).collect();
+    std::fs::write(out, lines).expect("predictions");
+}
+
+// "Building benchmarks". Substitutes for the real sources: VisDrone-style sequences are one
+// folder of 120 numbered PNGs (4 s at 30 FPS) and four of the committed 2.5 s clips, with
+// `--concatenated 3 --shuffled 1` instead of 300 and 120; the annotations are the index it
+// writes plus objects, landmarks and actions made up here (enough for three of the 13 tasks:
+// every task's rule is tested on the library, `eval/tests/construct_scoring.rs`); AirScape's
+// clips are five empty files with its names; TravelUAV's `merged_data.json` two episodes.
+#[test]
+fn the_benchmark_builders_write_what_evaluate_scores() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let d = dir.path();
+    let sequences = d.join("visdrone/sequences");
+    std::fs::create_dir_all(sequences.join("uav0000013")).expect("sequence folder");
+    for i in 0..120u32 {
+        let frame = image::RgbImage::from_fn(64, 48, |x, y| image::Rgb([((x + i) % 64 * 4) as u8, (y * 5) as u8, 100]));
+        frame.save(sequences.join(format!("uav0000013/{:07}.png", i + 1))).expect("frame");
+    }
+    for clip in ["right-red", "up-blue", "left-red", "down-blue"] {
+        std::fs::copy(repo_root().join(format!("tests/data/tiny-sft/{clip}.mp4")), sequences.join(format!("{clip}.mp4"))).expect("clip");
+    }
+    let (out, _) = output(CONSTRUCT, &["sisbench-videos", "--input", "visdrone/sequences", "--out", "bench", "--frame-folder-fps", "30", "--concatenated", "3", "--shuffled", "1"], d);
+    assert!(out.starts_with("10 videos from 5 sources in bench (10 encoded, 0 already there"), "5 single, 3 concatenated, 1 of each shuffled kind: {out}");
+    let index = std::fs::read_to_string(d.join("bench/videos.jsonl")).expect("videos.jsonl");
+    let (categories, colours) = (["car", "truck", "bus", "person", "bicycle", "boat"], ["red", "blue", "white", "black", "green", "yellow"]);
+    let (landmarks, actions) = (["water tower", "church", "bridge", "stadium", "silo", "lighthouse", "factory", "school"], ["fly forward", "turn left", "ascend", "descend", "fly backward", "turn right"]);
+    let annotations: String = index
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            let mut row: Value = serde_json::from_str(line).expect("an index row");
+            let d = row["duration_s"].as_f64().expect("duration_s");
+            let k = [0.0, 1.0];
+            row["objects"] = json!(k.map(|k| json!({"category": categories[(i + k as usize) % 6], "attribute": colours[(i + 2 * k as usize) % 6],
+                                                   "intervals": [[0.1 * k, d * 0.5 + 0.1 * k]], "positions": [{"t": 0.1 * k + 0.05, "x": 0.2 + 0.3 * k, "y": 0.7 - 0.2 * k}]})));
+            row["landmarks"] = json!(k.map(|k| json!({"name": landmarks[(i + k as usize) % 8], "intervals": [[d * k / 2.0, d * (k + 1.0) / 2.0]]})));
+            row["actions"] = json!(k.map(|k| json!({"action": actions[(i + k as usize) % 6], "start_s": d * k / 2.0, "end_s": d * (k + 1.0) / 2.0})));
+            format!("{row}\n")
+        })
+        .collect();
+    std::fs::write(d.join("bench/annotations.jsonl"), annotations).expect("annotations");
+    let (out, _) = output(CONSTRUCT, &["sisbench-qa", "--annotations", "bench/annotations.jsonl", "--out", "bench/sisbench.json"], d);
+    assert!(out.starts_with("12 questions about 10 videos in bench/sisbench.json"), "{out}");
+
+    // evaluate score --manifest bench/sisbench.json --predictions preds.jsonl --out scores: the
+    // answers score 100%; one letter throughout scores 25% on every task (letters balanced).
+    let manifest = d.join("bench/sisbench.json");
+    predictions(&manifest, &d.join("preds.jsonl"), &|r| r["answer"].as_str().expect("answer").to_string());
+    output(EVALUATE, &["score", "--manifest", "bench/sisbench.json", "--predictions", "preds.jsonl", "--out", "scores"], d);
+    let results = read_json(&d.join("scores/results.json"));
+    assert_eq!((results["overall"]["correct"].as_u64(), results["overall"]["n"].as_u64()), (Some(12), Some(12)), "{results}");
+    predictions(&manifest, &d.join("letter-a.jsonl"), &|_| "A".into());
+    output(EVALUATE, &["score", "--manifest", "bench/sisbench.json", "--predictions", "letter-a.jsonl", "--out", "scores-a"], d);
+    let by_task = read_json(&d.join("scores-a/results.json"))["by_task"].clone();
+    assert!(by_task.as_object().is_some_and(|t| t.len() == 3 && t.values().all(|e| e["accuracy"].as_f64() == Some(0.25))), "{by_task}");
+
+    // construct split --input airscape/videos --out airscape/split --webuav-benchmark 700 (1 here).
+    std::fs::create_dir_all(d.join("airscape/videos")).expect("clips folder");
+    for clip in ["00001_urbanvideo_test_A_1.mp4", "00002_NAT2021_train_N_1.mp4", "00005_NAT2021_test_N_2.mp4", "00003_WebUAV3M_test_W_1.mp4", "00004_WebUAV3M_train_W_1.mp4"] {
+        std::fs::write(d.join("airscape/videos").join(clip), b"").expect("clip");
+    }
+    output(CONSTRUCT, &["split", "--input", "airscape/videos", "--out", "airscape/split", "--webuav-benchmark", "1"], d);
+    let benchmark = std::fs::read_to_string(d.join("airscape/split/benchmark.txt")).expect("benchmark.txt");
+    let benchmark: Vec<&str> = benchmark.lines().collect();
+    assert!(benchmark.contains(&"00001_urbanvideo_test_A_1.mp4") && benchmark.contains(&"00005_NAT2021_test_N_2.mp4"), "{benchmark:?}");
+    assert_eq!((benchmark.len(), benchmark.iter().filter(|c| c.contains("WebUAV3M")).count()), (3, 1), "UrbanVideo, NAT2021's test clip and one WebUAV3M clip: {benchmark:?}");
+
+    // construct nav --input merged_data.json --out bench/nav --video-pattern "videos/{id}.mp4",
+    // then evaluate score --bench nav. The true paths, by the README's step rules: climb 9 m
+    // (take-off), 30 m east (cruise), 25 m north (a 90° counter-clockwise turn: left); and 40 m
+    // east, 30 m south (a clockwise turn: right), then 30 m east while descending 8 m (landing).
+    let episodes = json!({"episodes": [
+        {"episode_id": "e1", "trajectory": [[0, 0, 0, 0], [0, 0, 9, 0], [30, 0, 9, 0], [30, 25, 9, 0]]},
+        {"episode_id": "e2", "trajectory": [[0, 0, 0, 0], [40, 0, 0, 0], [40, -30, 0, 0], [70, -30, -8, 0]]},
+    ]});
+    std::fs::write(d.join("merged_data.json"), episodes.to_string()).expect("episodes");
+    output(CONSTRUCT, &["nav", "--input", "merged_data.json", "--out", "bench/nav", "--video-pattern", "videos/{id}.mp4"], d);
+    let rows = read_json(&d.join("bench/nav/nav.json"));
+    let kinds = |row: &Value| row["segments"].as_array().expect("segments").iter().map(|s| s["kind"].as_str().expect("kind").to_string()).collect::<Vec<_>>();
+    assert_eq!((rows[0]["video_path"].as_str(), kinds(&rows[0])), (Some("videos/e1.mp4"), vec!["take_off".to_string(), "cruise".into(), "turn_left".into()]), "{rows}");
+    assert_eq!(kinds(&rows[1]), ["cruise", "turn_right", "landing"], "{rows}");
+    predictions(&d.join("bench/nav/nav.json"), &d.join("nav-preds.jsonl"), &|r| r["answer"].as_str().expect("answer").to_string());
+    output(EVALUATE, &["score", "--bench", "nav", "--manifest", "bench/nav/nav.json", "--predictions", "nav-preds.jsonl", "--out", "nav-scores"], d);
+    let results = read_json(&d.join("nav-scores/results.json"));
+    assert_eq!((results["benchmark"].as_str(), results["overall"]["correct"].as_u64(), results["overall"]["n"].as_u64()), (Some("nav"), Some(2), Some(2)), "{results}");
+}
