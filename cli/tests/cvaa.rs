@@ -172,6 +172,13 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     assert!((by_id("image")["cvaa_score"].as_f64().expect("score") - image_score[0]).abs() < 1e-6);
     assert!(by_id("video-only")["cvaa_box"].is_null(), "no satellite image, no box");
 
+    // README: evaluate prompts --bench links2 --cvaa CKPT --manifest FILE --out prompts.jsonl
+    // writes the same boxes in the prompts, for a model outside the toolkit.
+    run(EVALUATE, &["prompts", "--bench", "links2", "--cvaa", ckpt, "--manifest", "LINKS2.jsonl", "--out", "prompts.jsonl"], d);
+    let prompts: Vec<Value> = std::fs::read_to_string(d.join("prompts.jsonl")).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let prompt_box = |id: &str| prompts.iter().find(|p| p["question_id"] == id).map(|p| p["box"].clone()).unwrap_or_else(|| panic!("no prompt for {id}"));
+    assert_eq!((prompt_box("clip"), prompt_box("image"), prompt_box("video-only")), (json!(clip_box[0]), json!(image_box[0]), Value::Null));
+
     // The prompt the model saw: the same run in-process, recording the evaluator's own inputs.
     let mut cfg = RunConfig::from_file(&repo_root().join("configs/eval/links2bench-3b.toml")).expect("config");
     cfg.manifest = d.join("LINKS2.jsonl");
