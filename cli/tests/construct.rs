@@ -95,4 +95,23 @@ fn synth_with_satellite_writes_the_world_and_its_pairs_into_a_fresh_folder() {
     let forced = construct(&args(&["--force"]), d);
     assert!(forced.status.success(), "{}", text(&forced));
     assert_eq!(lines(&d.join("fresh/train/cvaa_pairs.jsonl")), 3, "--force keeps the pairs it rewrites");
+
+    // The README's CVAA step (`--satellite-only`) and then a world in the same folder: the
+    // pairs are not a world, so no --force is needed, and they stay.
+    let mut only = vec!["synth", "--satellite-only", "--out", "pairs-first"];
+    only.extend(SMALL_WORLD);
+    only.extend(frames);
+    let out = construct(&only, d);
+    assert!(out.status.success() && !d.join("pairs-first/synth.json").exists(), "{}", text(&out));
+    let pairs_before = std::fs::read(d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = vec!["synth", "--out", "pairs-first"];
+    world.extend(SMALL_WORLD);
+    let out = construct(&world, d);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(d.join("pairs-first/synth.json").is_file());
+    assert_eq!(std::fs::read(d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_default(), pairs_before, "the pairs survive the world");
+    let pairs = motionvl_data::cvaa::read_pairs(&d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(pairs.iter().all(|p| p.satellite.is_file()), "and their images");
+    let forced = construct(&[&world[..], &["--force"]].concat(), d);
+    assert!(forced.status.success() && d.join("pairs-first/test/satellite/world-00.png").is_file(), "--force replaces the world only: {}", text(&forced));
 }
