@@ -148,8 +148,8 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     let (clip_box, clip_score) = retrieve(d, ckpt, &format!("clip.mp4@{middle}"), "data/synth/test/satellite/world-00.png", "1");
     let (image_box, image_score) = retrieve(d, ckpt, &uav_image.display().to_string(), &satellite_world_01.display().to_string(), "1");
     let (_, first_frame_score) = retrieve(d, ckpt, "clip.mp4@0", "data/synth/test/satellite/world-00.png", "1");
-    // One training step leaves most frames with the same best window, but never the same score:
-    // the score is what tells the middle frame from the first.
+    // After one training step two frames may share their best window, not its score: the score
+    // tells the middle frame from the first.
     assert!((first_frame_score[0] - clip_score[0]).abs() > 1e-4, "the clip's first and middle frames score alike: {first_frame_score:?} {clip_score:?}");
 
     // README: evaluate run --config configs/eval/links2bench-3b.toml --manifest LINKS2.jsonl

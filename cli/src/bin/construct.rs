@@ -320,8 +320,8 @@ fn synth(args: &SynthArgs) -> Result<()> {
         .with_context(|| format!("generating the synthetic world in {}", args.out.display()))?;
     bar.finish_and_clear();
     report(&summary, start.elapsed().as_secs_f64());
-    // After the world: its guard refuses a folder that already holds `train/` or `test/`, and
-    // the pairs live there too.
+    // The pairs go beside the finished world, in its `train/` and `test/` (whose guard leaves
+    // cross-view files alone).
     if args.satellite {
         satellite_pairs(args, &config)?;
     }
