@@ -55,3 +55,63 @@ fn split_nav_and_sisbench_qa_run_and_refuse_bad_input() {
     assert!(!out.status.success());
     assert!(text(&out).contains("ann.jsonl: line 1 (`v.mp4`): a concatenated video needs `clips`"), "{}", text(&out));
 }
+
+/// The world's flags of a small synthetic world (the defaults render 10 worlds of 224×168 clips).
+const SMALL_WORLD: [&str; 14] = [
+    "--train-worlds", "1", "--test-worlds", "1", "--clips-per-world", "2", "--concats-per-world", "0",
+    "--width", "64", "--height", "48", "--seconds", "1",
+];
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())).lines().count()
+}
+
+// README: `construct synth --satellite --out DIR` renders the world and adds the cross-view
+// pairs in DIR/{train,test}/cvaa_pairs.jsonl. The pairs used to be written first, and the
+// world's guard then refused the folder they had just created.
+#[test]
+fn synth_with_satellite_writes_the_world_and_its_pairs_into_a_fresh_folder() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let d = dir.path();
+    let frames = ["--satellite-train-frames", "3", "--satellite-test-frames", "2"];
+    let args = |extra: &[&'static str]| -> Vec<&str> {
+        let mut a = vec!["synth", "--satellite", "--out", "fresh"];
+        a.extend(SMALL_WORLD);
+        a.extend(frames);
+        a.extend(extra);
+        a
+    };
+    let out = construct(&args(&[]), d);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("synthetic world in fresh") && text(&out).contains("cross-view pairs: fresh/train/cvaa_pairs.jsonl (3 pairs)"), "{}", text(&out));
+    assert!(d.join("fresh/synth.json").is_file() && d.join("fresh/test/sisbench.json").is_file(), "the world and its held-out manifest");
+    assert_eq!((lines(&d.join("fresh/train/cvaa_pairs.jsonl")), lines(&d.join("fresh/test/cvaa_pairs.jsonl"))), (3, 2));
+    let pairs = motionvl_data::cvaa::read_pairs(&d.join("fresh/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(pairs.iter().all(|p| p.satellite.is_file() && p.footprint.is_some()), "every pair's satellite image exists and has a footprint box");
+
+    // The folder now holds a world: a second run is refused unless --force, which rebuilds both.
+    let again = construct(&args(&[]), d);
+    assert!(!again.status.success() && text(&again).contains("pass --force"), "{}", text(&again));
+    let forced = construct(&args(&["--force"]), d);
+    assert!(forced.status.success(), "{}", text(&forced));
+    assert_eq!(lines(&d.join("fresh/train/cvaa_pairs.jsonl")), 3, "--force keeps the pairs it rewrites");
+
+    // The README's CVAA step (`--satellite-only`) and then a world in the same folder: the
+    // pairs are not a world, so no --force is needed, and they stay.
+    let mut only = vec!["synth", "--satellite-only", "--out", "pairs-first"];
+    only.extend(SMALL_WORLD);
+    only.extend(frames);
+    let out = construct(&only, d);
+    assert!(out.status.success() && !d.join("pairs-first/synth.json").exists(), "{}", text(&out));
+    let pairs_before = std::fs::read(d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    let mut world = vec!["synth", "--out", "pairs-first"];
+    world.extend(SMALL_WORLD);
+    let out = construct(&world, d);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(d.join("pairs-first/synth.json").is_file());
+    assert_eq!(std::fs::read(d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_default(), pairs_before, "the pairs survive the world");
+    let pairs = motionvl_data::cvaa::read_pairs(&d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
+    assert!(pairs.iter().all(|p| p.satellite.is_file()), "and their images");
+    let forced = construct(&[&world[..], &["--force"]].concat(), d);
+    assert!(forced.status.success() && d.join("pairs-first/test/satellite/world-00.png").is_file(), "--force replaces the world only: {}", text(&forced));
+}

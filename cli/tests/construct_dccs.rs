@@ -63,6 +63,31 @@ fn both_stages_from_handoff_files() {
         assert!(out.join(f).is_file(), "{f}");
     }
 
+    // README: --check-kinematics records each mission's verdict against 8 m/s, 10 m/s² and
+    // 120°/s; without it there is none. Checked here by hand on speed alone: a mission flown
+    // faster than 8 m/s between two frames is never feasible.
+    let samples = |dir: &Path| -> Vec<serde_json::Value> {
+        let stage3: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("stage3.json")).unwrap()).unwrap();
+        stage3["samples"].as_array().unwrap().clone()
+    };
+    assert!(samples(&out).iter().all(|s| s["kinematics_checked"] == false && s["kinematics_feasible"].is_null()));
+    let checked = dir.path().join("checked");
+    let checked_s = checked.display().to_string();
+    let run = construct(&["dccs-video", "--instances", &instances, "--cloud", &cloud, "--out", &checked_s, "--seed", "3", "--width", "64", "--height", "48", "--check-kinematics"]);
+    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    for sample in samples(&checked) {
+        let feasible = sample["kinematics_feasible"].as_bool().unwrap_or_else(|| panic!("no verdict: {sample}"));
+        let path = checked.join(format!("trajectories/{}.json", sample["mission_id"].as_str().unwrap()));
+        let trajectory: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let frames = trajectory["frames"].as_array().unwrap();
+        let at = |f: &serde_json::Value, k: &str| f[k].as_f64().unwrap();
+        let fastest = frames
+            .windows(2)
+            .map(|w| ["x", "y", "z"].iter().map(|k| (at(&w[1], k) - at(&w[0], k)).powi(2)).sum::<f64>().sqrt() / (at(&w[1], "t") - at(&w[0], "t")))
+            .fold(0.0, f64::max);
+        assert!(!(feasible && fastest > 8.0 + 1e-3), "{}: feasible at {fastest:.2} m/s", path.display());
+    }
+
     // --render needs the synthetic world; a real scene is refused with what to do.
     let render = construct(&[&["dccs-image"], &common[..], &["--width", "64", "--height", "48", "--render"]].concat());
     let err = String::from_utf8_lossy(&render.stderr);

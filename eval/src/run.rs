@@ -7,7 +7,7 @@
 //! are skipped and the rest are appended; resuming with settings that would change the answers
 //! is refused, so one file never mixes two models. A finished run resumed again only re-scores.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
@@ -243,7 +243,12 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if likelihood {
         bench::check_rankable(bench, &items)?;
     }
-    crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?;
+    // The box (and its score) each question was prompted with, recorded beside its answer.
+    let priors: HashMap<String, crate::prior::Prior> =
+        crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?
+            .into_iter()
+            .map(|p| (p.question_id.clone(), p))
+            .collect();
 
     let out = &config.out;
     let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;
@@ -325,6 +330,10 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                     };
                     let mut extra = Map::new();
                     extra.insert("task".into(), Value::String(item.task.clone()));
+                    if let Some(prior) = priors.get(&item.id) {
+                        extra.insert("cvaa_box".into(), serde_json::json!(prior.bbox));
+                        extra.insert("cvaa_score".into(), serde_json::json!(prior.score));
+                    }
                     if let Some(scores) = &answer.option_scores {
                         let by_letter: Map<String, Value> = scores.iter().map(|(l, s)| (l.to_string(), serde_json::json!(s))).collect();
                         extra.insert("option_scores".into(), Value::Object(by_letter));

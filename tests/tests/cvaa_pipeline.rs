@@ -1,6 +1,7 @@
 //! CVAA end to end on a tiny synthetic world: `construct synth --satellite` pairs, a few
 //! `train cvaa` steps that resume exactly, sliding-window retrieval from the checkpoint, and its
-//! box appended to a LinkS²Bench question.
+//! box appended to a LinkS²Bench question; and a small two-stage run whose retriever finds the
+//! UAV frame's true footprint more often than a random window does.
 
 use std::path::Path;
 
@@ -92,8 +93,9 @@ fn trains_resumes_exactly_and_retrieves() {
     assert!(best.iter().all(|r| r.bbox.iter().all(|v| (0.0..=1.0).contains(v)) && r.bbox[0] < r.bbox[2] && r.bbox[1] < r.bbox[3]));
     let report = retriever.evaluate_pairs(&test, 0, &|| {}).expect("metrics");
     let windowed = report.windowed.expect("the synthetic pairs have boxes");
+    // Four steps at 28 px teach nothing; how well a trained retriever finds the footprint is
+    // `a_trained_retriever_finds_the_footprint_better_than_a_random_window` below.
     assert_eq!(windowed.frames, 4);
-    assert!((0.0..=1.0).contains(&windowed.hit_rate) && windowed.oracle_hit_rate > 0.0);
     assert_eq!(report.drone_to_satellite.queries, 4);
 
     // The box in the prompt: a LinkS²Bench row with the UAV clip and the satellite image gets
@@ -154,4 +156,74 @@ fn a_pretrained_backbone_stays_frozen_while_the_heads_learn() {
     }
     let projector_after = saved["projector.weight"].flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("projector");
     assert_ne!(projector_after, projector_before, "the projector did not learn");
+}
+
+/// Intersection over union of two `[x1, y1, x2, y2]` boxes.
+fn iou(a: [f64; 4], b: [f64; 4]) -> f64 {
+    let w = (a[2].min(b[2]) - a[0].max(b[0])).max(0.0);
+    let h = (a[3].min(b[3]) - a[1].max(b[1])).max(0.0);
+    let area = |r: [f64; 4]| (r[2] - r[0]) * (r[3] - r[1]);
+    w * h / (area(a) + area(b) - w * h)
+}
+
+// The README's two stages in miniature (56 px views, a 2-layer ViT, 60 + 64 steps on 4 training
+// worlds of 24 frames), scored on 48 frames of a held-out world against the true footprints.
+#[test]
+fn a_trained_retriever_finds_the_footprint_better_than_a_random_window() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let world = SynthConfig { train_worlds: 4, test_worlds: 1, seed: 1, ..SynthConfig::default() };
+    let sat = SatelliteConfig { train_frames_per_world: 24, test_frames_per_world: 48, ..SatelliteConfig::default() };
+    let summary = write_pairs(&world, &sat, dir.path(), &|| {}).expect("pairs");
+    assert_eq!(summary.pairs, [96, 48]);
+
+    let small = |out: &str| {
+        let mut r = recipe(&summary.train_pairs, &dir.path().join(out), 0);
+        r.seed = 0;
+        r.model.init = Some(Dinov2Config { hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 2, image_size: 56, patch_size: 14, ..Dinov2Config::default() });
+        (r.model.embed_dim, r.model.adapter_hidden, r.model.uav_size, r.model.satellite_size) = (32, 64, [56, 56], 56);
+        r.data.overlap_targets = false;
+        r.optim.max_steps = None;
+        r.optim.warmup_ratio = 0.05;
+        r.checkpoint = CheckpointSection { every: 1000, keep: 1 };
+        r.logging.tensorboard = false;
+        r
+    };
+    // Stage 1: negatives from every world, 96 pairs / 16 × 10 epochs = 60 steps.
+    let mut stage1 = small("stage1");
+    stage1.data.same_image_batches = false;
+    (stage1.optim.batch_size, stage1.optim.epochs) = (16, 10);
+    CvaaTrainer::new(&stage1, None).expect("stage 1").run().expect("stage 1 trains");
+    // Stage 2: every batch from one satellite image, 24 / 12 × 4 worlds × 8 epochs = 64 steps.
+    let mut stage2 = small("stage2");
+    stage2.model.init_from = Some(dir.path().join("stage1/checkpoint-60"));
+    stage2.data.same_image_batches = true;
+    (stage2.optim.lr, stage2.optim.backbone_lr, stage2.optim.batch_size, stage2.optim.epochs) = (3e-4, Some(1.5e-4), 12, 8);
+    CvaaTrainer::new(&stage2, None).expect("stage 2").run().expect("stage 2 trains");
+
+    let retriever = Retriever::load(&dir.path().join("stage2/checkpoint-64"), WindowConfig::default(), &candle_core::Device::Cpu).expect("retriever");
+    let test = read_pairs(&summary.test_pairs).expect("test pairs");
+    let windows = retriever.index(&test[0].satellite).expect("windows").boxes.clone();
+    let (mut hits, mut ious, mut random_hits, mut random_ious) = (0.0, 0.0, 0.0, 0.0);
+    for pair in &test {
+        let truth = pair.footprint.expect("synthetic pairs have footprints");
+        assert_eq!(pair.satellite, test[0].satellite, "one held-out world, one satellite image");
+        let got = iou(retriever.retrieve(&pair.uav, &pair.satellite, 1).expect("retrieve")[0].bbox, truth);
+        hits += f64::from(u8::from(got >= 0.5));
+        ious += got;
+        // A window drawn uniformly: its expected hit and IoU, exactly, over all 211 windows.
+        let all: Vec<f64> = windows.iter().map(|w| iou(*w, truth)).collect();
+        random_hits += all.iter().filter(|&&v| v >= 0.5).count() as f64 / all.len() as f64;
+        random_ious += all.iter().sum::<f64>() / all.len() as f64;
+    }
+    let n = test.len() as f64;
+    let (hit_rate, mean_iou, random_hit_rate, random_iou) = (hits / n, ious / n, random_hits / n, random_ious / n);
+    // Measured: top window hits 9 of 48 frames (0.1875) at mean IoU 0.282, where a random window
+    // hits 0.047 at 0.145; with training seeds 1 and 2 instead of 0, 0.250 / 0.293 and 0.229 /
+    // 0.287. The bounds leave two frames of slack below the weakest seed.
+    assert!(hit_rate > 3.0 * random_hit_rate, "hit rate {hit_rate} vs {random_hit_rate} for a random window");
+    assert!(mean_iou > 1.5 * random_iou, "mean IoU {mean_iou} vs {random_iou} for a random window");
+
+    // `evaluate pairs` reports the same top windows.
+    let windowed = retriever.evaluate_pairs(&test, 0, &|| {}).expect("metrics").windowed.expect("boxes");
+    assert!((windowed.hit_rate - hit_rate).abs() < 1e-12 && (windowed.mean_iou - mean_iou).abs() < 1e-9, "{windowed:?}");
 }

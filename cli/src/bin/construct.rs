@@ -307,11 +307,8 @@ fn nav(args: &NavArgs) -> Result<()> {
 fn synth(args: &SynthArgs) -> Result<()> {
     let config = args.config()?;
     config.validate()?;
-    if args.satellite || args.satellite_only {
-        satellite_pairs(args, &config)?;
-    }
     if args.satellite_only {
-        return Ok(());
+        return satellite_pairs(args, &config);
     }
     let bar = indicatif::ProgressBar::new(config.total_clips() as u64);
     bar.set_style(
@@ -323,6 +320,11 @@ fn synth(args: &SynthArgs) -> Result<()> {
         .with_context(|| format!("generating the synthetic world in {}", args.out.display()))?;
     bar.finish_and_clear();
     report(&summary, start.elapsed().as_secs_f64());
+    // The pairs go beside the finished world, in its `train/` and `test/` (whose guard leaves
+    // cross-view files alone).
+    if args.satellite {
+        satellite_pairs(args, &config)?;
+    }
     Ok(())
 }
 

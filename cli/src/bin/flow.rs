@@ -224,6 +224,8 @@ fn extract(
         }
     })?;
     let (hits, misses, repaired) = motion_media.counts.snapshot();
+    // The counts are the cache's: without one, every flow was computed.
+    let misses = if cache.is_some() { misses } else { jobs.len() };
     eprintln!(
         "shard {}/{}: {} of {} flows; computed {}, already cached {}, repaired {}{}",
         shard.index,

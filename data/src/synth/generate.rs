@@ -319,18 +319,40 @@ pub fn generate_with_progress(
     Ok(summary)
 }
 
+/// What `construct synth --satellite` writes into each split's folder beside a world: the
+/// cross-view pairs and their satellite images and UAV frames ([`super::satellite`]).
+pub const CROSS_VIEW_PAIRS: &str = "cvaa_pairs.jsonl";
+pub const CROSS_VIEW_DIRS: [&str; 2] = ["satellite", "cvaa_uav"];
+
 /// Refuses to mix with an earlier world unless `force`, in which case only what this command
-/// writes (`synth.json`, `train/`, `test/`) is removed.
+/// writes (`synth.json` and the world's files in `train/` and `test/`) is removed. Cross-view
+/// pairs are not a world: a folder holding only them (`--satellite-only`) takes a world
+/// without `--force`, and keeps them.
 fn prepare_out_dir(out_dir: &Path, force: bool) -> Result<(), SynthError> {
-    let ours = [out_dir.join(SUMMARY_FILE), out_dir.join(Split::Train.name()), out_dir.join(Split::Test.name())];
-    if ours.iter().any(|p| p.exists()) {
+    let mut ours = vec![out_dir.join(SUMMARY_FILE)];
+    for split in [Split::Train, Split::Test] {
+        let dir = out_dir.join(split.name());
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(SynthError::Io { path: dir, source: e }),
+        };
+        for entry in entries {
+            let name = entry.map_err(SynthError::io(&dir))?.file_name();
+            if name != CROSS_VIEW_PAIRS && !CROSS_VIEW_DIRS.iter().any(|d| name == *d) {
+                ours.push(dir.join(name));
+            }
+        }
+    }
+    ours.retain(|p| p.exists());
+    if !ours.is_empty() {
         if !force {
             return Err(SynthError::Exists(out_dir.to_path_buf()));
         }
         for p in &ours {
             if p.is_dir() {
                 fs::remove_dir_all(p).map_err(SynthError::io(p))?;
-            } else if p.exists() {
+            } else {
                 fs::remove_file(p).map_err(SynthError::io(p))?;
             }
         }

@@ -16,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 use super::camera::{Intrinsics, Pose};
 use super::error::SynthError;
-use super::generate::{Split, SynthConfig};
+use super::generate::{CROSS_VIEW_DIRS, CROSS_VIEW_PAIRS, Split, SynthConfig};
 use super::geometry::{Ray, Vec3};
 use super::render::{lit_surface, render_frame};
 use super::rng::{derive_seed, SynthRng};
@@ -25,7 +25,7 @@ use super::scene::{World, WorldSpec};
 /// Height of the orthographic camera above the ground, above every landmark.
 const ORTHO_HEIGHT: f32 = 500.0;
 /// The file each split's pairs are written to.
-pub const PAIRS_FILE: &str = "cvaa_pairs.jsonl";
+pub const PAIRS_FILE: &str = CROSS_VIEW_PAIRS;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SatelliteConfig {
@@ -189,7 +189,7 @@ fn write_png(path: &Path, rgb: Vec<u8>, w: usize, h: usize) -> Result<(), SynthE
 /// `out/<split>/cvaa_pairs.jsonl` (atomically); returns the manifest path and its row count.
 fn write_split(config: &SynthConfig, cfg: &SatelliteConfig, split: Split, out: &Path, on_frame: &(dyn Fn() + Sync)) -> Result<(PathBuf, usize), SynthError> {
     let dir = out.join(split.name());
-    for sub in ["satellite", "cvaa_uav"] {
+    for sub in CROSS_VIEW_DIRS {
         std::fs::create_dir_all(dir.join(sub)).map_err(SynthError::io(&dir))?;
     }
     let k = Intrinsics::drone(cfg.frame_px, cfg.frame_px);
