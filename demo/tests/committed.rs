@@ -5,7 +5,8 @@
 //! trained tokens (the `\n` after `<|im_end|>`) tipped the recipe's learning rate into a model
 //! that answers "D" to every question. The committed config answers by ranking the options'
 //! likelihood, so answering without looking is checked where the options are the same for
-//! every question (Action Recognition): every movement must be chosen for a fair share of them.
+//! every question and each is right for a quarter of them (Action Recognition): chance is 1/4
+//! whatever the answers' spread.
 //!
 //! 8.5 minutes on 2 idle AVX-512 cores in release, 16 on 2 AVX2 cores (stage 0 and three
 //! fine-tunings; docs/BENCHMARKS.md), far more in the debug profile, so `cargo test` skips it
@@ -55,17 +56,16 @@ fn committed_demo_motion_model_recognises_actions() {
         assert_eq!(row["option_scores"].as_object().map(|o| o.len()), Some(4), "not ranked by likelihood: {row}");
     }
     // Action Recognition lists the same four movements in the same order for every clip, and
-    // each is the answer to a quarter of them, so a model that does not look at the video picks
-    // the same one every time, or a few. A model that reads the motion picks each of the four
-    // for a fair share: at least a tenth of the questions.
+    // each is the answer to a quarter of them, so any way of answering that does not look at the
+    // video — one letter always, or any mix — scores 1/4 on average: the binomial tail below is
+    // the test that the model reads motion. (The spread of its answers is no such test: the
+    // committed recipe's model tells forward from backward flight and rarely names a turn —
+    // 89 × A, 30 × B, 1 × C of 120 at 2026-12-02, 59 right.)
     let mut answers: BTreeMap<String, usize> = BTreeMap::new();
     for row in rows.iter().filter(|r| r["task"] == "Action Recognition") {
         *answers.entry(row["prediction"].as_str().unwrap_or_default().to_owned()).or_default() += 1;
     }
-    let asked: usize = answers.values().sum();
     eprintln!("motion-aware Action Recognition answers: {answers:?}");
-    assert_eq!(answers.len(), 4, "the motion-aware model does not choose every movement on Action Recognition: {answers:?}");
-    assert!(answers.values().all(|&k| 10 * k >= asked), "a movement is chosen for fewer than a tenth of {asked} Action Recognition questions: {answers:?}");
     let ar = motion.results.by_task.get("Action Recognition").unwrap();
     let p = upper_tail(ar.correct, ar.n, 0.25);
     eprintln!("motion-aware Action Recognition: {} of {} (chance 1/4, P = {p:.2e})", ar.correct, ar.n);

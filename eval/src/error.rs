@@ -74,7 +74,7 @@ pub enum EvalError {
     Generate(String),
     /// `answer = "likelihood"` on a benchmark or question whose answer is not one bare option.
     #[error("{bench}{}: cannot rank options by likelihood: {reason}; answer it with [generation] answer = \"generate\"", .question.as_ref().map(|q| format!(" question {q}")).unwrap_or_default())]
-    NotRankable { bench: &'static str, question: Option<String>, reason: crate::bench::NotRankable },
+    NotRankable { bench: &'static str, question: Option<String>, reason: NotRankable },
 }
 
 impl From<ReadError> for EvalError {
@@ -107,5 +107,26 @@ pub type Result<T> = std::result::Result<T, EvalError>;
 impl From<motionvl_data::files::FileError> for EvalError {
     fn from(e: motionvl_data::files::FileError) -> Self {
         EvalError::Io { action: e.action, path: e.path, source: e.source }
+    }
+}
+
+/// Why a question's options cannot be ranked by likelihood.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NotRankable {
+    /// The benchmark asks for a JSON object.
+    JsonAnswers,
+    /// More than one option may be right (`Answer::Choices`).
+    MultiSelect,
+    /// The question lists options but its answer is not one of them (a count, a time, …).
+    NotAChoice,
+}
+
+impl std::fmt::Display for NotRankable {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            NotRankable::JsonAnswers => "its prompts ask for a JSON object, and a ranked option is a bare option",
+            NotRankable::MultiSelect => "it is multi-select, and ranking answers with exactly one option",
+            NotRankable::NotAChoice => "its answer is not one of its options",
+        })
     }
 }

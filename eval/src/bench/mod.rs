@@ -166,26 +166,7 @@ pub fn media_tags(item: &Item) -> String {
     s
 }
 
-/// Why a question's options cannot be ranked by likelihood.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum NotRankable {
-    /// The benchmark asks for a JSON object.
-    JsonAnswers,
-    /// More than one option may be right (`Answer::Choices`).
-    MultiSelect,
-    /// The question lists options but its answer is not one of them (a count, a time, …).
-    NotAChoice,
-}
-
-impl std::fmt::Display for NotRankable {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            NotRankable::JsonAnswers => "its prompts ask for a JSON object, and a ranked option is a bare option",
-            NotRankable::MultiSelect => "it is multi-select, and ranking answers with exactly one option",
-            NotRankable::NotAChoice => "its answer is not one of its options",
-        })
-    }
-}
+pub use crate::error::NotRankable;
 
 /// Whether `item` of `bench` is answered by ranking its options when the run answers by
 /// likelihood: `true` for a single-choice question, `false` for one without options (it is
