@@ -64,6 +64,14 @@ fn gpu_used_mib() -> Option<f64> {
 }
 
 
+/// Uniform pixels in [-1, 1) from a fixed seed: every mode sees the same inputs, so the runs with
+/// and without checkpointing must report the same gradient norms.
+fn seeded_pixels(n: usize) -> anyhow::Result<Tensor> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0);
+    Ok(Tensor::from_vec((0..n).map(|_| rng.random_range(-1f32..1.0)).collect::<Vec<_>>(), n, &Device::Cpu)?)
+}
+
 /// One configuration, in this process; prints a JSON line.
 fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     let device = if profile.cuda { Device::new_cuda(0)? } else { Device::Cpu };
@@ -94,7 +102,7 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     let batch = PromptBatch::single(ids, kinds);
     let inputs = VisionInputs {
         images: None,
-        videos: Some(PixelInput { pixel_values: Tensor::randn(0f32, 1.0, (patches, 1176), &device)?.to_dtype(dtype)?, grids: vec![grid] }),
+        videos: Some(PixelInput { pixel_values: seeded_pixels(patches * 1176)?.reshape((patches, 1176))?.to_device(&device)?.to_dtype(dtype)?, grids: vec![grid] }),
         video_seconds_per_grid: vec![1.0],
     };
     let trained = lora.named_vars();
@@ -183,8 +191,12 @@ fn main() -> anyhow::Result<()> {
     };
     let before = MachineReport::now();
     println!("machine {}", serde_json::to_string(&before)?);
+    let mut candle_norms: Vec<Vec<f64>> = Vec::new();
     for &(label, mode, py_flag) in modes {
         let candle = run_child(&me, &["--profile", profile.name, "--measure", mode]);
+        if let Some(c) = &candle {
+            candle_norms.push(c["grad_norms"].as_array().map(|a| a.iter().filter_map(|x| x.as_f64()).collect()).unwrap_or_default());
+        }
         let grid = profile.grid.map(|g| g.to_string()).join(",");
         let suffix = profile.suffix.to_string();
         let mut py_args = vec![script.as_str(), "--config", config.as_str(), "--grid", grid.as_str(), "--suffix", suffix.as_str()];
@@ -199,6 +211,12 @@ fn main() -> anyhow::Result<()> {
             let memory = if profile.cuda { "peak_gpu_MiB" } else { "peak_rss_MiB" };
             println!("  pytorch/candle: step time {:.2}x, peak memory {:.2}x", ratio("step_s"), ratio(memory));
         }
+    }
+    // The same steps with and without checkpointing: the same gradients (measured bit-identical).
+    if let [plain, ckpt] = candle_norms.as_slice() {
+        let worst = plain.iter().zip(ckpt).map(|(p, c)| (p - c).abs() / p.abs()).fold(0.0, f64::max);
+        println!("gradient norms with against without checkpointing: worst relative difference {worst:e}");
+        anyhow::ensure!(plain.len() == ckpt.len() && worst <= 1e-5, "checkpointing changed the gradients: {plain:?} against {ckpt:?}");
     }
     println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     Ok(())
