@@ -23,6 +23,7 @@ use motionvl_flow::{PseudoImageConfig, estimator_by_name};
 use motionvl_models::motion::{Connector, MotionBranch, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
+use motionvl_models::seeded;
 
 const QUESTION: &str = "Which movement does the drone make in this video?";
 /// Of different token lengths, so the option rows are padded against each other.
@@ -271,7 +272,7 @@ fn the_motion_aware_model_ranks_options_through_its_motion_branch() {
     let vars = Connector::init_vars(width, 5, &Device::Cpu).expect("connector");
     for (name, var) in &vars {
         if name == "connector.fc2.weight" {
-            var.set(&Tensor::randn(0f32, 0.5, (width, width), &Device::Cpu).expect("randn")).expect("set");
+            var.set(&seeded::randn((width, width), 0.5, 1, &Device::Cpu).expect("randn")).expect("set");
         }
     }
     generator.motion = Some(MotionBranch::from_visual(generator.model.visual(), &vars).expect("branch"));

@@ -13,6 +13,14 @@ use candle_nn::var_builder::SimpleBackend;
 use candle_nn::{Init, VarBuilder};
 use rand::{Rng, SeedableRng};
 
+/// `N(0, std²)` values of `shape` drawn from `seed`: random tensors that are the same on every
+/// run (tests, benchmarks), where Candle's CPU `randn` cannot be seeded.
+pub fn randn(shape: impl Into<Shape>, std: f64, seed: u64, device: &Device) -> candle_core::Result<Tensor> {
+    let shape = shape.into();
+    let values = SeededVars::new(seed).draw(&shape, "", Init::Randn { mean: 0.0, stdev: std });
+    Tensor::from_vec(values, shape, device)
+}
+
 /// The variables made so far, by name; clones share them.
 #[derive(Clone, Default)]
 pub struct SeededVars {

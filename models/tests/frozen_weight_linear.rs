@@ -3,6 +3,7 @@
 
 use candle_core::{DType, Device, Module, Result, Tensor, Var};
 use motionvl_models::ops::Linear;
+use motionvl_models::seeded;
 
 fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
     (a - b)?.abs()?.flatten_all()?.max(0)?.to_scalar()
@@ -11,11 +12,11 @@ fn max_abs_diff(a: &Tensor, b: &Tensor) -> Result<f32> {
 #[test]
 fn a_frozen_weight_passes_the_input_gradient_and_gets_none() -> Result<()> {
     let device = Device::Cpu;
-    let weight = Tensor::randn(0f32, 1.0, (5, 7), &device)?;
-    let bias = Tensor::randn(0f32, 1.0, 5, &device)?;
+    let weight = seeded::randn((5, 7), 1.0, 1, &device)?;
+    let bias = seeded::randn(5, 1.0, 2, &device)?;
     // Three leading dimensions, odd sizes, and a weighted loss so every output entry matters.
-    let xs = Var::from_tensor(&Tensor::randn(0f32, 1.0, (2, 3, 7), &device)?)?;
-    let weights = Tensor::randn(0f32, 1.0, (2, 3, 5), &device)?;
+    let xs = Var::from_tensor(&seeded::randn((2, 3, 7), 1.0, 3, &device)?)?;
+    let weights = seeded::randn((2, 3, 5), 1.0, 4, &device)?;
     let linear = Linear::from_parts(weight.clone(), Some(bias.clone()));
 
     let ys = linear.forward(xs.as_tensor())?;
@@ -40,8 +41,8 @@ fn a_frozen_weight_passes_the_input_gradient_and_gets_none() -> Result<()> {
 #[test]
 fn a_trained_weight_still_gets_its_gradient() -> Result<()> {
     let device = Device::Cpu;
-    let weight = Var::from_tensor(&Tensor::randn(0f32, 1.0, (4, 3), &device)?)?;
-    let xs = Var::from_tensor(&Tensor::randn(0f32, 1.0, (6, 3), &device)?)?;
+    let weight = Var::from_tensor(&seeded::randn((4, 3), 1.0, 5, &device)?)?;
+    let xs = Var::from_tensor(&seeded::randn((6, 3), 1.0, 6, &device)?)?;
     let linear = Linear::from_parts(weight.as_tensor().clone(), None);
     let grads = linear.forward(xs.as_tensor())?.sum_all()?.backward()?;
     let dw = grads.get(weight.as_tensor()).expect("weight gradient");

@@ -12,6 +12,7 @@ use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::{CheckpointWeights, Qwen25VlConfig};
 use motionvl_tests::fixtures::max_rel_diff;
 use motionvl_tests::qwen_dump::QwenDump;
+use motionvl_models::seeded;
 
 /// The trainer's path and autograd agree to summation order.
 const RELATIVE: f32 = 1e-5;
@@ -74,16 +75,16 @@ fn lora_on_frozen_model(fx: &QwenDump, adapt_head: bool) -> (Qwen25Vl, Vec<(Stri
     let targets = ["q_proj", "v_proj", "down_proj"].map(String::from).to_vec();
     let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, dropout: 0.0, target_modules: targets, ..LoraConfig::default() }, 7, &Device::Cpu).unwrap();
     // B starts at zero: give it values so that A's gradient is not zero either.
-    for pair in lora.modules.values() {
-        pair.b.set(&Tensor::randn(0f32, 0.1, pair.b.shape(), &Device::Cpu).unwrap()).unwrap();
+    for (k, pair) in lora.modules.values().enumerate() {
+        pair.b.set(&seeded::randn(pair.b.shape(), 0.1, 100 + k as u64, &Device::Cpu).unwrap()).unwrap();
     }
     lora.attach(model.linears_mut()).unwrap();
     let mut vars: Vec<(String, Tensor)> = lora.named_vars().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
     if adapt_head {
         let mut linears = model.linears_mut();
         let (_, head) = linears.iter_mut().find(|(name, _)| name == "lm_head").unwrap();
-        let a = Var::from_tensor(&Tensor::randn(0f32, 0.1, (4, head.in_dim()), &Device::Cpu).unwrap()).unwrap();
-        let b = Var::from_tensor(&Tensor::randn(0f32, 0.1, (head.out_dim(), 4), &Device::Cpu).unwrap()).unwrap();
+        let a = Var::from_tensor(&seeded::randn((4, head.in_dim()), 0.1, 2, &Device::Cpu).unwrap()).unwrap();
+        let b = Var::from_tensor(&seeded::randn((head.out_dim(), 4), 0.1, 3, &Device::Cpu).unwrap()).unwrap();
         head.set_adapter(Some(LoraAdapter::new(a.as_tensor().clone(), b.as_tensor().clone(), 2.0, 0.0, 99, LoraRuntime::default())));
         vars.extend([("lm_head.lora_A".to_owned(), a.as_tensor().clone()), ("lm_head.lora_B".to_owned(), b.as_tensor().clone())]);
     }

@@ -4,13 +4,14 @@
 
 use std::path::{Path, PathBuf};
 
-use candle_core::{DType, Device, Tensor};
+use candle_core::{DType, Device};
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::Trainer;
+use motionvl_models::seeded;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -42,7 +43,7 @@ fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
     let grids = vec![[grid[0], grid[1], grid[2]]];
     let pixels = inputs["pixel_values_videos"].clone();
     let vision = VisionInputs { images: None, videos: Some(PixelInput { pixel_values: pixels.clone(), grids: grids.clone() }), video_seconds_per_grid: vec![1.0] };
-    let motion = PixelInput { pixel_values: Tensor::randn(0f32, 1.0, pixels.shape(), &Device::Cpu).unwrap(), grids };
+    let motion = PixelInput { pixel_values: seeded::randn(pixels.shape(), 1.0, 1, &Device::Cpu).unwrap(), grids };
 
     let vars = Connector::init_vars(model.config().text.hidden_size, 3, &Device::Cpu).unwrap();
     let branch = MotionBranch::from_visual(model.visual(), &vars).unwrap();
@@ -54,7 +55,7 @@ fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
     assert_eq!(a.flatten_all().unwrap().to_vec1::<f32>().unwrap(), b.flatten_all().unwrap().to_vec1::<f32>().unwrap());
 
     // Once the connector's last layer is non-zero the motion tokens do change the output.
-    vars.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1.set(&Tensor::randn(0f32, 0.1, (96, 96), &Device::Cpu).unwrap()).unwrap();
+    vars.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1.set(&seeded::randn((96, 96), 0.1, 2, &Device::Cpu).unwrap()).unwrap();
     let moved = vision_features(&model, Some(&MotionBranch::from_visual(model.visual(), &vars).unwrap()), &vision, Some(&motion)).unwrap();
     let c = logits(&moved);
     let diff = (c - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
@@ -88,7 +89,7 @@ fn only_lora_and_connector_learn_and_the_checkpoint_round_trips() {
     assert_eq!(meta.estimator, "dis");
     assert!(!meta.own_encoder);
     let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().visual(), &Device::Cpu).unwrap();
-    let probe = Tensor::randn(0f32, 1.0, (5, 96), &Device::Cpu).unwrap();
+    let probe = seeded::randn((5, 96), 1.0, 3, &Device::Cpu).unwrap();
     let live = Connector::from_vars(connector).unwrap();
     assert_eq!(
         loaded.connector.forward(&probe).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
@@ -128,8 +129,8 @@ fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() 
 
     let targets = ["gate_proj", "up_proj", "down_proj", "qkv", "proj"].map(String::from).to_vec();
     let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() }, 1, &Device::Cpu).unwrap();
-    for pair in lora.modules.values() {
-        pair.b.set(&Tensor::randn(0f32, 0.5, pair.b.shape(), &Device::Cpu).unwrap()).unwrap();
+    for (k, pair) in lora.modules.values().enumerate() {
+        pair.b.set(&seeded::randn(pair.b.shape(), 0.5, 100 + k as u64, &Device::Cpu).unwrap()).unwrap();
     }
     lora.attach(model.linears_mut()).unwrap();
     let adapted = model.visual().forward(pixels, &grids).unwrap();
