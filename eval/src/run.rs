@@ -243,17 +243,18 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if likelihood {
         bench::check_rankable(bench, &items)?;
     }
-    // The box (and its score) each question was prompted with, recorded beside its answer.
-    let priors: HashMap<String, crate::prior::Prior> =
-        crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?
-            .into_iter()
-            .map(|p| (p.question_id.clone(), p))
-            .collect();
 
     let out = &config.out;
     let _lock = motionvl_data::run_dir::RunLock::acquire(out)?;
     let record = RunRecord::of(config, bench);
     check_record(out, &record)?;
+    // The box (and its score) each question was prompted with, recorded beside its answer;
+    // retrieved once the folder is this run's, so a refused run wastes no retrieval.
+    let priors: HashMap<String, crate::prior::Prior> =
+        crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?
+            .into_iter()
+            .map(|p| (p.question_id.clone(), p))
+            .collect();
     let predictions_path = out.join(PREDICTIONS_FILE);
     let answered = std::fs::metadata(&predictions_path).is_ok_and(|m| m.len() > 0);
     if !answered && predictions_path.exists() {
