@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use motionvl_data::manifest::{
     Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, SisTask, Task, UrbanVideoTask,
-    read_dualcog, read_links2bench, read_manifest, read_sisbench, read_urbanvideo,
+    read_dualcog, read_links2bench, read_manifest, read_sisbench, read_urbanvideo, unlisted_tasks,
 };
 use motionvl_data::samples::{ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples};
 use motionvl_data::text::Role;
@@ -122,7 +122,7 @@ fn llama_factory_jsonl_rows() {
 fn sisbench_rows_carry_the_spec_taxonomy() {
     let path = data("sisbench.json");
     let out = read_sisbench(&path, &skip_bad()).expect("read");
-    assert_eq!(out.items.len(), 2);
+    assert_eq!(out.items.len(), 4);
     let q = &out.items[0];
     assert_eq!(q.benchmark, Benchmark::SisBench);
     assert_eq!(q.id, "1");
@@ -131,6 +131,7 @@ fn sisbench_rows_carry_the_spec_taxonomy() {
     assert_eq!(q.answer, Answer::Choice('B'));
     assert_eq!(q.options.len(), 4);
     assert_eq!(q.options[1].text, "No");
+    // `video_name` (uav_001.mp4) is under no folder the official resolver tries; `video_path` is.
     assert_eq!(q.videos, vec![data("media/uav_001.mp4")]);
     assert_eq!(q.clip_count, Some(1));
     assert_eq!(q.options_text(), "A. Yes, on the road\nB. No\nC. Yes, parked\nD. Cannot tell");
@@ -138,31 +139,33 @@ fn sisbench_rows_carry_the_spec_taxonomy() {
     let q = &out.items[1];
     assert_eq!(q.task, Task::Sis(SisTask::LandmarkOrder));
     assert_eq!((q.dimension(), q.level()), (Dimension::Spatial, Some(Level::Memory)));
-    assert_eq!(q.answer, Answer::Choice('D'), "`D.` is the letter D");
+    // The official scorer compares "D." with one extracted letter: kept, never matched.
+    assert_eq!(q.answer, Answer::Verbatim("D.".into()));
     assert_eq!(q.options.iter().map(|o| o.label).collect::<String>(), "ABCD", "options sorted by letter");
     assert_eq!(q.clip_count, Some(3));
 
+    // A task outside the 13 is kept under its own name, as the official scorer keeps it.
+    let q = &out.items[2];
+    assert_eq!((q.task.name(), q.dimension(), q.level()), ("Object Counting", Dimension::Unlisted, None));
+    assert_eq!(unlisted_tasks(&out.items).into_iter().collect::<Vec<_>>(), vec![("Object Counting", 1)]);
+    // A letter no option has is kept: the official scorer never refuses an answer.
+    assert_eq!(out.items[3].answer, Answer::Choice('E'));
+
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
-    assert!(
-        matches!(problems[0], RowProblem::UnknownTask { task, known } if task == "Object Counting" && known.contains("Path Planning"))
-    );
-    assert!(
-        matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "E" && options == "A/B/C/D")
-    );
-    assert!(matches!(problems[2], RowProblem::MissingMedia(_)));
-    assert!(matches!(problems[3], RowProblem::DuplicateId(id) if id == "1"));
-    assert_eq!(out.skipped.iter().map(|e| e.line).collect::<Vec<_>>(), vec![6, 8, 10, 12]);
+    assert!(matches!(problems[0], RowProblem::MissingMedia(_)));
+    assert!(matches!(problems[1], RowProblem::DuplicateId(id) if id == "1"));
+    assert_eq!(out.skipped.iter().map(|e| e.line).collect::<Vec<_>>(), vec![10, 12]);
 
     let err = first_error(read_sisbench(&path, &ReadOptions::default()));
-    assert_eq!((err.line, err.id.as_deref()), (6, Some("3")));
-    assert!(err.to_string().contains("unknown task `Object Counting`"));
+    assert_eq!((err.line, err.id.as_deref()), (10, Some("5")));
+    assert!(err.to_string().contains("gone.mp4"), "{err}");
 }
 
 #[test]
 fn urbanvideo_options_come_out_of_the_question_text() {
     let path = data("urbanvideo/MCQ.jsonl");
     let out = read_urbanvideo(&path, &skip_bad()).expect("read");
-    assert_eq!(out.items.len(), 2);
+    assert_eq!(out.items.len(), 3);
     let q = &out.items[0];
     assert_eq!(q.task, Task::UrbanVideo(UrbanVideoTask::LandmarkPosition));
     assert_eq!(q.dimension(), Dimension::Perception);
@@ -181,14 +184,17 @@ fn urbanvideo_options_come_out_of_the_question_text() {
     assert_eq!(q.options[6].text, "stop");
     assert_eq!(q.answer, Answer::Choice('G'));
 
+    // A category outside the paper's 16 is kept under its own name.
+    let q = &out.items[2];
+    assert_eq!((q.task.name(), q.dimension()), ("Weather", Dimension::Unlisted));
+
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
-    assert!(matches!(problems[0], RowProblem::UnknownTask { task, .. } if task == "Weather"));
     assert!(
-        matches!(problems[1], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C")
+        matches!(problems[0], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C")
     );
-    assert!(matches!(problems[2], RowProblem::NoOptions(_)));
-    assert!(matches!(problems[3], RowProblem::MissingMedia(p) if p.ends_with("videos/Missing_9.mp4")));
-    assert_eq!(skipped(&out.skipped), vec![(3, Some("3")), (4, Some("4")), (5, Some("5")), (6, Some("6"))]);
+    assert!(matches!(problems[1], RowProblem::NoOptions(_)));
+    assert!(matches!(problems[2], RowProblem::MissingMedia(p) if p.ends_with("videos/Missing_9.mp4")));
+    assert_eq!(skipped(&out.skipped), vec![(4, Some("4")), (5, Some("5")), (6, Some("6"))]);
 }
 
 #[test]
@@ -262,7 +268,7 @@ fn links2bench_answers_by_task_kind() {
 #[test]
 fn read_manifest_dispatches_and_file_errors_are_typed() {
     let out = read_manifest("sis-bench".parse().expect("name"), &data("sisbench.json"), &skip_bad()).expect("read");
-    assert_eq!(out.items.len(), 2);
+    assert_eq!(out.items.len(), 4);
     assert!("nope".parse::<Benchmark>().is_err());
     for b in Benchmark::ALL {
         assert_eq!(b.name().parse::<Benchmark>(), Ok(b));

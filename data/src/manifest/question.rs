@@ -66,6 +66,11 @@ pub enum Answer {
     Number(f64),
     /// Seconds from the start of the video.
     Timestamp(f64),
+    /// A single-choice answer as the manifest writes it when it is not one option letter
+    /// (`"D."`, `"Both"`, `""`): kept, not refused, and asked as a single choice. The official
+    /// scorer compares it, upper-cased, with the one letter it extracts
+    /// (`motion/src/eval/eval.py:339-340`), so no output matches it.
+    Verbatim(String),
 }
 
 impl Answer {
@@ -76,6 +81,7 @@ impl Answer {
             Answer::YesNo(_) => AnswerKind::YesNo,
             Answer::Number(_) => AnswerKind::Number,
             Answer::Timestamp(_) => AnswerKind::Timestamp,
+            Answer::Verbatim(_) => AnswerKind::Choice,
         }
     }
 }
@@ -88,6 +94,7 @@ impl fmt::Display for Answer {
             Answer::YesNo(b) => f.write_str(if *b { "yes" } else { "no" }),
             Answer::Number(x) => write!(f, "{x}"),
             Answer::Timestamp(t) => write!(f, "{t}s"),
+            Answer::Verbatim(s) => f.write_str(s),
         }
     }
 }
@@ -111,6 +118,10 @@ pub struct Question {
     pub fps: Option<f64>,
     /// Clips stitched into the video (SIS-Bench `concat_num`), if given.
     pub clip_count: Option<u32>,
+    /// The row's `split` (SIS-Bench, OpenUAV-QA), which the official scorer reports accuracy
+    /// by; `None` when absent or empty, as the official `if split:` treats it.
+    #[serde(default)]
+    pub split: Option<String>,
     /// Ground-truth intervals (UAV-DualCog behaviour or visibility intervals).
     pub intervals: Vec<Interval>,
     pub file: PathBuf,

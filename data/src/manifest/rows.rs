@@ -41,6 +41,7 @@ impl Base {
             images: Vec::new(),
             fps: None,
             clip_count: None,
+            split: None,
             intervals: Vec::new(),
             file: self.file.clone(),
             line: self.line,
@@ -170,6 +171,17 @@ pub(super) fn parse_letter(raw: &str, options: &[AnswerOption]) -> Result<char, 
 
 pub(super) fn parse_choice(raw: &str, options: &[AnswerOption]) -> Result<Answer, RowProblem> {
     parse_letter(raw, options).map(Answer::Choice)
+}
+
+/// A released single-choice answer read as the official scorer reads it: exactly one ASCII
+/// letter, in either case, is that letter (whether or not an option has it: the official
+/// scorer never refuses one); anything else is kept verbatim ([`Answer::Verbatim`]).
+pub(super) fn released_choice(raw: &str) -> Answer {
+    let mut chars = raw.chars();
+    match (chars.next(), chars.next()) {
+        (Some(c), None) if c.is_ascii_alphabetic() => Answer::Choice(c.to_ascii_uppercase()),
+        _ => Answer::Verbatim(raw.to_string()),
+    }
 }
 
 /// Splits UrbanVideo-style text (`Question: ...\nChoices:\nA. ...\nB. ...`) into its stem and

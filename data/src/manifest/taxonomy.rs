@@ -1,8 +1,10 @@
 //! The tasks of every benchmark and the taxonomy they belong to (SIS-Bench's dimensions and
 //! levels, LinkS²Bench's, UrbanVideo-Bench's and UAV-DualCog's groups).
 
+use std::collections::HashSet;
 use std::fmt;
 use std::str::FromStr;
+use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
@@ -68,6 +70,8 @@ pub enum Dimension {
     Navigation,
     SelfState,
     Environment,
+    /// The dimension of a task no taxonomy here lists ([`UnlistedTask`]).
+    Unlisted,
 }
 
 impl Dimension {
@@ -83,6 +87,7 @@ impl Dimension {
             Dimension::Navigation => "navigation",
             Dimension::SelfState => "self-state",
             Dimension::Environment => "environment",
+            Dimension::Unlisted => "unlisted",
         }
     }
 }
@@ -200,8 +205,30 @@ impl SisTask {
         }
     }
 
+    /// The key the released `SIS-Bench.jsonl` writes in `task_type` (lmms-eval's `sis_bench`
+    /// task lists the same 13 keys).
+    pub fn released_key(self) -> &'static str {
+        match self {
+            SisTask::ObjectExistence => "object_existence",
+            SisTask::ObjectAttribute => "object_attribute",
+            SisTask::RelativeDirection => "relative_direction",
+            SisTask::LandmarkOrder => "landmark_appearance_order",
+            SisTask::LandmarkRecall => "landmark_recall",
+            SisTask::PositionalRelationship => "positional_relationship",
+            SisTask::SpatialConsistency => "spatial_consistency",
+            SisTask::SpatioTemporalConsistency => "spatio-temporal_consistency",
+            SisTask::ActionRecognition => "action_recognition",
+            SisTask::ActionSequence => "action_sequence",
+            SisTask::ActionRecall => "action_recall",
+            SisTask::ActionPrediction => "action_prediction",
+            SisTask::PathPlanning => "path_planning",
+        }
+    }
+
+    /// The task a name or released key means (`Landmark Order`, `landmark_order`,
+    /// `landmark_appearance_order`).
     pub fn from_name(s: &str) -> Option<Self> {
-        by_name(&Self::ALL, Self::name, s)
+        by_name(&Self::ALL, Self::name, s).or_else(|| by_name(&Self::ALL, Self::released_key, s))
     }
 
     pub fn dimension(self) -> Dimension {
@@ -465,6 +492,51 @@ impl DualCogTask {
     }
 }
 
+/// A task name a released manifest uses that no taxonomy here lists (an OpenUAV-QA task,
+/// UrbanVideo-Bench's "Association Reasoning"): the official scorers group by whatever
+/// `task_type` says, so such a row is kept under its own name rather than refused.
+///
+/// The name is interned (each distinct name is stored once for the life of the process) so
+/// that [`Task`] stays `Copy`; a manifest holds a handful of distinct task names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+pub struct UnlistedTask {
+    pub benchmark: Benchmark,
+    name: &'static str,
+}
+
+impl<'de> Deserialize<'de> for UnlistedTask {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Owned {
+            benchmark: Benchmark,
+            name: String,
+        }
+        let owned = Owned::deserialize(d)?;
+        Ok(UnlistedTask::new(owned.benchmark, &owned.name))
+    }
+}
+
+impl UnlistedTask {
+    pub fn new(benchmark: Benchmark, name: &str) -> Self {
+        UnlistedTask { benchmark, name: intern(name) }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.name
+    }
+}
+
+fn intern(name: &str) -> &'static str {
+    static NAMES: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let mut names = NAMES.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if let Some(known) = names.get(name) {
+        return known;
+    }
+    let stored: &'static str = Box::leak(name.to_string().into_boxed_str());
+    names.insert(stored);
+    stored
+}
+
 /// A benchmark task; carries the taxonomy its scores are grouped by.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Task {
@@ -472,6 +544,7 @@ pub enum Task {
     LinkS2(LinkS2Task),
     UrbanVideo(UrbanVideoTask),
     DualCog(DualCogTask),
+    Unlisted(UnlistedTask),
 }
 
 impl Task {
@@ -481,6 +554,7 @@ impl Task {
             Task::LinkS2(t) => t.name(),
             Task::UrbanVideo(t) => t.name(),
             Task::DualCog(t) => t.name(),
+            Task::Unlisted(t) => t.name(),
         }
     }
 
@@ -490,6 +564,7 @@ impl Task {
             Task::LinkS2(t) => t.dimension(),
             Task::UrbanVideo(t) => t.dimension(),
             Task::DualCog(t) => t.dimension(),
+            Task::Unlisted(_) => Dimension::Unlisted,
         }
     }
 
@@ -523,5 +598,42 @@ mod tests {
         assert_eq!(SisTask::from_name("Object existence"), Some(SisTask::ObjectExistence));
         assert_eq!(SisTask::from_name("Object"), None);
         assert_eq!(UrbanVideoTask::from_name("start/end position"), Some(UrbanVideoTask::StartEndPosition));
+    }
+
+    /// lmms-eval's `sis_bench` task keys (`lmms_eval/tasks/sis_bench/utils.py`), the
+    /// `task_type` values of the released file.
+    #[test]
+    fn released_keys_name_the_thirteen_tasks() {
+        let keys = [
+            "object_existence",
+            "object_attribute",
+            "relative_direction",
+            "landmark_appearance_order",
+            "landmark_recall",
+            "positional_relationship",
+            "spatial_consistency",
+            "spatio-temporal_consistency",
+            "action_recognition",
+            "action_sequence",
+            "action_recall",
+            "action_prediction",
+            "path_planning",
+        ];
+        let tasks: Vec<SisTask> = keys.iter().filter_map(|k| SisTask::from_name(k)).collect();
+        assert_eq!(tasks, SisTask::ALL);
+        assert!(SisTask::ALL.iter().zip(keys).all(|(t, k)| t.released_key() == k));
+        assert_eq!(SisTask::from_name("landmark_appearance_order"), Some(SisTask::LandmarkOrder));
+    }
+
+    #[test]
+    fn unlisted_tasks_keep_their_names() {
+        let a = UnlistedTask::new(Benchmark::UrbanVideoBench, "Association Reasoning");
+        let b = UnlistedTask::new(Benchmark::UrbanVideoBench, &String::from("Association Reasoning"));
+        assert_eq!(a, b);
+        assert!(std::ptr::eq(a.name(), b.name()), "one stored copy per name");
+        let task = Task::Unlisted(a);
+        assert_eq!((task.name(), task.dimension(), task.level()), ("Association Reasoning", Dimension::Unlisted, None));
+        let json = serde_json::to_string(&task).expect("serialise");
+        assert_eq!(serde_json::from_str::<Task>(&json).expect("deserialise"), task);
     }
 }

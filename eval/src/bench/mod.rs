@@ -209,7 +209,7 @@ pub fn default_prompt_asking(item: &Item, form: ChoiceAnswer) -> String {
     s.push_str(item.question.trim());
     s.push('\n');
     match &item.answer {
-        Answer::Choice(_) => {
+        Answer::Choice(_) | Answer::Verbatim(_) => {
             s.push_str("Options:\n");
             s.push_str(&options_block(item));
             s.push('\n');
@@ -250,6 +250,11 @@ pub fn default_score(item: &Item, output: &str) -> Score {
                 ..Score::unanswered(Metric::Accuracy, e.rule, random_choice(k))
             }
             .extracted(e.answer)
+        }
+        // Kept as the released file states it; no extracted letter equals it.
+        Answer::Verbatim(_) => {
+            let e = extract_choice(output, &item.options);
+            Score::unanswered(Metric::Accuracy, e.rule, random_choice(k)).extracted(e.answer)
         }
         Answer::Choices(truth) => {
             let e = extract_choices(output, &item.options);
