@@ -14,35 +14,10 @@ use motionvl_data::video::{
     DecodeOptions, EncodeSettings, FolderListing, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
     load_image, probe_video,
 };
-use ndarray::{Array3, ArrayView3, s};
+use ndarray::{ArrayView3, s};
 
-const W: usize = 128;
-const H: usize = 64;
-const BARS: [[u8; 3]; 4] = [[255, 0, 0], [0, 255, 0], [0, 0, 255], [255, 255, 255]];
-
-/// Frame `index`: code blocks in rows 0..16, grey in 16..32, colour bars in 32..64.
-fn synthetic_frame(index: usize) -> Array3<u8> {
-    Array3::from_shape_fn((H, W, 3), |(y, x, c)| {
-        if y < 16 {
-            if (index >> (x / 16)) & 1 == 1 { 255 } else { 0 }
-        } else if y < 32 {
-            128
-        } else {
-            BARS[x / 32][c]
-        }
-    })
-}
-
-/// Reads the code back: mean of each block's interior thresholded at mid-grey.
-fn frame_code(frame: ArrayView3<u8>) -> usize {
-    (0..8)
-        .map(|bit| {
-            let block = frame.slice(s![4..12, bit * 16 + 4..bit * 16 + 12, ..]);
-            let mean = block.iter().map(|v| f64::from(*v)).sum::<f64>() / block.len() as f64;
-            usize::from(mean > 128.0) << bit
-        })
-        .sum()
-}
+mod common;
+use common::{BARS, H, W, codes, frame_code, mpeg4, synthetic_frame, write_clip, write_png_sequence};
 
 /// Colour bars must come back within `tol` levels (lossy codecs, 4:2:0 chroma).
 fn assert_bars(frame: ArrayView3<u8>, tol: i32, what: &str) {
@@ -60,30 +35,8 @@ fn assert_bars(frame: ArrayView3<u8>, tol: i32, what: &str) {
     }
 }
 
-fn write_clip(path: &Path, frames: usize, settings: &EncodeSettings) {
-    let mut writer = VideoWriter::create(path, W, H, settings).expect("create writer");
-    for i in 0..frames {
-        writer.push(synthetic_frame(i).view()).expect("push");
-    }
-    writer.finish().expect("finish");
-}
-
-fn mpeg4(frame_rate: (i32, i32), gop: u32) -> EncodeSettings {
-    EncodeSettings {
-        frame_rate,
-        codec: Some("mpeg4".into()),
-        gop_size: gop,
-        bit_rate: 2_000_000,
-        ..EncodeSettings::default()
-    }
-}
-
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
-}
-
-fn codes(frames: &ndarray::Array4<u8>) -> Vec<usize> {
-    frames.outer_iter().map(frame_code).collect()
 }
 
 #[test]
@@ -273,14 +226,6 @@ fn other_containers() {
         let plan = uniform_plan(info.timing(), 3).expect("plan");
         let got = decode_video(&path, &plan).unwrap_or_else(|e| panic!("{ext}: {e}"));
         assert_eq!(codes(&got.frames), vec![0, 6, 11], "{ext}: planned codes");
-    }
-}
-
-fn write_png_sequence(dir: &Path, names: &[String]) {
-    for (i, name) in names.iter().enumerate() {
-        let frame = synthetic_frame(i);
-        let img = image::RgbImage::from_raw(W as u32, H as u32, frame.into_raw_vec_and_offset().0).expect("image");
-        img.save(dir.join(name)).expect("save frame");
     }
 }
 
