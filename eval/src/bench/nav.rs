@@ -11,20 +11,22 @@
 //! | `question` | the stem; when `options` is absent, options are parsed out of it (`A. ...` lines) |
 //! | `options` | `{"A": text, ...}`, `["A. text", ...]` or plain texts lettered in order |
 //! | `answer` | the letter (`B`, `(B)`, `B. text`) |
-//! | `video_path` / `video` / `video_name` | the flight video (file or frame folder), optional |
+//! | `video_name` / `video_path` / `video` | the flight video (file or frame folder), optional; found as the official SIS-Bench reader finds media ([`resolve_official`]) |
 //! | `images` / `image_path` | observation frames, optional; at least one medium is required |
 //! | `task_type` / `task` | optional task name (default `Navigation MCQ`) |
 //! | `segments` | optional: the true path, `[{"kind", "distance_m", "altitude_change_m", "turn_deg"}]` |
 //!
 //! `construct nav` writes these rows (plus an `episode` field); a `segments` list that is not
 //! of that form is a bad row.
-//! Relative media paths resolve against `--media-root`, else the manifest's folder.
+//! Relative media paths resolve against `--media-root`, else the media folder of the released
+//! layout beside the manifest ([`default_media_dir`]: `video/` or `TravelUAV_dataset/`), else the
+//! manifest's folder.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 use motionvl_data::construct::nav::Segment;
-use motionvl_data::manifest::{Answer, AnswerOption, split_inline_options};
+use motionvl_data::manifest::{Answer, AnswerOption, default_media_dir, resolve_official, split_inline_options};
 use motionvl_data::samples::{ReadOptions, ReadOutcome, RowError, RowProblem, read_records};
 use serde_json::{Map, Value};
 
@@ -45,10 +47,7 @@ impl Bench for Nav {
     }
 
     fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
-        let root = opts
-            .media_root
-            .clone()
-            .unwrap_or_else(|| manifest.parent().map(Path::to_path_buf).unwrap_or_default());
+        let root = opts.media_root.clone().unwrap_or_else(|| default_media_dir(manifest));
         let mut items = Vec::new();
         let mut skipped = Vec::new();
         let mut seen = HashSet::new();
@@ -132,8 +131,24 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
         }
         Ok(path)
     };
-    let videos = paths(row, &["video_path", "video", "video_name"]).map_err(&fail)?;
     let images = paths(row, &["images", "image_path", "image"]).map_err(&fail)?;
+    let videos = match video_references(row) {
+        // One video named by strings: found the official way, `video_name` first.
+        Some(references) => {
+            let refs: Vec<&str> = references.iter().map(String::as_str).collect();
+            match resolve_official(root, &refs) {
+                Some(found) => vec![found],
+                None if check_media => return Err(fail(RowProblem::MissingMedia(root.join(&references[0])))),
+                None => vec![root.join(&references[0])],
+            }
+        }
+        None => paths(row, &["video_path", "video", "video_name"])
+            .map_err(&fail)?
+            .iter()
+            .map(|v| resolve(v))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(&fail)?,
+    };
     if videos.is_empty() && images.is_empty() {
         return Err(fail(RowProblem::MissingField("video_path")));
     }
@@ -148,11 +163,7 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
         question,
         options,
         answer: Answer::Choice(letter),
-        videos: videos
-            .iter()
-            .map(|v| resolve(v))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(&fail)?,
+        videos,
         images: images
             .iter()
             .map(|v| resolve(v))
@@ -163,6 +174,21 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
         line,
         id,
     })
+}
+
+/// The row's video references in the official order (`video_name`, `video_path`, then
+/// motionvl's `video`) when every one given is a single string; `None` when there are none or a
+/// key holds a list.
+fn video_references(row: &Map<String, Value>) -> Option<Vec<String>> {
+    let mut references = Vec::new();
+    for key in ["video_name", "video_path", "video"] {
+        match row.get(key) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => references.push(s.clone()),
+            Some(_) => return None,
+        }
+    }
+    (!references.is_empty()).then_some(references)
 }
 
 fn paths(row: &Map<String, Value>, keys: &[&'static str]) -> std::result::Result<Vec<String>, RowProblem> {
@@ -277,6 +303,25 @@ mod tests {
         let p = dir.join("nav.jsonl");
         std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
         p
+    }
+
+    /// A released-style row beside a `video/` folder: `video_name` first, the suffix added and
+    /// the same-stem frame folder found as the official resolver finds them, with no flag.
+    #[test]
+    fn video_name_resolves_the_official_way_under_the_released_layout() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let video = dir.path().join("video");
+        std::fs::create_dir_all(video.join("seq")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(video.join("clip.mp4"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        let rows = concat!(
+            r#"{"question_id": "r1", "video_name": "clip", "video_path": "UAVideo/clip.mp4", "question": "Q", "options": ["a", "b"], "answer": "A"}"#,
+            "\n",
+            r#"{"question_id": "r2", "video_name": "seq.mp4", "question": "Q", "options": ["a", "b"], "answer": "B"}"#,
+            "\n",
+        );
+        let out = Nav.read(&write(dir.path(), rows), &ReadOptions::default()).unwrap_or_else(|e| panic!("{e}"));
+        let media: Vec<&Path> = out.items.iter().map(|i| i.videos[0].as_path()).collect();
+        assert_eq!(media, vec![video.join("clip.mp4").as_path(), video.join("seq").as_path()]);
     }
 
     #[test]
