@@ -126,8 +126,8 @@ fn openuav_qa_reads_as_released_with_no_flag() {
     assert_eq!(media, vec![dataset.join("ep_3").as_path(), dataset.join("ep_4").as_path()]);
     assert_eq!(out.items[1].split, None, "an empty split is no split");
     assert_eq!(unlisted_tasks(&out.items).into_iter().collect::<Vec<_>>(), vec![("landmark_reasoning", 1), ("route_reasoning", 1)]);
-    assert_eq!(official_left_out(&media[0], 8).expect("count"), None);
-    assert_eq!(official_left_out(&media[1], 8).expect("count"), Some(LeftOut::TooFewFrames { frames: 3, min_frames: 8 }));
+    assert_eq!(official_left_out(media[0], 8).expect("count"), None);
+    assert_eq!(official_left_out(media[1], 8).expect("count"), Some(LeftOut::TooFewFrames { frames: 3, min_frames: 8 }));
 
     // An explicit media root replaces the default.
     let out = read_sisbench(&manifest, &ReadOptions { media_root: Some(root.clone()), ..ReadOptions::default() }).expect("read");
