@@ -2,7 +2,8 @@
 //! `tests/fixtures/sis_motion/` (made by tools/fixtures/sis_motion.py running the official
 //! `motion/src/eval/eval.py` on a released-layout `SIS-Bench/`) must be read with no flag into
 //! the same questions, the same media, the same left-out rows (`--min_frames 8`) and, under the
-//! official frame plan, the same frames and `second_per_grid_ts`.
+//! official frame plan, the same frames (indices, files and decoded pixels) and
+//! `second_per_grid_ts`.
 
 use std::collections::BTreeMap;
 
@@ -68,7 +69,7 @@ fn released_rows_media_frames_and_left_out_rows_equal_the_official_evaluator() {
             let resolved: String = dump.field("meta.json", official, "media");
             assert_eq!(q.videos[0], dump.dir.join(&resolved), "{what}: media");
 
-            let (plan, _) = media
+            let (plan, decoded) = media
                 .source(&q.videos[0])
                 .load(&media.video_policy, &DecodeOptions::default())
                 .unwrap_or_else(|e| panic!("{what}: {e}"));
@@ -87,6 +88,12 @@ fn released_rows_media_frames_and_left_out_rows_equal_the_official_evaluator() {
             } else {
                 assert_eq!(plan.indices, want, "{what}: frame indices");
             }
+            let reference = expected.get("frames_u8").flatten_all().and_then(|t| t.to_vec1::<u8>()).unwrap_or_else(|e| panic!("{what}: frames_u8: {e}"));
+            let ours: Vec<u8> = decoded.frames.iter().copied().collect();
+            assert_eq!(ours.len(), reference.len(), "{what}: frames_u8 size");
+            // The same frames, pixel for pixel (these clips carry BT.601, which PyAV 13 assumes).
+            let max = ours.iter().zip(&reference).map(|(a, b)| a.abs_diff(*b)).max().unwrap_or(0);
+            assert_eq!(max, 0, "{what}: decoded frames differ from the official reader's by up to {max} levels");
             let seconds = expected.f64_flat("second_per_grid_ts");
             assert_eq!(seconds.len(), 1, "{what}: one video");
             assert!((plan.second_per_grid(2) - seconds[0]).abs() < 1e-12, "{what}: second_per_grid_ts {} vs {}", plan.second_per_grid(2), seconds[0]);
