@@ -14,7 +14,7 @@
 
 use std::path::Path;
 
-use motionvl_data::manifest::{Answer, ChoiceAnswer};
+use motionvl_data::manifest::{Answer, ChoiceAnswer, Dimension};
 use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
 use crate::error::{EvalError, Result};
@@ -115,8 +115,10 @@ pub fn find(name: &str) -> Result<&'static dyn Bench> {
 }
 
 /// The benchmark whose reader accepts every row of `manifest` (media not checked), trying the
-/// registry in order; the navigation reader, the most permissive, comes last. For commands
-/// where `--bench` is left out.
+/// registry in order; the navigation reader, the most permissive, comes last. A reader that
+/// accepts the rows only by keeping tasks its taxonomy does not list (SIS-Bench takes any
+/// `task_type`, as the official scorer does) yields to a later reader that knows them all.
+/// For commands where `--bench` is left out.
 pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
     let opts = ReadOptions {
         media_root: None,
@@ -124,12 +126,19 @@ pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
         skip_bad: false,
     };
     let mut reasons = Vec::new();
+    let mut with_unlisted_tasks = None;
     for b in REGISTRY {
         match b.read(manifest, &opts) {
+            Ok(outcome) if outcome.items.iter().any(|i| i.dimension == Dimension::Unlisted.name()) => {
+                with_unlisted_tasks.get_or_insert(*b);
+            }
             Ok(outcome) if !outcome.items.is_empty() => return Ok(*b),
             Ok(_) => reasons.push(format!("{}: no rows", b.name())),
             Err(e) => reasons.push(format!("{}: {e}", b.name())),
         }
+    }
+    if let Some(b) = with_unlisted_tasks {
+        return Ok(b);
     }
     Err(EvalError::Config(format!(
         "cannot tell which benchmark {} belongs to; pass --bench ({})",

@@ -58,6 +58,23 @@ mod tests {
 
     use super::*;
 
+    /// Released SIS-Bench rows are SIS-Bench; rows of motionvl's navigation MCQ, whose task the
+    /// SIS-Bench reader would keep as unlisted, stay the navigation benchmark's.
+    #[test]
+    fn detection_prefers_the_reader_that_knows_every_task() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let write = |name: &str, task: &str| {
+            let path = dir.path().join(name);
+            let row = serde_json::json!({"question_id": "q1", "video_name": "a.mp4", "task_type": task, "question": "Q",
+                                          "options": {"A": "x", "B": "y"}, "answer": "A"});
+            std::fs::write(&path, format!("{row}\n")).unwrap_or_else(|e| panic!("{e}"));
+            path
+        };
+        let detected = |path: &Path| super::super::detect(path).map(|b| b.name()).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(detected(&write("sis.jsonl", "landmark_appearance_order")), "sisbench");
+        assert_eq!(detected(&write("nav.jsonl", "Navigation MCQ")), "nav");
+    }
+
     #[test]
     fn columns_follow_the_data_crate_taxonomy() {
         for (task, _, dimension, level) in COLUMNS {
