@@ -132,6 +132,13 @@ impl TrainingLoss {
     }
 }
 
+/// How many positions of one row's `labels` a next-token loss predicts: the labelled ones
+/// after the first (the first token is never a target). The denominator of the row's share of
+/// [`TrainingLoss`]'s mean, and what token-weighted gradient accumulation weighs it by.
+pub fn predicted_label_count(labels: &[i64]) -> usize {
+    labels.iter().skip(1).filter(|&&l| l != -100).count()
+}
+
 /// Log-probabilities over the last dimension, computed in f32 whatever the logits' dtype.
 pub(crate) fn log_softmax_f32(logits: &Tensor) -> Result<Tensor> {
     Ok(candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?)
