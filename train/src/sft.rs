@@ -18,7 +18,8 @@ use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, Video
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
-use motionvl_data::samples::{read_training_rows, ReadOptions, TrainingSample};
+use motionvl_data::frames::FramePolicy;
+use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions, TrainingSample};
 use motionvl_data::progress;
 use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_data::samples::tokenizer_for_fresh_model;
@@ -76,43 +77,60 @@ pub enum TrainError {
 const BUCKET_ELEMS: usize = 25 << 18;
 
 /// The media path of a run: plain (visual-only) or with motion pseudo-images.
-enum Media {
+enum RunMedia {
     Visual(QwenMedia),
     Motion(MotionMedia),
 }
 
-/// A motion run's samples without motion (`with_motion` false) take the plain path: their
-/// batches carry no motion pixels and the model runs them visual-only.
+/// A run's media: the run's path for its samples, and the plain path of samples without motion
+/// (`with_motion` false: conversation rows under `llava_rows = "official"`), whose batches carry
+/// no motion pixels, so the model runs them visual-only.
+struct Media {
+    run: RunMedia,
+    without_motion: QwenMedia,
+}
+
+impl Media {
+    fn new(recipe: &Recipe, run: RunMedia) -> Self {
+        Media { run, without_motion: media_without_motion(recipe) }
+    }
+
+    fn for_sample(&self, sample: &TrainingSample) -> &dyn MediaProcessor {
+        match &self.run {
+            _ if !sample.with_motion => &self.without_motion,
+            RunMedia::Visual(m) => m,
+            RunMedia::Motion(m) => m,
+        }
+    }
+}
+
 impl MediaProcessor for Media {
     fn process(&self, sample: &TrainingSample) -> std::result::Result<ProcessedMedia, BoxError> {
-        match self {
-            Media::Visual(m) => m.process(sample),
-            Media::Motion(m) if !sample.with_motion => m.qwen.process(sample),
-            Media::Motion(m) => m.process(sample),
-        }
+        self.for_sample(sample).process(sample)
     }
 
     fn grids(&self, sample: &TrainingSample) -> Option<std::result::Result<MediaGrids, BoxError>> {
-        match self {
-            Media::Visual(m) => m.grids(sample),
-            Media::Motion(m) => m.grids(sample),
-        }
+        self.for_sample(sample).grids(sample)
     }
 
     fn video_budget(&self, sample: &TrainingSample) -> Option<std::result::Result<VideoBudget, BoxError>> {
-        match self {
-            Media::Visual(m) => m.video_budget(sample),
-            Media::Motion(m) => m.video_budget(sample),
-        }
+        self.for_sample(sample).video_budget(sample)
     }
 
     fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> std::result::Result<ProcessedMedia, BoxError> {
-        match self {
-            Media::Visual(m) => m.process_limited(sample, limits),
-            Media::Motion(m) if !sample.with_motion => m.qwen.process_limited(sample, limits),
-            Media::Motion(m) => m.process_limited(sample, limits),
-        }
+        self.for_sample(sample).process_limited(sample, limits)
     }
+}
+
+/// The media of samples without motion: the recipe's pixels, and every frame of the video, as
+/// the official loader's conversation rows get them (the processor decodes the whole clip
+/// itself, `do_sample_frames` false; `second_per_grid_ts` stays 2 / 2.0 = 1.0).
+fn media_without_motion(recipe: &Recipe) -> QwenMedia {
+    let mut media = recipe.data.media();
+    if recipe.data.llava_rows == LlavaRows::Official {
+        media.video_policy = FramePolicy::Official { max_frames: usize::MAX };
+    }
+    media
 }
 
 /// The trained motion branch and what its checkpoints record.
@@ -344,15 +362,15 @@ impl Trainer {
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
             let mut media = MotionMedia::new(qwen, estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
             media.cache_only = recipe.motion.cache_only;
-            (Media::Motion(media), Some(Motion { branch, vars, meta }))
+            (Media::new(recipe, RunMedia::Motion(media)), Some(Motion { branch, vars, meta }))
         } else {
-            (Media::Visual(qwen), None)
+            (Media::new(recipe, RunMedia::Visual(qwen)), None)
         };
         let optim = AdamW::new(groups, adam)?;
         let pad_id = tokenizer.special().endoftext;
-        let flow_media = match &media {
-            Media::Motion(m) => Some(m.clone()),
-            Media::Visual(_) => None,
+        let flow_media = match &media.run {
+            RunMedia::Motion(m) => Some(m.clone()),
+            RunMedia::Visual(_) => None,
         };
         let loader = training_loader(recipe, samples, tokenizer, media);
         let mut text_log = if rank == 0 {
@@ -1055,7 +1073,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
 pub fn check_data(recipe: &Recipe) -> Result<DataReport> {
     let samples = read_samples(recipe)?;
     let tokenizer = data_tokenizer(recipe, &samples)?;
-    let loader = training_loader(recipe, samples, tokenizer, recipe.data.media());
+    let loader = training_loader(recipe, samples, tokenizer, Media::new(recipe, RunMedia::Visual(recipe.data.media())));
     Ok(check_loader(&loader, recipe.logging.progress_bar)?.report)
 }
 
@@ -1116,16 +1134,18 @@ pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut 
     let mut samples = read_samples(recipe)?;
     let tokenizer = data_tokenizer(recipe, &samples)?;
     samples.truncate(n);
-    let media = recipe.data.media();
-    let loader = DataLoader::new(samples, tokenizer, media.clone(), LoaderConfig { shuffle: false, ..loader_config(recipe) });
+    let media = Media::new(recipe, RunMedia::Visual(recipe.data.media()));
+    let without_motion = media.without_motion.clone();
+    let plain = |sample: &TrainingSample| if sample.with_motion { recipe.data.media() } else { without_motion.clone() };
+    let loader = DataLoader::new(samples, tokenizer, media, LoaderConfig { shuffle: false, ..loader_config(recipe) });
     let stdout_err = |e: std::io::Error| TrainError::Io { path: PathBuf::from("<stdout>"), source: e };
     let mut iter = loader.epoch(0);
     for loaded in iter.by_ref() {
         let loaded = loaded.map_err(|e| TrainError::Data(e.to_string()))?;
         let sample = &loader.samples()[loaded.dataset_index];
         let limited = match loader.sample_fit(loaded.dataset_index).map_err(|e| TrainError::Data(e.to_string()))? {
-            Some(SampleFit::Fitted { limits, .. }) => media.limited(limits),
-            _ => media.clone(),
+            Some(SampleFit::Fitted { limits, .. }) => plain(sample).limited(limits),
+            _ => plain(sample),
         };
         let frame_indices = sample
             .videos
