@@ -492,3 +492,16 @@ pub fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), R
     current.insert(last.to_owned(), parsed);
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_average_scales_micro_batches_by_count_or_by_tokens() {
+        // A step of 4 micro-batches predicting 30 tokens in all; this one predicts 12.
+        assert_eq!(LossAverage::MicroBatch.scale(12, 30, 4), 0.25);
+        assert_eq!(LossAverage::Tokens.scale(12, 30, 4), 0.4);
+        assert_eq!(LossAverage::Tokens.scale(0, 0, 4), 0.0);
+    }
+}
