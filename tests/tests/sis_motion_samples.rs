@@ -9,6 +9,14 @@ use std::path::Path;
 
 use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions};
 use motionvl_tests::fixtures::{dumps, Dump};
+
+/// The family's sample dumps: those with `expected.jsonl` (the family also holds other findings
+/// of the official training code, such as `d6`'s loss averaging, in their own layout).
+fn sample_dumps() -> Vec<Dump> {
+    let found: Vec<Dump> = dumps("sis_motion_samples").into_iter().filter(|d| d.has("expected.jsonl")).collect();
+    assert!(!found.is_empty(), "no sis_motion_samples dump holds expected.jsonl");
+    found
+}
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{show_samples, ShownSample};
 use serde_json::Value;
@@ -44,7 +52,7 @@ fn field<T: serde::de::DeserializeOwned>(row: &Value, key: &str, what: &str) -> 
 
 #[test]
 fn released_rows_read_as_the_official_loader_reads_them() {
-    for dump in dumps("sis_motion_samples") {
+    for dump in sample_dumps() {
         let expected = expected_rows(&dump);
         let read = read_training_rows(&dump.path("SIS-Motion-54K.jsonl"), &ReadOptions::default(), LlavaRows::Official).expect("every row reads");
         assert_eq!(read.items.len(), expected.len(), "{}: rows", dump.label);
@@ -58,7 +66,7 @@ fn released_rows_read_as_the_official_loader_reads_them() {
 
 #[test]
 fn shown_samples_equal_the_official_collated_batches() {
-    for dump in dumps("sis_motion_samples") {
+    for dump in sample_dumps() {
         let recipe = official_recipe(&dump);
         let (mut out, mut notes) = (Vec::new(), Vec::new());
         show_samples(&recipe, usize::MAX, &mut out, &mut notes).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
