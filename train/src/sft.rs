@@ -1087,7 +1087,7 @@ fn data_tokenizer(recipe: &Recipe, samples: &[TrainingSample]) -> Result<QwenTok
             if built.is_file() {
                 QwenTokenizer::from_file(&built)
             } else {
-                tokenizer_for_fresh_model(&samples, recipe.model.init_vocab_size)
+                tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size)
             }
         }
         (None, Some(dir)) if Path::new(dir).is_dir() => QwenTokenizer::from_model_dir(dir),
