@@ -51,6 +51,7 @@ fn main() -> anyhow::Result<()> {
         task: None,
         file: video.clone(),
         line: 1,
+        with_motion: true,
     };
     let template = TemplateOptions { max_seq_len: None, ..TemplateOptions::default() };
     let one = || -> anyhow::Result<usize> {

@@ -283,7 +283,16 @@ pub enum LabelMask {
     Qwen,
     /// The answer and its `<|im_end|>` only, what generation produces (motionvl's earlier mask).
     AnswerImEnd,
+    /// The official SIS-Motion loader's rule on token ids (`data_processor.py:372-388`): after
+    /// every `assistant` token, skip one token (the header's `\n`, or the token it merged into),
+    /// then train up to the next `<|im_end|>` and the token after it. It equals [`Self::Qwen`]
+    /// wherever `assistant` appears only in role headers; where a user or system text holds the
+    /// bare word as a token, that text is trained too, as the official code trains it.
+    Official,
 }
+
+/// The token the official label rule looks for (`convert_tokens_to_ids("assistant")`).
+pub const ASSISTANT_TOKEN: &str = "assistant";
 
 /// How a conversation is laid out and bounded.
 #[derive(Debug, Clone, PartialEq)]
@@ -490,7 +499,10 @@ impl QwenTokenizer {
     ) -> Result<EncodedSample, TextError> {
         let laid = layout(sample_id, messages, image_grids.len(), video_grids.len(), opts, Mode::Train)?;
         check_grids(sample_id, image_grids, video_grids, opts.merge_size)?;
-        let tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, opts.merge_size)?;
+        let mut tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, opts.merge_size)?;
+        if opts.label_mask == LabelMask::Official {
+            tokens.labels = self.official_labels(sample_id, &tokens.ids)?;
+        }
 
         // Legal cut points: the end of each complete turn after the last vision block.
         let mut cut = tokens.msg_ends.last().copied().unwrap_or(0);
@@ -561,6 +573,32 @@ impl QwenTokenizer {
             video_grids: video_grids.to_vec(),
             media_spans: tokens.spans,
         })
+    }
+
+    /// [`LabelMask::Official`]'s labels of the whole sequence, before any truncation (the
+    /// official collator cuts after labelling).
+    fn official_labels(&self, sample_id: &str, ids: &[u32]) -> Result<Vec<i64>, TextError> {
+        let assistant = self.tokenizer.token_to_id(ASSISTANT_TOKEN).ok_or_else(|| TextError::Tokenize {
+            sample_id: sample_id.to_string(),
+            message: format!("the official label mask needs `{ASSISTANT_TOKEN}` to be one token, and this vocabulary has none"),
+        })?;
+        let im_end = self.special.im_end;
+        let mut labels = vec![IGNORE_INDEX; ids.len()];
+        let mut pos = 0;
+        while pos < ids.len() {
+            if ids[pos] == assistant {
+                let start = pos + 2;
+                if let Some(offset) = ids.get(start..).and_then(|rest| rest.iter().position(|&id| id == im_end)) {
+                    let end = (start + offset + 2).min(ids.len());
+                    for (label, &id) in labels[start..end].iter_mut().zip(&ids[start..end]) {
+                        *label = i64::from(id);
+                    }
+                    pos = start + offset;
+                }
+            }
+            pos += 1;
+        }
+        Ok(labels)
     }
 
     fn tokenize(
@@ -858,7 +896,7 @@ fn layout(
             }
         }
         pieces.push((Piece::ImEnd, assistant));
-        pieces.push((Piece::Text("\n".to_string()), assistant && opts.label_mask == LabelMask::Qwen));
+        pieces.push((Piece::Text("\n".to_string()), assistant && opts.label_mask != LabelMask::AnswerImEnd));
         laid.push(Laid { pieces, ends_turn: assistant, has_media });
     }
     if mode == Mode::Prompt {
@@ -931,6 +969,56 @@ mod tests {
             [s.endoftext, s.im_start, s.im_end, s.vision_start, s.vision_end, s.vision_pad, s.image_pad, s.video_pad],
             [0, 1, 2, 3, 4, 5, 6, 7]
         );
+    }
+
+    /// A tokenizer in which `assistant` is one token, as in Qwen's vocabulary.
+    fn tok_with_assistant() -> QwenTokenizer {
+        let corpus = ["assistant\n\nforward", "user\nassistant then stop.", "system\nYou are a helpful assistant.", " \nbackward", "\n\n\ndown\n"];
+        let t = train_tokenizer(corpus.iter().cycle().take(40), 420).expect("train");
+        assert!(t.inner().token_to_id(ASSISTANT_TOKEN).is_some(), "the corpus makes `assistant` one token");
+        t
+    }
+
+    #[test]
+    fn official_labels_equal_qwens_for_answers_that_open_with_newlines_or_spaces() {
+        let t = tok_with_assistant();
+        for answer in ["\nforward", " \nbackward", "   up  ", "\n\n\ndown\n", "", "B"] {
+            let msgs = [Message::user("<video>Which way?"), Message::assistant(answer), Message::user("Again."), Message::assistant(answer)];
+            let labels = |label_mask| {
+                let opts = TemplateOptions { max_seq_len: None, label_mask, ..TemplateOptions::default() };
+                t.encode_chat("s", &msgs, &[], &[[1, 2, 2]], &opts).expect("encode").labels
+            };
+            assert_eq!(labels(LabelMask::Official), labels(LabelMask::Qwen), "answer {answer:?}");
+        }
+    }
+
+    #[test]
+    fn official_labels_also_train_what_follows_a_bare_assistant_token_in_user_text() {
+        let t = tok_with_assistant();
+        let msgs = [Message::user("user\nassistant then stop."), Message::assistant("B")];
+        let opts = |label_mask| TemplateOptions { max_seq_len: None, label_mask, ..TemplateOptions::default() };
+        let official = t.encode_chat("s", &msgs, &[], &[], &opts(LabelMask::Official)).expect("encode");
+        let qwen = t.encode_chat("s", &msgs, &[], &[], &opts(LabelMask::Qwen)).expect("encode");
+        let ids = &official.input_ids;
+        let assistant = t.inner().token_to_id(ASSISTANT_TOKEN).expect("one token");
+        let in_user = ids.iter().position(|&id| id == assistant).expect("the user's word");
+        let user_im_end = ids[in_user..].iter().position(|&id| id == t.special().im_end).expect("user's im_end") + in_user;
+        // The official rule: skip the token after `assistant`, train to the `<|im_end|>` and one more.
+        for (i, (&o, &q)) in official.labels.iter().zip(&qwen.labels).enumerate() {
+            let extra = (in_user + 2..=user_im_end + 1).contains(&i);
+            assert_eq!(o, if extra { i64::from(ids[i]) } else { q }, "position {i}");
+        }
+        assert!(official.trained_tokens() > qwen.trained_tokens());
+    }
+
+    #[test]
+    fn official_labels_need_assistant_as_one_token() {
+        // This corpus never spells the word, so no merge makes it one token.
+        let t = tok();
+        assert!(t.inner().token_to_id(ASSISTANT_TOKEN).is_none());
+        let opts = TemplateOptions { max_seq_len: None, label_mask: LabelMask::Official, ..TemplateOptions::default() };
+        let err = t.encode_chat("s", &[Message::user("Q?"), Message::assistant("A")], &[], &[], &opts).expect_err("no assistant token");
+        assert!(err.to_string().contains("`assistant`"), "{err}");
     }
 
     #[test]

@@ -30,6 +30,7 @@ fn sample(i: usize, name: &str) -> TrainingSample {
         task: None,
         file: PathBuf::from("train.jsonl"),
         line: i + 1,
+        with_motion: true,
     }
 }
 
@@ -298,6 +299,7 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
         task: None,
         file: PathBuf::from("real.json"),
         line: 1,
+        with_motion: true,
     };
     // Header-only prediction of the grids, used to skip long samples before decoding.
     let predicted = media.grids(&s).expect("QwenMedia predicts grids").expect("headers readable");

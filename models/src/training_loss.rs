@@ -132,6 +132,13 @@ impl TrainingLoss {
     }
 }
 
+/// How many positions of one row's `labels` a next-token loss predicts: the labelled ones
+/// after the first (the first token is never a target). The denominator of the row's share of
+/// [`TrainingLoss`]'s mean, and what token-weighted gradient accumulation weighs it by.
+pub fn predicted_label_count(labels: &[i64]) -> usize {
+    labels.iter().skip(1).filter(|&&l| l != -100).count()
+}
+
 /// Log-probabilities over the last dimension, computed in f32 whatever the logits' dtype.
 pub(crate) fn log_softmax_f32(logits: &Tensor) -> Result<Tensor> {
     Ok(candle_nn::ops::log_softmax(&logits.to_dtype(DType::F32)?, D::Minus1)?)
@@ -186,5 +193,88 @@ impl InplaceOp2 for AddRows {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Tensor, Var};
+
+    use super::*;
+
+    /// Two micro-batches of one gradient-accumulation window: one predicts 1 token, the other 3.
+    const VOCAB: usize = 5;
+    const HIDDEN: usize = 3;
+
+    fn weight() -> Vec<f32> {
+        (0..VOCAB * HIDDEN).map(|i| ((i * 7 % 11) as f32 - 5.0) * 0.13).collect()
+    }
+
+    fn micro_batches() -> [(Vec<f32>, Vec<u32>); 2] {
+        [(vec![0.9, -0.4, 0.3], vec![2]), (vec![0.2, 0.7, -1.1, -0.6, 0.1, 0.8, 1.3, -0.2, 0.05], vec![4, 0, 2])]
+    }
+
+    /// `dW` of Σ_t w_t · NLL_t by hand, in f64: `(softmax(W h_t) − onehot(y_t)) ⊗ h_t` per token.
+    fn by_hand(token_weight: impl Fn(usize, usize) -> f64) -> Vec<f64> {
+        let w = weight();
+        let mut grad = vec![0.0; VOCAB * HIDDEN];
+        for (micro, (states, targets)) in micro_batches().iter().enumerate() {
+            for (t, &y) in targets.iter().enumerate() {
+                let h = &states[t * HIDDEN..(t + 1) * HIDDEN];
+                let logits: Vec<f64> = (0..VOCAB).map(|v| (0..HIDDEN).map(|k| f64::from(w[v * HIDDEN + k]) * f64::from(h[k])).sum()).collect();
+                let max = logits.iter().cloned().fold(f64::MIN, f64::max);
+                let sum: f64 = logits.iter().map(|l| (l - max).exp()).sum();
+                for v in 0..VOCAB {
+                    let d = (logits[v] - max).exp() / sum - if v == y as usize { 1.0 } else { 0.0 };
+                    for k in 0..HIDDEN {
+                        grad[v * HIDDEN + k] += token_weight(micro, targets.len()) * d * f64::from(h[k]);
+                    }
+                }
+            }
+        }
+        grad
+    }
+
+    /// The head's gradient accumulated over both micro-batches, each backward scaled by `scale`.
+    fn accumulated(scale: impl Fn(usize) -> f64) -> Vec<f32> {
+        let device = Device::Cpu;
+        let w = Var::from_tensor(&Tensor::from_vec(weight(), (VOCAB, HIDDEN), &device).unwrap()).unwrap();
+        let head = Linear::from_parts(w.as_tensor().clone(), None);
+        let mut total = w.as_tensor().zeros_like().unwrap();
+        for (states, targets) in micro_batches() {
+            let n = targets.len();
+            let chosen = Var::from_tensor(&Tensor::from_vec(states, (n, HIDDEN), &device).unwrap()).unwrap();
+            let loss = TrainingLoss::new(&head, chosen.as_tensor().clone(), &targets, None).unwrap();
+            let grads = loss.backward(scale(n)).unwrap();
+            total = (total + grads.get(w.as_tensor()).expect("the head's gradient")).unwrap();
+        }
+        total.flatten_all().unwrap().to_vec1().unwrap()
+    }
+
+    fn assert_close(got: &[f32], want: &[f64], what: &str) {
+        for (i, (g, w)) in got.iter().zip(want).enumerate() {
+            assert!((f64::from(*g) - w).abs() < 1e-6, "{what}: element {i}: {g} against {w}");
+        }
+    }
+
+    #[test]
+    fn token_weights_give_the_mean_over_the_windows_tokens() {
+        let tokens: usize = micro_batches().iter().map(|m| m.1.len()).sum();
+        let got = accumulated(|n| n as f64 / tokens as f64);
+        assert_close(&got, &by_hand(|_, _| 1.0 / tokens as f64), "token-weighted");
+        // Not the mean of the micro-batch means: the 3-token batch weighs 3/4, not 1/2.
+        let micro = by_hand(|_, n| 0.5 / n as f64);
+        assert!(got.iter().zip(&micro).any(|(g, m)| (f64::from(*g) - m).abs() > 1e-3));
+    }
+
+    #[test]
+    fn micro_batch_weights_give_the_mean_of_the_micro_batch_means() {
+        assert_close(&accumulated(|_| 0.5), &by_hand(|_, n| 0.5 / n as f64), "micro-batch");
+    }
+
+    #[test]
+    fn predicted_labels_skip_the_first_position_and_ignored_ones() {
+        assert_eq!(predicted_label_count(&[7, -100, 3, 4, -100, 9]), 3);
+        assert_eq!(predicted_label_count(&[]), 0);
     }
 }

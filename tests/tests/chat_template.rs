@@ -1,6 +1,7 @@
 //! The chat template against transformers: every dump under `tests/fixtures/chat_template/`
 //! (made by tools/fixtures/chat_template.py with `apply_chat_template` and Qwen2.5-VL's
-//! template) must give the same ids and the same label masks.
+//! template) must give the same ids and the same label masks, under the offsets rule and the
+//! official SIS-Motion loader's rule on ids alike.
 
 use motionvl_data::text::{LabelMask, Message, QwenTokenizer, TemplateOptions};
 use motionvl_tests::fixtures::{dumps, fixtures_root};
@@ -18,7 +19,9 @@ fn ids_and_label_masks_equal_apply_chat_template_on_every_dump() {
         let qwen: Vec<i64> = dump.field("expected.json", &e, "labels");
         let answer_im_end: Vec<i64> = dump.field("expected.json", &e, "labels_answer_im_end");
         let name = &dump.label;
-        for (mask, labels) in [(LabelMask::Qwen, qwen), (LabelMask::AnswerImEnd, answer_im_end)] {
+        // The official loader's id rule gives Qwen's offsets rule's labels on every dump, the
+        // answers that open with newlines or spaces included.
+        for (mask, labels) in [(LabelMask::Qwen, qwen.clone()), (LabelMask::Official, qwen), (LabelMask::AnswerImEnd, answer_im_end)] {
             let opts = TemplateOptions { max_seq_len: None, merge_size, label_mask: mask, ..TemplateOptions::default() };
             let got = tokenizer.encode_chat(name, &messages, &images, &videos, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
             assert_eq!(got.input_ids, ids, "{name}: ids");

@@ -16,7 +16,18 @@ pub struct TrainBatch {
     pub tokens: usize,
 }
 
+/// Stacks `samples` into one micro-batch. Its videos are fused with motion all or none: a batch
+/// that mixes samples with and without motion pixels (possible only with `batch_size` > 1 and
+/// rows read without motion) is refused, naming one of each.
 pub fn collate(samples: &[LoadedSample], pad_id: u32, device: &Device) -> candle_core::Result<TrainBatch> {
+    let with_videos = || samples.iter().filter(|s| !s.videos.is_empty());
+    if let (Some(moving), Some(still)) = (with_videos().find(|s| !s.motion.is_empty()), with_videos().find(|s| s.motion.is_empty())) {
+        candle_core::bail!(
+            "one micro-batch holds sample {} with motion and sample {} without: train rows without motion at batch_size 1",
+            moving.encoded.id,
+            still.encoded.id
+        );
+    }
     let len = samples.iter().map(|s| s.encoded.len()).max().unwrap_or(0);
     let rows: Vec<(&[u32], &[u8])> = samples.iter().map(|s| (s.encoded.input_ids.as_slice(), s.encoded.mm_token_type_ids.as_slice())).collect();
     let prompt = PromptBatch::padded(&rows, pad_id, Padding::Right);

@@ -4,7 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use motionvl_data::frames::FramePolicy;
+use motionvl_data::loader::QwenMedia;
 use motionvl_data::media_config::TrainingVideo;
+use motionvl_data::samples::LlavaRows;
 use motionvl_models::lora::LoraConfig;
 use serde::{Deserialize, Serialize};
 
@@ -139,6 +142,63 @@ pub struct DataSection {
     /// Frame choice and resize: `rate-exact` (default), `qwen-vl-utils` or `transformers`.
     #[serde(default = "default_sampling")]
     pub sampling: motionvl_data::sampling::Sampling,
+    /// A frame plan that replaces the one `fps`, `min_frames`, `max_frames` and `sampling`
+    /// describe, e.g. `{ kind = "official", max_frames = 32 }` (the official loader's
+    /// floor-linspace of at most 32 frames, `second_per_grid_ts` 1.0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub frames: Option<FramePolicy>,
+    /// What a sample longer than `max_seq_len` becomes: `fit` (default) or `none`.
+    #[serde(default)]
+    pub max_seq_len_policy: MaxSeqLenPolicy,
+    /// `verbatim` (default) or `official`: how conversation rows are read (released
+    /// SIS-Motion-54K rows always read as the official loader reads them), see
+    /// [`motionvl_data::samples::LlavaRows`].
+    #[serde(default)]
+    pub llava_rows: LlavaRows,
+}
+
+/// What a training sample longer than `[data] max_seq_len` becomes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MaxSeqLenPolicy {
+    /// Trailing text-only turns are dropped, then the videos shrink (pixels per frame toward
+    /// `min_pixels`, then frames toward `min_frames`); a sample still too long is left out.
+    #[default]
+    Fit,
+    /// No limit: every sample trains whole. What the official SIS-Motion code does in effect:
+    /// its collator cuts at the *processor's* tokenizer's `model_max_length` (131072), never at
+    /// run_train.sh's `--model_max_length 2048`, which reaches only a tokenizer the data path
+    /// never uses (`data_processor.py:720-722, 868`; settled by running it, see
+    /// tests/fixtures/sis_motion_samples/tiny/README.md).
+    #[serde(rename = "none")]
+    Unlimited,
+}
+
+/// How the micro-batch losses of one optimiser step are averaged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LossAverage {
+    /// Each micro-batch's mean over its trained tokens, averaged over the step's micro-batches
+    /// (and ranks): HF Trainer's `loss / gradient_accumulation_steps` for a model that does not
+    /// take `num_items_in_batch`, which Qwen2.5-VL (`accepts_loss_kwargs = False`) and the
+    /// official SIS-Motion model built on it do not.
+    #[default]
+    MicroBatch,
+    /// The mean over every trained token of the step's micro-batches on all ranks: HF Trainer
+    /// with `num_items_in_batch` (models that take loss kwargs), so long answers weigh more.
+    Tokens,
+}
+
+impl LossAverage {
+    /// The factor on one micro-batch's mean loss, which predicts `targets` tokens, in a step of
+    /// `per_step` micro-batches predicting `step_targets` tokens over all ranks (the ranks'
+    /// gradients are then summed).
+    pub fn scale(self, targets: usize, step_targets: usize, per_step: u64) -> f64 {
+        match self {
+            LossAverage::MicroBatch => 1.0 / per_step.max(1) as f64,
+            LossAverage::Tokens => targets as f64 / step_targets.max(1) as f64,
+        }
+    }
 }
 
 fn default_sampling() -> motionvl_data::sampling::Sampling {
@@ -146,6 +206,23 @@ fn default_sampling() -> motionvl_data::sampling::Sampling {
 }
 
 impl DataSection {
+    /// The training media: [`Self::video`]'s, with `frames` as the frame plan when set.
+    pub fn media(&self) -> QwenMedia {
+        let mut media = self.video().media();
+        if let Some(frames) = self.frames {
+            media.video_policy = frames;
+        }
+        media
+    }
+
+    /// The length limit the loader applies, if any.
+    pub fn length_limit(&self) -> Option<usize> {
+        match self.max_seq_len_policy {
+            MaxSeqLenPolicy::Fit => Some(self.max_seq_len),
+            MaxSeqLenPolicy::Unlimited => None,
+        }
+    }
+
     /// The frame plan and pixel bounds of the training videos.
     pub fn video(&self) -> TrainingVideo {
         TrainingVideo {
@@ -180,6 +257,8 @@ pub struct OptimSection {
     pub max_steps: Option<usize>,
     pub schedule_steps: Option<usize>,
     pub batch_size: usize,
+    /// `micro-batch` (default) or `tokens`: see [`LossAverage`].
+    pub loss_average: LossAverage,
 }
 
 impl Default for OptimSection {
@@ -199,6 +278,7 @@ impl Default for OptimSection {
             max_steps: None,
             schedule_steps: None,
             batch_size: 1,
+            loss_average: LossAverage::MicroBatch,
         }
     }
 }
@@ -411,4 +491,17 @@ pub fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), R
     }
     current.insert(last.to_owned(), parsed);
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loss_average_scales_micro_batches_by_count_or_by_tokens() {
+        // A step of 4 micro-batches predicting 30 tokens in all; this one predicts 12.
+        assert_eq!(LossAverage::MicroBatch.scale(12, 30, 4), 0.25);
+        assert_eq!(LossAverage::Tokens.scale(12, 30, 4), 0.4);
+        assert_eq!(LossAverage::Tokens.scale(0, 0, 4), 0.0);
+    }
 }

@@ -18,7 +18,8 @@ use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, Video
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
 use motionvl_data::run_dir::RunLock;
-use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::frames::FramePolicy;
+use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions, TrainingSample};
 use motionvl_data::progress;
 use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_data::samples::tokenizer_for_fresh_model;
@@ -30,6 +31,7 @@ use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
 use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::recompute::RecomputedGrads;
+use motionvl_models::training_loss::predicted_label_count;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
 
@@ -40,7 +42,7 @@ use crate::micro::{MicroPlan, RankBatches};
 use crate::parallel::{barrier, reduce_grads, GradExchange};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
-use crate::recipe::Recipe;
+use crate::recipe::{LossAverage, Recipe};
 use crate::tensorboard::EventWriter;
 
 #[derive(Debug, thiserror::Error)]
@@ -75,39 +77,60 @@ pub enum TrainError {
 const BUCKET_ELEMS: usize = 25 << 18;
 
 /// The media path of a run: plain (visual-only) or with motion pseudo-images.
-enum Media {
+enum RunMedia {
     Visual(QwenMedia),
     Motion(MotionMedia),
 }
 
+/// A run's media: the run's path for its samples, and the plain path of samples without motion
+/// (`with_motion` false: conversation rows under `llava_rows = "official"`), whose batches carry
+/// no motion pixels, so the model runs them visual-only.
+struct Media {
+    run: RunMedia,
+    without_motion: QwenMedia,
+}
+
+impl Media {
+    fn new(recipe: &Recipe, run: RunMedia) -> Self {
+        Media { run, without_motion: media_without_motion(recipe) }
+    }
+
+    fn for_sample(&self, sample: &TrainingSample) -> &dyn MediaProcessor {
+        match &self.run {
+            _ if !sample.with_motion => &self.without_motion,
+            RunMedia::Visual(m) => m,
+            RunMedia::Motion(m) => m,
+        }
+    }
+}
+
 impl MediaProcessor for Media {
     fn process(&self, sample: &TrainingSample) -> std::result::Result<ProcessedMedia, BoxError> {
-        match self {
-            Media::Visual(m) => m.process(sample),
-            Media::Motion(m) => m.process(sample),
-        }
+        self.for_sample(sample).process(sample)
     }
 
     fn grids(&self, sample: &TrainingSample) -> Option<std::result::Result<MediaGrids, BoxError>> {
-        match self {
-            Media::Visual(m) => m.grids(sample),
-            Media::Motion(m) => m.grids(sample),
-        }
+        self.for_sample(sample).grids(sample)
     }
 
     fn video_budget(&self, sample: &TrainingSample) -> Option<std::result::Result<VideoBudget, BoxError>> {
-        match self {
-            Media::Visual(m) => m.video_budget(sample),
-            Media::Motion(m) => m.video_budget(sample),
-        }
+        self.for_sample(sample).video_budget(sample)
     }
 
     fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> std::result::Result<ProcessedMedia, BoxError> {
-        match self {
-            Media::Visual(m) => m.process_limited(sample, limits),
-            Media::Motion(m) => m.process_limited(sample, limits),
-        }
+        self.for_sample(sample).process_limited(sample, limits)
     }
+}
+
+/// The media of samples without motion: the recipe's pixels, and every frame of the video, as
+/// the official loader's conversation rows get them (the processor decodes the whole clip
+/// itself, `do_sample_frames` false; `second_per_grid_ts` stays 2 / 2.0 = 1.0).
+fn media_without_motion(recipe: &Recipe) -> QwenMedia {
+    let mut media = recipe.data.media();
+    if recipe.data.llava_rows == LlavaRows::Official {
+        media.video_policy = FramePolicy::Official { max_frames: usize::MAX };
+    }
+    media
 }
 
 /// The trained motion branch and what its checkpoints record.
@@ -297,6 +320,17 @@ impl Trainer {
             Some(e) if e.device().is_cuda() => e.device().clone(),
             _ => parse_device(&recipe.model.device)?,
         };
+        if recipe.motion.enabled() && recipe.optim.batch_size > 1 {
+            let with_videos = |motion: bool| samples.iter().find(|s| !s.videos.is_empty() && s.with_motion == motion);
+            if let (Some(moving), Some(still)) = (with_videos(true), with_videos(false)) {
+                return Err(TrainError::Setup(format!(
+                    "optim.batch_size {} would batch rows with motion ({}) and without ({}, read with data.llava_rows = \"official\"); use batch_size 1",
+                    recipe.optim.batch_size,
+                    moving.location(),
+                    still.location()
+                )));
+            }
+        }
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
         check_token_ids(model.config(), &tokenizer)?;
@@ -313,7 +347,7 @@ impl Trainer {
         };
         let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
-        let qwen = recipe.data.video().media();
+        let qwen = recipe.data.media();
         let (media, motion) = if recipe.motion.enabled() {
             let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
             let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| out.join("flow-cache"));
@@ -328,15 +362,15 @@ impl Trainer {
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
             let mut media = MotionMedia::new(qwen, estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
             media.cache_only = recipe.motion.cache_only;
-            (Media::Motion(media), Some(Motion { branch, vars, meta }))
+            (Media::new(recipe, RunMedia::Motion(media)), Some(Motion { branch, vars, meta }))
         } else {
-            (Media::Visual(qwen), None)
+            (Media::new(recipe, RunMedia::Visual(qwen)), None)
         };
         let optim = AdamW::new(groups, adam)?;
         let pad_id = tokenizer.special().endoftext;
-        let flow_media = match &media {
-            Media::Motion(m) => Some(m.clone()),
-            Media::Visual(_) => None,
+        let flow_media = match &media.run {
+            RunMedia::Motion(m) => Some(m.clone()),
+            RunMedia::Visual(_) => None,
         };
         let loader = training_loader(recipe, samples, tokenizer, media);
         let mut text_log = if rank == 0 {
@@ -508,20 +542,29 @@ impl Trainer {
     pub fn train_step(&mut self) -> Result<StepLog> {
         let started = Instant::now();
         let per_step = self.batches.plan().per_step();
+        let averaging = self.recipe.optim.loss_average;
         let (mut loss_sum, mut tokens, mut samples, mut non_finite) = (0.0, 0, 0, 0);
         let mut sample_ids = Vec::new();
         let mut used = UsedInputs::default();
+        // The step's micro-batches are read before the first backward: averaged over tokens,
+        // each one's weight needs the step's trained-token count over every rank.
+        let mut reads = Vec::new();
         for micro in self.batches.plan().rank_micros(self.micro) {
             let read = self.batches.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
             for s in &read.skipped {
                 self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
             }
+            let targets: usize = read.samples.iter().map(|s| predicted_label_count(&s.encoded.labels)).sum();
+            reads.push((micro, read.samples, targets));
+        }
+        let step_targets = self.step_targets(reads.iter().map(|r| r.2).sum())?;
+        for (micro, read_samples, targets) in reads {
             // A micro-batch whose every sample failed under `skip_bad` adds nothing.
-            if read.samples.is_empty() {
+            if read_samples.is_empty() {
                 continue;
             }
-            let batch = collate(&read.samples, self.pad_id, &self.device)?;
-            let (value, grads) = self.forward_backward(&batch, micro, per_step)?;
+            let batch = collate(&read_samples, self.pad_id, &self.device)?;
+            let (value, grads) = self.forward_backward(&batch, micro, averaging.scale(targets, step_targets, per_step))?;
             sample_ids.extend(batch.sample_ids.iter().cloned());
             let Some(grads) = grads else {
                 if self.exchange.is_none() {
@@ -533,7 +576,10 @@ impl Trainer {
             };
             self.optim.accumulate(&grads)?;
             used.add(&batch);
-            loss_sum += value;
+            loss_sum += match averaging {
+                LossAverage::MicroBatch => value,
+                LossAverage::Tokens => value * targets as f64,
+            };
             tokens += batch.tokens;
             samples += batch.sample_ids.len();
         }
@@ -565,7 +611,10 @@ impl Trainer {
         let log = StepLog {
             step: self.step,
             epoch,
-            loss: loss_sum / per_step as f64,
+            loss: match averaging {
+                LossAverage::MicroBatch => loss_sum / per_step as f64,
+                LossAverage::Tokens => loss_sum / step_targets.max(1) as f64,
+            },
             lr: lr_groups.first().map_or(0.0, |g| g.1),
             lr_groups,
             grad_norm,
@@ -582,20 +631,35 @@ impl Trainer {
         Ok(log)
     }
 
-    /// One micro-batch's loss and, only when it is finite, its gradients scaled by `1 / per_step`
-    /// (those of checkpointed layers merged in).
-    fn forward_backward(&self, batch: &TrainBatch, micro: u64, per_step: u64) -> Result<(f64, Option<GradStore>)> {
+    /// The trained tokens of the step over every rank, when the loss is averaged over them
+    /// (exchanged before the first backward); else this rank's own count, which nothing uses.
+    fn step_targets(&self, local: usize) -> Result<usize> {
+        match (&self.exchange, self.recipe.optim.loss_average) {
+            (Some(exchange), LossAverage::Tokens) => {
+                let total = Tensor::new(&[local as f32], exchange.device())?;
+                exchange.all_reduce_sum(&total)?;
+                Ok(total.to_vec1::<f32>()?[0].round() as usize)
+            }
+            _ => Ok(local),
+        }
+    }
+
+    /// One micro-batch's loss and, only when it is finite, its gradients scaled by `scale`
+    /// (those of checkpointed layers merged in). A batch without motion pixels (its samples
+    /// train without motion) runs visual-only.
+    fn forward_backward(&self, batch: &TrainBatch, micro: u64, scale: f64) -> Result<(f64, Option<GradStore>)> {
         // Independent dropout seeds per micro-batch, a function of its number in the run (not
         // of the rank that reads it).
         self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
-        let features = vision_features(&self.model, self.motion.as_ref().map(|m| &m.branch), &batch.vision, batch.motion.as_ref())?;
+        let branch = self.motion.as_ref().filter(|_| batch.motion.is_some()).map(|m| &m.branch);
+        let features = vision_features(&self.model, branch, &batch.vision, batch.motion.as_ref())?;
         let positions = self.model.positions(&batch.prompt, &batch.vision)?;
         let loss = self.model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
         let value = loss.value()?;
         if !value.is_finite() {
             return Ok((value, None));
         }
-        let mut grads = loss.backward(1.0 / per_step as f64)?;
+        let mut grads = loss.backward(scale)?;
         if let Some(recomputed) = &self.recomputed {
             recomputed.merge_into(&mut grads)?;
         }
@@ -633,7 +697,7 @@ impl Trainer {
             return Ok(());
         }
         let batch = collate(&read.samples, self.pad_id, &self.device)?;
-        let (value, grads) = self.forward_backward(&batch, micro, per_step)?;
+        let (value, grads) = self.forward_backward(&batch, micro, 1.0 / per_step as f64)?;
         let Some(grads) = grads else {
             return Err(TrainError::NonFinite { step: self.step + 1, what: format!("preflight loss {value}"), samples: batch.sample_ids });
         };
@@ -835,7 +899,7 @@ fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<Check
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
-        let pixels = recipe.data.video().media().image_config;
+        let pixels = recipe.data.media().image_config;
         motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
@@ -918,9 +982,10 @@ pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<Strin
 
 /// The training conversations of a recipe (bad rows are errors unless `skip_bad`).
 pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
-    let read = read_training_samples(
+    let read = read_training_rows(
         &recipe.data.train,
         &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
+        recipe.data.llava_rows,
     )
     .map_err(|e| TrainError::Data(e.to_string()))?;
     if read.items.is_empty() {
@@ -930,11 +995,14 @@ pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
 }
 
 pub(crate) fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
+    DataLoader::new(samples, tokenizer, media, loader_config(recipe))
+}
+
+fn loader_config(recipe: &Recipe) -> LoaderConfig {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template = TemplateOptions { max_seq_len: Some(recipe.data.max_seq_len), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
-    let config = LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() };
-    DataLoader::new(samples, tokenizer, media, config)
+    let template = TemplateOptions { max_seq_len: recipe.data.length_limit(), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
+    LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() }
 }
 
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
@@ -968,7 +1036,7 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
     let jobs: Vec<(&std::path::Path, Option<VideoLimits>)> = samples
         .iter()
         .zip(fits.iter().chain(std::iter::repeat(&None)))
-        .filter(|(_, fit)| !matches!(fit, Some(SampleFit::TooLong { .. })))
+        .filter(|(sample, fit)| sample.with_motion && !matches!(fit, Some(SampleFit::TooLong { .. })))
         .flat_map(|(sample, fit)| {
             let limits = match fit {
                 Some(SampleFit::Fitted { limits, .. }) => Some(*limits),
@@ -1004,19 +1072,110 @@ fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Opt
 /// the tokenizer alone (no model weights are loaded).
 pub fn check_data(recipe: &Recipe) -> Result<DataReport> {
     let samples = read_samples(recipe)?;
-    let tokenizer = match (&recipe.model.init_config, &recipe.model.checkpoint) {
+    let tokenizer = data_tokenizer(recipe, &samples)?;
+    let loader = training_loader(recipe, samples, tokenizer, Media::new(recipe, RunMedia::Visual(recipe.data.media())));
+    Ok(check_loader(&loader, recipe.logging.progress_bar)?.report)
+}
+
+/// The tokenizer training would use, without loading model weights: a local checkpoint
+/// folder's `tokenizer.json` (weights need not be there), a hub checkpoint's, or the one a
+/// fresh model gets.
+fn data_tokenizer(recipe: &Recipe, samples: &[TrainingSample]) -> Result<QwenTokenizer> {
+    match (&recipe.model.init_config, &recipe.model.checkpoint) {
         (Some(_), _) => {
             let built = recipe.output_dir.join("base-model").join("tokenizer.json");
             if built.is_file() {
                 QwenTokenizer::from_file(&built)
             } else {
-                tokenizer_for_fresh_model(&samples, recipe.model.init_vocab_size)
+                tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size)
             }
         }
+        (None, Some(dir)) if Path::new(dir).is_dir() => QwenTokenizer::from_model_dir(dir),
         (None, Some(id)) => QwenTokenizer::from_model_dir(&CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir),
         (None, None) => return Err(TrainError::Setup("[model] needs `checkpoint` or `init_config`".into())),
     }
-    .map_err(|e| TrainError::Setup(e.to_string()))?;
-    let loader = training_loader(recipe, samples, tokenizer, recipe.data.video().media());
-    Ok(check_loader(&loader, recipe.logging.progress_bar)?.report)
+    .map_err(|e| TrainError::Setup(e.to_string()))
+}
+
+/// One training sample as the model receives it: what `train sft --show-samples` prints, one
+/// JSON object a line, in the keys of the official collator's batch.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ShownSample {
+    /// Index of the row among the file's samples (0-based, bad rows left out under `skip_bad`).
+    pub row: usize,
+    pub id: String,
+    /// `file:line` of the row.
+    pub location: String,
+    /// Whether a motion-aware run fuses motion into its videos (`video_tchw` officially).
+    pub with_motion: bool,
+    pub input_ids: Vec<u32>,
+    /// −100 where untrained; not shifted.
+    pub labels: Vec<i64>,
+    /// Per video `[t, h, w]` in patches.
+    pub video_grid_thw: Vec<[usize; 3]>,
+    pub second_per_grid_ts: Vec<f64>,
+    /// Per video, the indices of the decoded frames it keeps (positions in the ordered frame
+    /// list for a frame folder); a last frame repeated to fill a temporal pair is not listed
+    /// again unless the plan itself repeats it.
+    pub frame_indices: Vec<Vec<usize>>,
+    /// Shape of the videos' `pixel_values_videos`, concatenated as the collator does.
+    pub pixel_values_shape: Option<[usize; 2]>,
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub image_grid_thw: Vec<[usize; 3]>,
+    #[serde(skip_serializing_if = "Option::is_none", default)]
+    pub image_pixel_values_shape: Option<[usize; 2]>,
+}
+
+/// `train sft --show-samples N`: the first `n` samples of the training file, in file order, as
+/// the loader makes them for the model (fitted to `max_seq_len` when the recipe fits), one
+/// [`ShownSample`] per line on `out`. No model weights are loaded and no run folder is touched;
+/// a sample the loader leaves out is named on `notes` instead.
+pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut dyn Write) -> Result<()> {
+    let mut samples = read_samples(recipe)?;
+    let tokenizer = data_tokenizer(recipe, &samples)?;
+    samples.truncate(n);
+    let media = Media::new(recipe, RunMedia::Visual(recipe.data.media()));
+    let without_motion = media.without_motion.clone();
+    let plain = |sample: &TrainingSample| if sample.with_motion { recipe.data.media() } else { without_motion.clone() };
+    let loader = DataLoader::new(samples, tokenizer, media, LoaderConfig { shuffle: false, ..loader_config(recipe) });
+    let stdout_err = |e: std::io::Error| TrainError::Io { path: PathBuf::from("<stdout>"), source: e };
+    let mut iter = loader.epoch(0);
+    for loaded in iter.by_ref() {
+        let loaded = loaded.map_err(|e| TrainError::Data(e.to_string()))?;
+        let sample = &loader.samples()[loaded.dataset_index];
+        let limited = match loader.sample_fit(loaded.dataset_index).map_err(|e| TrainError::Data(e.to_string()))? {
+            Some(SampleFit::Fitted { limits, .. }) => plain(sample).limited(limits),
+            _ => plain(sample),
+        };
+        let frame_indices = sample
+            .videos
+            .iter()
+            .map(|video| limited.load_video_frames(video).map(|(plan, _)| plan.indices))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| TrainError::Data(format!("{}: {e}", sample.location())))?;
+        let shape = |items: &[motionvl_data::loader::PixelInput]| {
+            let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();
+            items.first().map(|p| [rows, p.pixel_values.ncols()])
+        };
+        let shown = ShownSample {
+            row: loaded.dataset_index,
+            id: sample.id.clone(),
+            location: sample.location(),
+            with_motion: sample.with_motion,
+            input_ids: loaded.encoded.input_ids.clone(),
+            labels: loaded.encoded.labels.clone(),
+            video_grid_thw: loaded.videos.iter().map(|v| v.grid_thw).collect(),
+            second_per_grid_ts: loaded.videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
+            frame_indices,
+            pixel_values_shape: shape(&loaded.videos),
+            image_grid_thw: loaded.images.iter().map(|i| i.grid_thw).collect(),
+            image_pixel_values_shape: shape(&loaded.images),
+        };
+        let line = serde_json::to_string(&shown).map_err(|e| TrainError::Data(e.to_string()))?;
+        writeln!(out, "{line}").map_err(stdout_err)?;
+    }
+    for skipped in iter.skipped() {
+        writeln!(notes, "left out sample {} ({}): {}", skipped.sample_id, skipped.location, skipped.reason).map_err(stdout_err)?;
+    }
+    Ok(())
 }

@@ -142,3 +142,24 @@ fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() 
     let motion = branch.encoder.forward(pixels, &grids).unwrap();
     assert_eq!(motion.flatten_all().unwrap().to_vec1::<f32>().unwrap(), base.flatten_all().unwrap().to_vec1::<f32>().unwrap());
 }
+
+#[test]
+fn conversation_rows_read_officially_train_visual_only_in_a_motion_run() {
+    // The official loader gives conversation rows no `video_tchw`: the model runs them without
+    // motion, so the connector sees no gradient while LoRA learns.
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny_motion(dir.path(), &[("optim.max_steps", "2"), ("data.llava_rows", "\"official\""), ("checkpoint.every", "100")]);
+    let trainer = Trainer::new(&recipe, None).unwrap();
+    let values = |vars: &[(String, candle_core::Var)]| vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect::<Vec<_>>();
+    let connector = values(trainer.connector_vars().unwrap());
+    let lora = trainer.lora().named_vars();
+    let lora_before = values(&lora);
+    let logs = trainer.run().unwrap();
+    assert_eq!(logs.len(), 2);
+    assert_ne!(values(&lora), lora_before, "LoRA learns");
+    let saved = candle_core::safetensors::load(dir.path().join("checkpoint-2").join(motionvl_models::motion::MOTION_WEIGHTS_FILE), &Device::Cpu).unwrap();
+    for (name, before) in &connector {
+        let after = saved[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
+        assert_eq!(&after, before, "{name} moved, so motion reached a conversation row");
+    }
+}

@@ -45,6 +45,18 @@ fn two_ranks_of_four_micro_batches_equal_one_rank_of_eight() {
 }
 
 #[test]
+fn averaged_over_tokens_two_ranks_of_four_equal_one_rank_of_eight() {
+    // Each rank weighs its micro-batches by the step's token count over both ranks: a rank that
+    // used its own count would double every gradient.
+    let settings = [("optim.max_steps", "2"), ("optim.loss_average", "\"tokens\"")];
+    let alone = tempfile::tempdir().unwrap();
+    let single = Trainer::new(&tiny(alone.path(), &[settings[0], settings[1], ("optim.grad_accum", "8")]), None).unwrap().run().unwrap();
+    let pair = tempfile::tempdir().unwrap();
+    let parallel = train_threads(&tiny(pair.path(), &[settings[0], settings[1], ("optim.grad_accum", "4")]), Start::Fresh, 2).unwrap();
+    assert_close(&single, &parallel, "tokens: 2 × 4 vs 1 × 8");
+}
+
+#[test]
 fn a_resumed_two_rank_run_equals_the_uninterrupted_one() {
     let settings = [("optim.max_steps", "4"), ("optim.grad_accum", "3"), ("checkpoint.every", "2")];
     let whole = tempfile::tempdir().unwrap();

@@ -20,6 +20,45 @@ fn every_recipe_parses() {
 }
 
 #[test]
+fn official_recipes_hold_the_official_scripts_settings() {
+    use motionvl_data::frames::FramePolicy;
+    use motionvl_data::samples::LlavaRows;
+    use motionvl_train::recipe::{LossAverage, MaxSeqLenPolicy};
+    // (recipe, --save_steps, motion branch): motion/run_train.sh and lora/run_train.sh.
+    for (name, every, motion) in [("sis-motion-7b.toml", 1000, true), ("lora-baseline-7b.toml", 500, false)] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft").join(name);
+        let r = Recipe::load(&path, &[]).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert_eq!(r.model.checkpoint.as_deref(), Some("Qwen/Qwen2.5-VL-7B-Instruct"), "{name}");
+        assert_eq!((r.lora.rank, r.lora.alpha, r.lora.dropout), (32, 64.0, 0.05), "{name}");
+        assert_eq!(r.lora.target_modules, ["q_proj", "k_proj", "v_proj", "o_proj"], "{name}");
+        assert_eq!((r.optim.lr, r.optim.grad_accum, r.optim.batch_size, r.optim.epochs), (1e-5, 4, 1, 1), "{name}");
+        assert_eq!((r.optim.weight_decay, r.optim.warmup_ratio, r.optim.max_grad_norm), (0.01, 0.03, 1.0), "{name}");
+        assert_eq!(r.optim.loss_average, LossAverage::MicroBatch, "{name}");
+        assert_eq!((r.checkpoint.every, r.checkpoint.keep), (every, 3), "{name}");
+        assert_eq!(r.data.frames, Some(FramePolicy::Official { max_frames: 32 }), "{name}");
+        assert_eq!((r.data.min_pixels, r.data.max_pixels), (128 * 28 * 28, 512 * 28 * 28), "{name}");
+        assert_eq!((r.data.max_seq_len_policy, r.data.length_limit()), (MaxSeqLenPolicy::Unlimited, None), "{name}");
+        assert_eq!((r.data.label_mask, r.data.llava_rows), (LabelMask::Official, LlavaRows::Official), "{name}");
+        assert_eq!(r.motion.enabled(), motion, "{name}");
+        if motion {
+            assert_eq!((r.motion.estimator.as_str(), r.motion.connector_lr), ("mofnet", 2e-5), "{name}");
+            assert!(r.motion.weights.as_ref().is_some_and(|w| w.ends_with("MOF_kitti.pth")), "{name}");
+        }
+    }
+}
+
+#[test]
+fn length_and_loss_averaging_name_their_choices() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/tiny.toml");
+    let tiny = Recipe::load(&path, &[]).unwrap();
+    assert_eq!(tiny.data.length_limit(), Some(256), "fitting stays the default");
+    let err = Recipe::load(&path, &[("data.max_seq_len_policy".into(), "cut".into())]).unwrap_err().to_string();
+    assert!(err.contains("max_seq_len_policy") && err.contains("fit") && err.contains("none"), "{err}");
+    let err = Recipe::load(&path, &[("optim.loss_average".into(), "sample".into())]).unwrap_err().to_string();
+    assert!(err.contains("loss_average") && err.contains("micro-batch") && err.contains("tokens"), "{err}");
+}
+
+#[test]
 fn paper_recipe_holds_the_paper_settings() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft/visual-3b.toml");
     let r = Recipe::load(&path, &[]).unwrap();

@@ -61,6 +61,12 @@ enum Command {
         /// or dropped, as one JSON object, and exit (no model is loaded).
         #[arg(long)]
         check_data: bool,
+        /// Print the first N training samples (file order) as the model receives them, one
+        /// JSON object a line (`input_ids`, `labels` with −100, `video_grid_thw`,
+        /// `second_per_grid_ts`, `frame_indices`, `pixel_values_shape`), and exit: no model
+        /// weights are loaded and the run directory is not touched.
+        #[arg(long, value_name = "N", conflicts_with_all = ["check_data", "resume", "overwrite"])]
+        show_samples: Option<usize>,
         /// Data parallel over N threads of this process (CPU): each reads its share of every
         /// global batch (`grad_accum` micro-batches per rank) and the gradients are summed.
         /// On GPUs, launch one process per GPU with torchrun or srun instead (`nccl` builds).
@@ -156,7 +162,7 @@ fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
     motionvl_cli::keep_freed_memory();
     match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
-        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, data_parallel, overrides } => {
+        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, show_samples, data_parallel, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
@@ -174,6 +180,11 @@ fn main() -> Result<()> {
                 overrides.push(("motion.cache_only".into(), "true".into()));
             }
             let mut recipe = Recipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
+            if let Some(n) = show_samples {
+                let (stdout, stderr) = (std::io::stdout(), std::io::stderr());
+                motionvl_train::sft::show_samples(&recipe, n, &mut stdout.lock(), &mut stderr.lock()).context("showing the training samples")?;
+                return Ok(());
+            }
             if check_data {
                 let report = motionvl_train::sft::check_data(&recipe).context("checking the training data")?;
                 println!("{}", report.to_json_line());
