@@ -13,6 +13,11 @@
 //!   `qwen-vl-utils` (`linspace(0, total - 1, n).round()`); the actual rate is
 //!   `(n - 1) / (time from first to last kept frame)`.
 //!
+//! The official SIS-Motion code's plan ([`FramePolicy::Official`], [`official_plan`]) is the
+//! exception: it takes at most `max_frames` frames by `numpy.linspace(..., dtype=int)` over the
+//! whole clip whatever its length or rate, and its `second_per_grid_ts` is always
+//! `temporal_patch_size / 2.0` = 1.0, the processor's default rate, not the frames' real one.
+//!
 //! Plans work on frame counts and a frame rate ([`ClipTiming`]); the decoder in [`crate::video`]
 //! matches the plan's timestamps to real frame timestamps, so variable-frame-rate files work
 //! too, and a frame folder uses the indices directly.
@@ -70,7 +75,8 @@ pub struct FramePlan {
     pub indices: Vec<usize>,
     /// Time of each kept frame in seconds from the clip start (`index / clip fps`).
     pub timestamps: Vec<f64>,
-    /// The actual rate of the kept frames (frames per second of video time).
+    /// The actual rate of the kept frames (frames per second of video time); for the official
+    /// plan the rate its processor assumes instead ([`OFFICIAL_PROCESSOR_FPS`]).
     pub fps: f64,
 }
 
@@ -143,13 +149,33 @@ impl Default for EvalProtocol {
     }
 }
 
-/// A plan choice, as written in recipes (`kind = "training" | "sisbench_eval" | "uniform"`).
+/// The rate the official code's Qwen2.5-VL processor assumes for every video (transformers'
+/// `Qwen2VLVideoProcessor.fps` default): its `second_per_grid_ts` is `temporal_patch_size / 2.0`
+/// (`motion/src/uav/data/data_processor.py:575-578`; evaluation passes no `fps`, so the
+/// processor's default applies), whatever the clip's real rate.
+pub const OFFICIAL_PROCESSOR_FPS: f64 = 2.0;
+
+/// The official code's frame cap (`--max_frames 32` / `video_max_frames`).
+pub const OFFICIAL_MAX_FRAMES: usize = 32;
+
+fn official_max_frames() -> usize {
+    OFFICIAL_MAX_FRAMES
+}
+
+/// A plan choice, as written in recipes (`kind = "training" | "sisbench_eval" | "uniform" |
+/// "official"`).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum FramePolicy {
     Training(TrainingPlan),
     SisbenchEval(EvalProtocol),
     Uniform { frames: usize },
+    /// The official SIS-Motion code's plan, for training and evaluation alike: see
+    /// [`official_plan`].
+    Official {
+        #[serde(default = "official_max_frames")]
+        max_frames: usize,
+    },
 }
 
 impl FramePolicy {
@@ -159,9 +185,13 @@ impl FramePolicy {
     }
 
     /// The frames `sampling` keeps under this policy; the rate is the one sampled,
-    /// `n / total × clip fps`, which makes `second_per_grid_ts = 2 / (n / total × fps)`.
+    /// `n / total × clip fps`, which makes `second_per_grid_ts = 2 / (n / total × fps)`. The
+    /// official plan is its own whatever resizes its frames: `sampling` only picks the kernel.
     pub fn plan_with(&self, sampling: Sampling, clip: ClipTiming) -> Result<FramePlan, PlanError> {
         clip.validate()?;
+        if let FramePolicy::Official { max_frames } = self {
+            return official_plan(clip, *max_frames);
+        }
         let Some(indices) = crate::sampling::sampled_indices(sampling, self.element(clip), clip.frame_count, clip.fps) else {
             return self.rate_exact_plan(clip);
         };
@@ -172,7 +202,8 @@ impl FramePolicy {
 
     /// What this policy asks qwen-vl-utils' and transformers' samplers for: the training
     /// plan's rate and bounds; the SIS-Bench protocol's rate by clip length (`max_frames` a
-    /// cap), or `max_frames` frames beyond `medium_up_to_s`; a uniform plan's count.
+    /// cap), or `max_frames` frames beyond `medium_up_to_s`; a uniform plan's count; the
+    /// official plan's cap.
     fn element(&self, clip: ClipTiming) -> Element {
         match self {
             FramePolicy::Training(p) => Element::Fps { fps: p.fps, min_frames: p.min_frames, max_frames: Some(p.max_frames) },
@@ -188,15 +219,20 @@ impl FramePolicy {
                 Element::Fps { fps, min_frames: FPS_MIN_FRAMES, max_frames: Some(p.max_frames) }
             }
             FramePolicy::Uniform { frames } => Element::Frames(*frames),
+            FramePolicy::Official { max_frames } => Element::Frames(*max_frames),
         }
     }
 
-    /// The sampler and resize of this policy; a uniform plan is motionvl's own.
+    /// The sampler and resize of this policy; a uniform plan is motionvl's own. The official
+    /// code hands its frames to transformers' Qwen2-VL video processor, which resizes them
+    /// with its own kernel and pixel bounds and samples nothing more (`do_sample_frames` is
+    /// off by default).
     pub fn sampling(&self) -> Sampling {
         match self {
             FramePolicy::Training(p) => p.sampling,
             FramePolicy::SisbenchEval(p) => p.sampling,
             FramePolicy::Uniform { .. } => Sampling::RateExact,
+            FramePolicy::Official { .. } => Sampling::Transformers,
         }
     }
 
@@ -206,6 +242,7 @@ impl FramePolicy {
             FramePolicy::Training(p) => training_plan(clip, p),
             FramePolicy::SisbenchEval(p) => eval_plan(clip, p),
             FramePolicy::Uniform { frames } => uniform_plan(clip, *frames),
+            FramePolicy::Official { max_frames } => official_plan(clip, *max_frames),
         }
     }
 
@@ -215,15 +252,17 @@ impl FramePolicy {
             FramePolicy::Training(p) => Some(p.max_frames),
             FramePolicy::SisbenchEval(p) => Some(p.max_frames),
             FramePolicy::Uniform { frames } => Some(*frames),
+            FramePolicy::Official { max_frames } => Some(*max_frames),
         }
     }
 
     /// The fewest frames a plan may be lowered to when a sample must shrink: the training
-    /// plan's floor; evaluation and fixed counts never drop frames.
+    /// plan's floor; evaluation, fixed counts and the official plan (which never shrinks a
+    /// sample) never drop frames.
     pub fn min_frames(&self) -> Option<usize> {
         match self {
             FramePolicy::Training(p) => Some(p.min_frames),
-            FramePolicy::SisbenchEval(_) | FramePolicy::Uniform { .. } => None,
+            FramePolicy::SisbenchEval(_) | FramePolicy::Uniform { .. } | FramePolicy::Official { .. } => None,
         }
     }
 
@@ -237,7 +276,15 @@ impl FramePolicy {
             }),
             FramePolicy::SisbenchEval(p) => FramePolicy::SisbenchEval(EvalProtocol { max_frames: p.max_frames.min(max_frames), ..p }),
             FramePolicy::Uniform { frames } => FramePolicy::Uniform { frames: frames.min(max_frames) },
+            FramePolicy::Official { max_frames: own } => FramePolicy::Official { max_frames: own.min(max_frames) },
         }
+    }
+
+    /// Whether the plan counts a video file's frames as the official code does (the header's
+    /// count, else the stream's duration × average rate, floored) rather than motionvl's
+    /// estimate; see `VideoInfo::timing_for`.
+    pub fn counts_frames_officially(&self) -> bool {
+        matches!(self, FramePolicy::Official { .. })
     }
 }
 
@@ -350,6 +397,42 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
     } else {
         Ok(spread(clip, n))
     }
+}
+
+/// The official code's frame indices of a clip of `total` frames: every frame when
+/// `total <= max_frames`, else `sorted(set(numpy.linspace(0, total - 1, max_frames,
+/// dtype=int)))` (`motion/src/eval/dataset_utils.py:139-189`,
+/// `motion/src/uav/data/data_processor.py:205-241`). numpy computes `i × ((total − 1) /
+/// (max_frames − 1))` in f64, sets the last value to `total − 1` and floors; the f64 product
+/// sometimes lands just under a whole number (15 of 123 frames: index 60 where the exact
+/// quotient is 61), so the same f64 arithmetic is used here, not integer division. With
+/// `total > max_frames` the step exceeds one frame, so `set()` never merges two indices; the
+/// result is sorted and unique either way.
+pub fn official_indices(total: usize, max_frames: usize) -> Vec<usize> {
+    if total <= max_frames {
+        return (0..total).collect();
+    }
+    if max_frames <= 1 {
+        // numpy's one-point linspace is its start.
+        return vec![0; max_frames];
+    }
+    let last = total - 1;
+    let step = last as f64 / (max_frames - 1) as f64;
+    let mut indices: Vec<usize> =
+        (0..max_frames).map(|i| if i + 1 == max_frames { last } else { (i as f64 * step).floor() as usize }).collect();
+    indices.dedup();
+    indices
+}
+
+/// The official plan: [`official_indices`] of the clip, timestamps of those frames (for the
+/// decoder), and [`OFFICIAL_PROCESSOR_FPS`] as the rate, so that `second_per_grid_ts` is
+/// `temporal_patch_size / 2.0` = 1.0 whatever the clip's rate or length.
+pub fn official_plan(clip: ClipTiming, max_frames: usize) -> Result<FramePlan, PlanError> {
+    clip.validate()?;
+    if max_frames == 0 {
+        return Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into()));
+    }
+    Ok(with_frame_times(clip, official_indices(clip.frame_count, max_frames), OFFICIAL_PROCESSOR_FPS))
 }
 
 /// Exactly `frames` frames spread evenly over the clip. When the clip has fewer frames some
@@ -515,6 +598,53 @@ mod tests {
         assert!(uniform_plan(ClipTiming::new(3, 25.0), 0).is_err());
     }
 
+    /// Indices printed by numpy 2.2.6 (the official environment's pin):
+    /// `sorted(set(np.linspace(0, total - 1, m, dtype=int)))`.
+    #[test]
+    fn official_indices_match_numpy() {
+        let numpy: [(usize, usize, &[usize]); 6] = [
+            (40, 32, &[0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 20, 21, 22, 23, 25, 26, 27, 28, 30, 31, 32, 33, 35, 36, 37, 39]),
+            (33, 32, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 32]),
+            (100, 32, &[0, 3, 6, 9, 12, 15, 19, 22, 25, 28, 31, 35, 38, 41, 44, 47, 51, 54, 57, 60, 63, 67, 70, 73, 76, 79, 83, 86, 89, 92, 95, 99]),
+            (1500, 32, &[0, 48, 96, 145, 193, 241, 290, 338, 386, 435, 483, 531, 580, 628, 676, 725, 773, 822, 870, 918, 967, 1015, 1063, 1112, 1160, 1208, 1257, 1305, 1353, 1402, 1450, 1499]),
+            // f64 rounding: 7 × (122 / 14) lands under 61, and numpy floors it to 60.
+            (123, 15, &[0, 8, 17, 26, 34, 43, 52, 60, 69, 78, 87, 95, 104, 113, 122]),
+            (31, 23, &[0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 19, 20, 21, 23, 24, 25, 27, 28, 30]),
+        ];
+        for (total, m, want) in numpy {
+            assert_eq!(official_indices(total, m), want, "{total} frames, max {m}");
+        }
+        // At or under the cap: every frame, none repeated or padded.
+        assert_eq!(official_indices(32, 32), (0..32).collect::<Vec<_>>());
+        assert_eq!(official_indices(5, 32), vec![0, 1, 2, 3, 4]);
+        assert_eq!(official_indices(1, 32), vec![0]);
+        assert_eq!(official_indices(9, 1), vec![0]);
+    }
+
+    #[test]
+    fn official_plan_reports_one_second_per_grid_whatever_the_clip() {
+        let policy = FramePolicy::Official { max_frames: 32 };
+        // 50 s at 30 FPS and 1.3 s at 25 FPS: the real rates of the kept frames (0.62 and 25
+        // FPS) would give 3.2 s and 0.08 s per grid; the official code uses 2 / 2.0.
+        for clip in [ClipTiming::new(1500, 30.0), ClipTiming::new(33, 25.0), ClipTiming::new(7, 1.0)] {
+            let plan = policy.plan(clip).unwrap();
+            assert_eq!(plan.indices, official_indices(clip.frame_count, 32));
+            assert_close(plan.second_per_grid(2), 1.0);
+            // Timestamps are those of the chosen frames, for the decoder to find them.
+            for (i, t) in plan.indices.iter().zip(&plan.timestamps) {
+                assert_close(*t, *i as f64 / clip.fps);
+            }
+        }
+        // The sampler only picks the resize kernel; the frames stay the official ones.
+        let clip = ClipTiming::new(100, 30.0);
+        assert_eq!(policy.plan_with(Sampling::QwenVlUtils, clip).unwrap().indices, official_indices(100, 32));
+        assert_eq!(policy.sampling(), Sampling::Transformers);
+        assert_eq!(policy.with_max_frames(8), FramePolicy::Official { max_frames: 8 });
+        assert_eq!(policy.min_frames(), None);
+        assert_eq!(FramePolicy::Official { max_frames: 0 }.plan(clip), Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into())));
+        assert_eq!(policy.plan(ClipTiming::new(0, 30.0)), Err(PlanError::EmptyClip));
+    }
+
     #[test]
     fn policy_parses_from_recipe() {
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "training", "fps": 1.0}"#).unwrap();
@@ -531,5 +661,9 @@ mod tests {
         assert_eq!(p.plan(ClipTiming::new(100, 10.0)).unwrap().len(), 16);
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "sisbench_eval"}"#).unwrap();
         assert_eq!(p, FramePolicy::SisbenchEval(EvalProtocol::default()));
+        let p: FramePolicy = serde_json::from_str(r#"{"kind": "official"}"#).unwrap();
+        assert_eq!(p, FramePolicy::Official { max_frames: 32 });
+        let p: FramePolicy = serde_json::from_str(r#"{"kind": "official", "max_frames": 16}"#).unwrap();
+        assert_eq!(p, FramePolicy::Official { max_frames: 16 });
     }
 }

@@ -190,7 +190,7 @@ impl MediaProcessor for QwenMedia {
             let videos = sample
                 .videos
                 .iter()
-                .map(|p| self.source(p).probe().map(|info| (info.height, info.width, info.timing())))
+                .map(|p| self.source(p).probe().map(|info| (info.height, info.width, info.timing_for(&self.video_policy))))
                 .collect::<Result<_, _>>()?;
             Ok(VideoBudget { videos, policy: self.video_policy, config: self.video_config.clone() })
         };
@@ -216,7 +216,7 @@ impl QwenMedia {
     pub fn video_grid(&self, path: &Path) -> Result<[usize; 3], BoxError> {
         let source = self.source(path);
         let info = source.probe()?;
-        let plan = self.video_policy.plan(info.timing())?;
+        let plan = self.video_policy.plan(info.timing_for(&self.video_policy))?;
         let cfg = &self.video_config;
         let (h, w) = video_size(self.video_policy.sampling(), info.height, info.width, plan.len(), cfg)?;
         Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])

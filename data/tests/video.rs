@@ -444,3 +444,25 @@ fn a_clip_shorter_than_min_frames_is_an_error() {
     let err = VideoSource::File(path).load(&policy, &DecodeOptions::default()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("one.mp4") && err.contains("1 frames") && err.contains("min_frames 4"), "{err}");
 }
+
+/// The official plan on real files: frame counts as PyAV 13.1.0 reads these very files
+/// (`stream.frames` 45 for mp4/avi; 0 and no stream duration for mkv, where the official code
+/// counts the 45 decoded frames), the frames `sorted(set(np.linspace(0, 44, 32, dtype=int)))`
+/// (numpy 2.2.6), one second per temporal grid slot.
+#[test]
+fn official_plan_decodes_numpy_linspace_frames() {
+    const NUMPY_45_OF_32: [usize; 32] =
+        [0, 1, 2, 4, 5, 7, 8, 9, 11, 12, 14, 15, 17, 18, 19, 21, 22, 24, 25, 26, 28, 29, 31, 32, 34, 35, 36, 38, 39, 41, 42, 44];
+    let dir = tmp();
+    for (ext, header) in [("mp4", Some(45)), ("avi", Some(45)), ("mkv", None)] {
+        let path = dir.path().join(format!("clip.{ext}"));
+        write_clip(&path, 45, &mpeg4((30, 1), 12));
+        let info = probe_video(&path).expect("probe");
+        assert_eq!(info.header_frames, header, "{ext}");
+        let policy = FramePolicy::Official { max_frames: 32 };
+        let (plan, got) = VideoSource::File(path).load(&policy, &DecodeOptions::default()).expect("load");
+        assert_eq!(plan.indices, NUMPY_45_OF_32, "{ext}");
+        assert_eq!(codes(&got.frames), NUMPY_45_OF_32, "{ext}");
+        assert!((plan.second_per_grid(2) - 1.0).abs() < 1e-12, "{ext}");
+    }
+}

@@ -61,7 +61,22 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
         frame_count,
         fps,
         duration_s,
+        header_frames: declared_frames.or_else(|| frames_from_stream_duration(&stream)),
     })
+}
+
+/// PyAV's fallback count when the header has none (`int(float(stream.duration ×
+/// stream.time_base × stream.average_rate))`, `motion/src/eval/dataset_utils.py:92-100`): the
+/// exact product of three rationals, floored. `None` without a stream duration or an average
+/// rate (the official code then decodes every frame to count them).
+fn frames_from_stream_duration(stream: &ffmpeg::Stream) -> Option<usize> {
+    let (duration, base, rate) = (stream.duration(), stream.time_base(), stream.avg_frame_rate());
+    if duration <= 0 || base.denominator() <= 0 || rate.numerator() <= 0 || rate.denominator() <= 0 {
+        return None;
+    }
+    let numerator = i128::from(duration) * i128::from(base.numerator()) * i128::from(rate.numerator());
+    let denominator = i128::from(base.denominator()) * i128::from(rate.denominator());
+    usize::try_from(numerator / denominator).ok().filter(|n| *n > 0)
 }
 
 /// Decodes the frames of `plan` from a video file with default options.

@@ -93,6 +93,7 @@ impl FrameFolder {
             frame_count: self.files.len(),
             fps: self.fps,
             duration_s: self.files.len() as f64 / self.fps,
+            header_frames: Some(self.files.len()),
         })
     }
 

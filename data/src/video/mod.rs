@@ -124,11 +124,25 @@ pub struct VideoInfo {
     pub fps: f64,
     /// Length in seconds as the container states it (frame folders: `frame_count / fps`).
     pub duration_s: f64,
+    /// The count the official code plans with: the stream's frame count, else its duration ×
+    /// average rate floored (PyAV's `stream.frames`, `stream.duration`, `stream.average_rate`);
+    /// a frame folder's file count. `None` when the stream states neither.
+    pub header_frames: Option<usize>,
 }
 
 impl VideoInfo {
     pub fn timing(&self) -> ClipTiming {
         ClipTiming::new(self.frame_count, self.fps)
+    }
+
+    /// The timing `policy` plans with: the official plan counts frames as the official code
+    /// does ([`VideoInfo::header_frames`]), falling back to motionvl's estimate where the stream
+    /// states no count or duration (the official code would decode the whole file to count).
+    pub fn timing_for(&self, policy: &FramePolicy) -> ClipTiming {
+        match self.header_frames {
+            Some(frames) if policy.counts_frames_officially() => ClipTiming::new(frames, self.fps),
+            _ => self.timing(),
+        }
     }
 }
 
@@ -200,7 +214,7 @@ impl VideoSource {
         options: &DecodeOptions,
     ) -> Result<(FramePlan, DecodedFrames), VideoError> {
         let info = self.probe()?;
-        let plan = policy.plan(info.timing()).map_err(|source| VideoError::Plan {
+        let plan = policy.plan(info.timing_for(policy)).map_err(|source| VideoError::Plan {
             path: self.path().to_path_buf(),
             source,
         })?;
