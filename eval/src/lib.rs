@@ -22,6 +22,7 @@ pub mod infer;
 pub mod item;
 pub mod likelihood;
 pub mod metrics;
+pub mod official;
 pub mod predictions;
 pub mod prior;
 pub mod report;
