@@ -36,7 +36,7 @@ use crate::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image, 
 use crate::sampling::{resize_video, video_size};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
-use crate::video::{DecodeOptions, VideoSource, load_image};
+use crate::video::{DecodeOptions, FolderListing, VideoSource, load_image};
 
 /// Error type media processors may return; the loader wraps it with the sample's id and row.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -141,10 +141,12 @@ impl QwenMedia {
         out
     }
 
-    /// A file is decoded with ffmpeg; a folder is a numbered-frame sequence.
+    /// A file is decoded with ffmpeg; a folder is a numbered-frame sequence, listed as the
+    /// frame policy reads folders ([`FolderListing::for_policy`]).
     pub fn source(&self, path: &Path) -> VideoSource {
         if path.is_dir() {
-            VideoSource::FrameFolder { dir: path.to_path_buf(), fps: self.frame_folder_fps }
+            let listing = FolderListing::for_policy(&self.video_policy);
+            VideoSource::FrameFolder { dir: path.to_path_buf(), fps: self.frame_folder_fps, listing }
         } else {
             VideoSource::File(path.to_path_buf())
         }

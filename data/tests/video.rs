@@ -9,8 +9,9 @@ use std::path::{Path, PathBuf};
 
 use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, TrainingPlan, eval_plan, uniform_plan};
 use motionvl_data::sampling::Sampling;
+use motionvl_data::loader::QwenMedia;
 use motionvl_data::video::{
-    DecodeOptions, EncodeSettings, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
+    DecodeOptions, EncodeSettings, FolderListing, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
     load_image, probe_video,
 };
 use ndarray::{Array3, ArrayView3, s};
@@ -301,6 +302,7 @@ fn frame_folder_is_a_video() {
     let source = VideoSource::FrameFolder {
         dir: dir.path().to_path_buf(),
         fps: 10.0,
+        listing: FolderListing::Numeric,
     };
     let (plan, got) = source
         .load(&FramePolicy::Uniform { frames: 4 }, &DecodeOptions::default())
@@ -465,4 +467,41 @@ fn official_plan_decodes_numpy_linspace_frames() {
         assert_eq!(codes(&got.frames), NUMPY_45_OF_32, "{ext}");
         assert!((plan.second_per_grid(2) - 1.0).abs() < 1e-12, "{ext}");
     }
+}
+
+/// Names whose numeric, Python-sorted and case orders all differ; frame `i` carries code `i`
+/// in the order written. The official order is Python 3.11's
+/// `sorted(p for p in Path(d).iterdir() if p.suffix.lower() in ('.jpg', '.jpeg', '.png'))`
+/// over these names.
+#[test]
+fn frame_folder_listings_numeric_and_official() {
+    let dir = tmp();
+    let names: Vec<String> = ["1.png", "2.png", "10.png", "11.png", "9.PNG", "a.jpg", "B.jpeg", "frame_03.png", "z.webp", "Ä.png", "é.png"]
+        .map(String::from)
+        .to_vec();
+    write_png_sequence(dir.path(), &names);
+    let listed = |listing| -> Vec<String> {
+        let folder = FrameFolder::open_listed(dir.path(), 15.0, listing).expect("open");
+        folder.files().iter().map(|p| p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string()).collect()
+    };
+    assert_eq!(
+        listed(FolderListing::Official),
+        ["1.png", "10.png", "11.png", "2.png", "9.PNG", "B.jpeg", "a.jpg", "frame_03.png", "Ä.png", "é.png"]
+    );
+    assert_eq!(
+        listed(FolderListing::Numeric),
+        ["1.png", "2.png", "frame_03.png", "9.PNG", "10.png", "11.png", "B.jpeg", "a.jpg", "z.webp", "Ä.png", "é.png"]
+    );
+
+    // The official policy lists the folder officially, counts its 10 frames and takes
+    // np.linspace(0, 9, 4, dtype=int) = [0, 3, 6, 9] of that order.
+    let media = QwenMedia { video_policy: FramePolicy::Official { max_frames: 4 }, ..QwenMedia::default() };
+    let source = media.source(dir.path());
+    assert_eq!(source, VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 15.0, listing: FolderListing::Official });
+    assert_eq!(source.probe().expect("probe").header_frames, Some(10));
+    let (plan, got) = source.load(&media.video_policy, &DecodeOptions::default()).expect("load");
+    assert_eq!(plan.indices, vec![0, 3, 6, 9]);
+    assert_eq!(codes(&got.frames), vec![0, 1, 5, 10]);
+    // Any other policy keeps motionvl's numeric order.
+    assert_eq!(QwenMedia::default().source(dir.path()), VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 15.0, listing: FolderListing::Numeric });
 }

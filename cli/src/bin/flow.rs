@@ -29,7 +29,7 @@ use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
 use motionvl_data::media_config::{media_from_config, ConfigMedia};
-use motionvl_data::video::{DecodeOptions, VideoSource};
+use motionvl_data::video::{DecodeOptions, FolderListing, VideoSource};
 use motionvl_flow::{estimator_from_spec, EstimatorSpec};
 use motionvl_flow::extract::{manifest_videos, plan_jobs, plan_media, Shard};
 use motionvl_flow::media::MotionMedia;
@@ -276,7 +276,7 @@ fn sources(input: &Input) -> Result<Vec<VideoSource>> {
     }
     Ok(paths
         .into_iter()
-        .map(|path| if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps } } else { VideoSource::File(path) })
+        .map(|path| if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps, listing: FolderListing::Numeric } } else { VideoSource::File(path) })
         .collect())
 }
 

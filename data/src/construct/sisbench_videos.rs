@@ -36,7 +36,7 @@ use super::ConstructError;
 use crate::files::write_atomic;
 use crate::frames::FramePlan;
 use crate::rng::{SynthRng, derive_seed};
-use crate::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, VideoSource, VideoWriter, probe_video};
+use crate::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, FolderListing, VideoSource, VideoWriter, probe_video};
 
 /// Video file extensions taken as sources.
 pub const VIDEO_EXTENSIONS: [&str; 6] = ["mp4", "mkv", "avi", "mov", "webm", "m4v"];
@@ -109,7 +109,7 @@ pub fn find_sources(dir: &Path, frame_folder_fps: f64) -> Result<Vec<Source>, Co
             if !has_frames {
                 continue;
             }
-            VideoSource::FrameFolder { dir: path.clone(), fps: frame_folder_fps }
+            VideoSource::FrameFolder { dir: path.clone(), fps: frame_folder_fps, listing: FolderListing::Numeric }
         } else if has_ext(&path, &VIDEO_EXTENSIONS) {
             VideoSource::File(path.clone())
         } else {

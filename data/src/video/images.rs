@@ -4,9 +4,56 @@ use std::path::{Path, PathBuf};
 
 use ndarray::{Array3, Array4, Axis};
 
-use crate::frames::FramePlan;
+use serde::{Deserialize, Serialize};
+
+use crate::frames::{FramePlan, FramePolicy};
 
 use super::*;
+
+/// Extensions the official code reads as frames (`f.suffix.lower() in ('.jpg', '.jpeg',
+/// '.png')`, `motion/src/eval/dataset_utils.py:182-185`).
+pub const OFFICIAL_FRAME_EXTENSIONS: [&str; 3] = ["jpg", "jpeg", "png"];
+
+/// Which files of a frame folder are its frames, and in which order.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FolderListing {
+    /// motionvl's: JPEG/PNG/WebP files in numeric-aware order (the last run of digits in the
+    /// stem, so `2.jpg` comes before `10.jpg`; names without digits after, by name).
+    #[default]
+    Numeric,
+    /// The official code's: `.jpg/.jpeg/.png` files (any case) in `sorted()` order of their
+    /// names, Python's string order (code points, i.e. UTF-8 bytes), so `10.jpg` comes before
+    /// `2.jpg` (`motion/src/eval/dataset_utils.py:182-189`,
+    /// `motion/src/uav/data/data_processor.py:205-213`).
+    Official,
+}
+
+impl FolderListing {
+    /// The listing a frame policy goes with: the official plan reads folders as the official
+    /// code does, every other plan numerically.
+    pub fn for_policy(policy: &FramePolicy) -> Self {
+        if policy.counts_frames_officially() { FolderListing::Official } else { FolderListing::Numeric }
+    }
+
+    fn extensions(self) -> &'static [&'static str] {
+        match self {
+            FolderListing::Numeric => &FRAME_EXTENSIONS,
+            FolderListing::Official => &OFFICIAL_FRAME_EXTENSIONS,
+        }
+    }
+
+    fn sort(self, files: &mut [PathBuf]) {
+        match self {
+            FolderListing::Numeric => files.sort_by_cached_key(|p| frame_sort_key(p)),
+            FolderListing::Official => files.sort_by(|a, b| file_name_bytes(a).cmp(file_name_bytes(b))),
+        }
+    }
+}
+
+fn file_name_bytes(path: &Path) -> &[u8] {
+    path.file_name().map(|n| n.as_encoded_bytes()).unwrap_or_default()
+}
 
 /// Reads a JPEG/PNG/WebP (or any format `image` knows, guessed from the content) as
 /// `[H, W, 3]` RGB uint8; alpha is dropped, greyscale expanded.
@@ -42,6 +89,11 @@ impl FrameFolder {
     /// Lists the folder's frames in numeric order (`2.jpg` before `10.jpg`; names without
     /// digits sort after, by name).
     pub fn open(dir: &Path, fps: f64) -> Result<Self, VideoError> {
+        Self::open_listed(dir, fps, FolderListing::Numeric)
+    }
+
+    /// Lists the folder's frames as `listing` says.
+    pub fn open_listed(dir: &Path, fps: f64, listing: FolderListing) -> Result<Self, VideoError> {
         if !(fps.is_finite() && fps > 0.0) {
             return Err(VideoError::BadFps {
                 path: dir.to_path_buf(),
@@ -58,7 +110,7 @@ impl FrameFolder {
             let is_frame = path
                 .extension()
                 .and_then(|e| e.to_str())
-                .is_some_and(|e| FRAME_EXTENSIONS.iter().any(|x| x.eq_ignore_ascii_case(e)));
+                .is_some_and(|e| listing.extensions().iter().any(|x| x.eq_ignore_ascii_case(e)));
             if is_frame && path.is_file() {
                 files.push(path);
             }
@@ -68,7 +120,7 @@ impl FrameFolder {
                 path: dir.to_path_buf(),
             });
         }
-        files.sort_by_cached_key(|p| frame_sort_key(p));
+        listing.sort(&mut files);
         Ok(Self {
             dir: dir.to_path_buf(),
             files,

@@ -6,8 +6,9 @@
 //!   timestamps, so variable-frame-rate files sample the right moments; the decoder seeks to
 //!   near each far-away target and decodes forward, so a 32-frame plan over a long video
 //!   decodes a few GOPs, not the whole file;
-//! - a folder of numbered JPEG/PNG/WebP frames (VisDrone sequences) with a declared fps; only
-//!   the planned files are read;
+//! - a folder of numbered JPEG/PNG/WebP frames (VisDrone sequences) with a declared fps, listed
+//!   in numeric order or the official code's name order ([`FolderListing`]); only the planned
+//!   files are read;
 //! - single images (JPEG/PNG/WebP) through the `image` crate ([`load_image`]).
 //!
 //! Output layouts are those of [`crate::preprocess`]: `[T, H, W, 3]` and `[H, W, 3]` uint8 RGB.
@@ -29,7 +30,7 @@ use crate::frames::{ClipTiming, FramePlan, FramePolicy, PlanError};
 
 pub use decode::{decode_all, decode_video, decode_video_with, probe_video};
 pub use encode::{EncodeSettings, VideoWriter};
-pub use images::{load_image, FrameFolder};
+pub use images::{FolderListing, FrameFolder, OFFICIAL_FRAME_EXTENSIONS, load_image};
 
 /// A gap (seconds) between the last decoded frame and the next planned one beyond which the
 /// decoder seeks instead of decoding through. Typical UAV footage has keyframes every 1–2 s;
@@ -177,11 +178,11 @@ impl Default for DecodeOptions {
     }
 }
 
-/// A clip: a video file, or a folder of numbered frames with a declared rate.
+/// A clip: a video file, or a folder of numbered frames with a declared rate and listing.
 #[derive(Debug, Clone, PartialEq)]
 pub enum VideoSource {
     File(PathBuf),
-    FrameFolder { dir: PathBuf, fps: f64 },
+    FrameFolder { dir: PathBuf, fps: f64, listing: FolderListing },
 }
 
 impl VideoSource {
@@ -195,14 +196,14 @@ impl VideoSource {
     pub fn probe(&self) -> Result<VideoInfo, VideoError> {
         match self {
             VideoSource::File(p) => probe_video(p),
-            VideoSource::FrameFolder { dir, fps } => FrameFolder::open(dir, *fps)?.info(),
+            VideoSource::FrameFolder { dir, fps, listing } => FrameFolder::open_listed(dir, *fps, *listing)?.info(),
         }
     }
 
     pub fn decode(&self, plan: &FramePlan, options: &DecodeOptions) -> Result<DecodedFrames, VideoError> {
         match self {
             VideoSource::File(p) => decode_video_with(p, plan, options),
-            VideoSource::FrameFolder { dir, fps } => FrameFolder::open(dir, *fps)?.decode(plan),
+            VideoSource::FrameFolder { dir, fps, listing } => FrameFolder::open_listed(dir, *fps, *listing)?.decode(plan),
         }
     }
 
