@@ -82,13 +82,19 @@ impl OfficialRows {
     /// The row of `item`, with an error naming the line and field the official code would
     /// fail on.
     pub fn row(&self, item: &Item) -> Result<OfficialRow> {
-        let (row, line) = self.by_id.get(&item.id).ok_or_else(|| EvalError::OfficialRow {
+        self.row_by_id(&item.id, item.line)
+    }
+
+    /// The row with question id `id` (`line`: where the caller found it, for the error when
+    /// no row has that id).
+    pub fn row_by_id(&self, id: &str, line: usize) -> Result<OfficialRow> {
+        let (row, line) = self.by_id.get(id).ok_or_else(|| EvalError::OfficialRow {
             file: self.file.clone(),
-            line: item.line,
-            id: item.id.clone(),
+            line,
+            id: id.to_string(),
             message: format!("no row of {} has this question_id or id", self.file.display()),
         })?;
-        let bad = |message: String| EvalError::OfficialRow { file: self.file.clone(), line: *line, id: item.id.clone(), message };
+        let bad = |message: String| EvalError::OfficialRow { file: self.file.clone(), line: *line, id: id.to_string(), message };
         let question = match row.get("question") {
             Some(Value::String(s)) => s.clone(),
             _ => return Err(bad("the official prompt needs `question` as a string".into())),
