@@ -23,6 +23,7 @@ pub mod item;
 pub mod likelihood;
 pub mod metrics;
 pub mod official;
+pub mod pil;
 pub mod predictions;
 pub mod prior;
 pub mod report;
