@@ -57,7 +57,7 @@ pub struct RunConfig {
     #[serde(default)]
     pub protocol_kind: Option<ProtocolKind>,
     /// How answers are read out of outputs (`--extract`); default: `official` under the
-    /// official protocol, `motionvl` under the paper's.
+    /// official and vLLM protocols, `motionvl` under the paper's.
     #[serde(default)]
     pub extract: Option<ExtractMode>,
     /// Settings of the official protocol.
@@ -79,6 +79,11 @@ pub enum ProtocolKind {
     /// SPEC §2 as motionvl read the paper: the `[protocol]` section's frame plan and pixels,
     /// lmms-eval's prompt, plain greedy decoding, motionvl's extractor.
     Paper,
+    /// The zero-shot baselines' vLLM evaluation (`eval/src/uav/vqa` of the released code): the
+    /// official frames, each a separate image resized by Pillow into 256–512 × 28² pixels
+    /// ([`crate::pil`]), the vLLM prompt, greedy decoding with the base model's repetition
+    /// penalty, only missing or empty media left out, the same regex cascade.
+    VllmBaseline,
 }
 
 impl ProtocolKind {
@@ -86,6 +91,7 @@ impl ProtocolKind {
         match self {
             ProtocolKind::Official => "official",
             ProtocolKind::Paper => "paper",
+            ProtocolKind::VllmBaseline => "vllm-baseline",
         }
     }
 
@@ -102,10 +108,10 @@ impl ProtocolKind {
 impl std::str::FromStr for ProtocolKind {
     type Err = String;
     fn from_str(s: &str) -> std::result::Result<Self, String> {
-        [ProtocolKind::Official, ProtocolKind::Paper]
+        [ProtocolKind::Official, ProtocolKind::Paper, ProtocolKind::VllmBaseline]
             .into_iter()
             .find(|k| k.as_str() == s)
-            .ok_or_else(|| format!("--protocol {s} is not known; use official or paper"))
+            .ok_or_else(|| format!("--protocol {s} is not known; use official, paper or vllm-baseline"))
     }
 }
 
@@ -131,7 +137,8 @@ impl std::str::FromStr for ExtractMode {
     }
 }
 
-/// The official protocol's numbers (`motion/run_eval.sh`: `--max_frames 32 --min_frames 8`).
+/// The official protocol's numbers (`motion/run_eval.sh`: `--max_frames 32 --min_frames 8`;
+/// the vLLM baseline uses `max_frames` too, `eval/run_eval.sh`'s `MAX_FRAMES=32`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OfficialConfig {
@@ -232,8 +239,8 @@ pub struct GenerationConfig {
     #[serde(default)]
     pub likelihood_normalisation: Normalisation,
     /// Hugging Face's repetition penalty in greedy decoding; default: the base model's
-    /// `generation_config.json` value under the official protocol (Qwen2.5-VL's is 1.05), none
-    /// under the paper's.
+    /// `generation_config.json` value under the official and vLLM protocols (Qwen2.5-VL's is
+    /// 1.05), none under the paper's.
     #[serde(default)]
     pub repetition_penalty: Option<f64>,
 }
@@ -400,10 +407,11 @@ impl RunConfig {
         {
             return Err(EvalError::Config(format!("generation.repetition_penalty {p} must be a positive number")));
         }
-        if self.protocol_kind() == ProtocolKind::Official && self.generation.answer == AnswerMode::Likelihood {
-            return Err(EvalError::Config(
-                "the official protocol decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"".into(),
-            ));
+        if self.protocol_kind() != ProtocolKind::Paper && self.generation.answer == AnswerMode::Likelihood {
+            return Err(EvalError::Config(format!(
+                "the {} protocol decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"",
+                self.protocol_kind().as_str()
+            )));
         }
         if self.official.max_frames == 0 {
             return Err(EvalError::Config("official.max_frames must be at least 1".into()));
@@ -426,7 +434,7 @@ impl RunConfig {
     pub fn extract_mode(&self) -> ExtractMode {
         self.extract.unwrap_or(match self.protocol_kind() {
             ProtocolKind::Paper => ExtractMode::Motionvl,
-            ProtocolKind::Official => ExtractMode::Official,
+            ProtocolKind::Official | ProtocolKind::VllmBaseline => ExtractMode::Official,
         })
     }
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use candle_core::Device;
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
-use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
@@ -109,10 +109,16 @@ pub struct QwenPreparer {
     /// The answer form to tokenise each option in, when options are ranked by likelihood
     /// (`None`: every question is generated).
     pub likelihood: Option<Continuation>,
-    /// The manifest's rows as written, when questions are asked with the official prompt and
-    /// `second_per_grid_ts` ([`crate::official`]).
+    /// The manifest's rows as written, when questions are asked as a released evaluator asks
+    /// them ([`crate::official`]).
     pub official: Option<OfficialRows>,
+    /// Which evaluator's prompt and media: the official one's video with
+    /// `second_per_grid_ts` 1.0, or the vLLM baseline's one image per frame.
+    pub protocol: ProtocolKind,
 }
+
+/// `second_per_grid_ts` of every official video.
+const OFFICIAL_SECOND_PER_GRID: f64 = 1.0;
 
 impl QwenPreparer {
     fn prepare_one(&self, item: &Item) -> Result<PreparedQuestion> {
@@ -122,6 +128,9 @@ impl QwenPreparer {
             id: item.id.clone(),
             message: format!("{}: {e}", path.display()),
         };
+        if self.protocol == ProtocolKind::VllmBaseline {
+            return self.prepare_vllm(item);
+        }
         let (mut videos, motion): (Vec<DataPixels>, Vec<DataPixels>) = match &self.motion {
             Some(m) => item
                 .videos
@@ -197,10 +206,44 @@ impl QwenPreparer {
             option_rows,
         })
     }
-}
 
-/// `second_per_grid_ts` of every official video.
-const OFFICIAL_SECOND_PER_GRID: f64 = 1.0;
+    /// A question as the vLLM baseline asks it: every planned frame of its video a separate
+    /// image through [`crate::pil::vllm_frame`], the vLLM prompt.
+    fn prepare_vllm(&self, item: &Item) -> Result<PreparedQuestion> {
+        let rows = self.official.as_ref().ok_or_else(|| EvalError::Config("the vLLM baseline reads the manifest's rows as written".into()))?;
+        let row = rows.row(item)?;
+        let mut images = Vec::new();
+        for path in &item.videos {
+            let media_error = |e: &dyn std::fmt::Display| EvalError::Media {
+                file: item.file.clone(),
+                line: item.line,
+                id: item.id.clone(),
+                message: format!("{}: {e}", path.display()),
+            };
+            let (_, decoded) = self.media.source(path).load(&self.media.video_policy, &self.media.decode).map_err(|e| media_error(&e))?;
+            for frame in decoded.frames.outer_iter() {
+                let resized = crate::pil::vllm_frame(frame).map_err(|e| media_error(&e))?;
+                let vision = normalize_image_resized(resized.view(), &self.media.image_config).map_err(|e| media_error(&e))?;
+                images.push(DataPixels { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid: None });
+            }
+        }
+        let prompt_text = crate::official::vllm_prompt(&row, images.len());
+        let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
+        let prompt = self
+            .tokenizer
+            .encode_prompt(&item.id, &[Message::user(prompt_text.clone())], &image_grids, &[], &self.template)
+            .map_err(|source| prompt_error(item, source))?;
+        Ok(PreparedQuestion {
+            id: item.id.clone(),
+            prompt_text,
+            prompt: Some(prompt),
+            images,
+            videos: Vec::new(),
+            motion: Vec::new(),
+            option_rows: Vec::new(),
+        })
+    }
+}
 
 fn prompt_error(item: &Item, source: motionvl_data::text::TextError) -> EvalError {
     EvalError::Prompt {
@@ -435,8 +478,23 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
             .map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
         None => PreprocessConfig::default(),
     };
-    let official = config.protocol_kind() == ProtocolKind::Official;
-    let media = if official { official_media(config, &base) } else { config.protocol.media(&base) };
+    let kind = config.protocol_kind();
+    let media = match kind {
+        ProtocolKind::Official => official_media(config, &base),
+        // The frames of the official plan; each becomes an image already sized by Pillow,
+        // which the image preprocessing only normalises.
+        ProtocolKind::VllmBaseline => QwenMedia {
+            video_policy: FramePolicy::Official { max_frames: config.official.max_frames },
+            image_config: base.clone(),
+            ..QwenMedia::default()
+        },
+        ProtocolKind::Paper => config.protocol.media(&base),
+    };
+    if kind == ProtocolKind::VllmBaseline && motion.is_some() {
+        return Err(EvalError::Config(
+            "the vLLM baseline evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official".into(),
+        ));
+    }
     let template = TemplateOptions {
         max_seq_len: None,
         merge_size: model.config().vision.spatial_merge_size,
@@ -465,10 +523,11 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         skip_bad: config.skip_bad,
         likelihood: (config.generation.answer == AnswerMode::Likelihood)
             .then_some(config.generation.likelihood_continuation),
-        official: if official { Some(OfficialRows::read(&config.manifest)?) } else { None },
+        official: if kind == ProtocolKind::Paper { None } else { Some(OfficialRows::read(&config.manifest)?) },
+        protocol: kind,
     };
     let defaults = match checkpoint_file(checkpoint, &files, "generation_config.json")? {
-        Some(path) if official => GenerationDefaults::read(&path)?,
+        Some(path) if kind != ProtocolKind::Paper => GenerationDefaults::read(&path)?,
         _ => GenerationDefaults::default(),
     };
     let repetition_penalty = config.generation.repetition_penalty.or(defaults.repetition_penalty).filter(|p| *p != 1.0);

@@ -153,6 +153,19 @@ pub fn prompt(row: &OfficialRow, item: &Item) -> String {
     s
 }
 
+/// The vLLM evaluator's user turn (`eval/src/uav/vqa/uav_dataset.py:77-93, 300-312`): one
+/// image per frame, each with no text between, then the question and options in its template.
+pub fn vllm_prompt(row: &OfficialRow, frames: usize) -> String {
+    let options: Vec<String> = row.options.iter().map(|(key, text)| format!("{key}. {text}")).collect();
+    format!(
+        "{}Watch the video carefully and answer the following multiple choice question.\n\nQuestion:\n{}\n\nOptions:\n{}\n\n\
+         Please select the correct answer from the options above. Only output the letter (A, B, C, or D) corresponding to your answer.",
+        motionvl_data::text::IMAGE_TAG.repeat(frames),
+        row.question,
+        options.join("\n")
+    )
+}
+
 /// A question the official protocol does not ask, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LeftOut {
@@ -179,18 +192,37 @@ pub fn header_frame_count(path: &Path) -> Result<usize> {
         .map_err(|e| EvalError::BadFile { path: path.to_path_buf(), message: e.to_string() })
 }
 
-/// Why the official protocol leaves `item` out: a medium that is not there, or a video whose
-/// header frame count is in `1..min_frames`; `None` when it is asked.
-pub fn leave_out(item: &Item, min_frames: usize) -> Result<Option<String>> {
+/// Which questions a protocol asks, besides those whose media is missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Admission {
+    /// The official evaluator: not a video whose header frame count is in `1..min_frames`.
+    MinFrames(usize),
+    /// The vLLM evaluator: not a frame folder without a `.jpg/.jpeg/.png` frame
+    /// (`uav_dataset.py:158-182`; files are not probed).
+    NonEmpty,
+}
+
+/// Why a protocol leaves `item` out: a medium that is not there, or one `admission` refuses;
+/// `None` when it is asked.
+pub fn leave_out(item: &Item, admission: Admission) -> Result<Option<String>> {
     for path in item.videos.iter().chain(&item.images) {
         if !path.exists() {
             return Ok(Some(format!("media not found: {}", path.display())));
         }
     }
     for path in &item.videos {
-        let frames = header_frame_count(path)?;
-        if (1..min_frames).contains(&frames) {
-            return Ok(Some(format!("{} has {frames} frames, fewer than min_frames {min_frames}", path.display())));
+        match admission {
+            Admission::MinFrames(min_frames) => {
+                let frames = header_frame_count(path)?;
+                if (1..min_frames).contains(&frames) {
+                    return Ok(Some(format!("{} has {frames} frames, fewer than min_frames {min_frames}", path.display())));
+                }
+            }
+            Admission::NonEmpty => {
+                if path.is_dir() && header_frame_count(path)? == 0 {
+                    return Ok(Some(format!("{} holds no .jpg/.jpeg/.png frame", path.display())));
+                }
+            }
         }
     }
     Ok(None)
@@ -411,11 +443,15 @@ mod tests {
         let long = folder("long", &eight.iter().map(String::as_str).collect::<Vec<_>>());
         let empty = folder("empty", &[]);
         assert_eq!(header_frame_count(&short).ok(), Some(7), ".jpg/.jpeg/.png in any case only");
-        let reason = leave_out(&item("s", vec![short]), 8).ok().flatten().unwrap_or_default();
+        let reason = leave_out(&item("s", vec![short.clone()]), Admission::MinFrames(8)).ok().flatten().unwrap_or_default();
         assert!(reason.contains("7 frames, fewer than min_frames 8"), "{reason}");
-        assert_eq!(leave_out(&item("l", vec![long]), 8).ok(), Some(None));
-        assert_eq!(leave_out(&item("e", vec![empty]), 8).ok(), Some(None), "a count of 0 is kept");
-        let reason = leave_out(&item("m", vec![dir.path().join("gone.mp4")]), 8).ok().flatten().unwrap_or_default();
+        assert_eq!(leave_out(&item("l", vec![long]), Admission::MinFrames(8)).ok(), Some(None));
+        assert_eq!(leave_out(&item("e", vec![empty.clone()]), Admission::MinFrames(8)).ok(), Some(None), "a count of 0 is kept");
+        // The vLLM evaluator asks about the short clip and drops the empty folder.
+        assert_eq!(leave_out(&item("s", vec![short]), Admission::NonEmpty).ok(), Some(None));
+        let reason = leave_out(&item("e", vec![empty]), Admission::NonEmpty).ok().flatten().unwrap_or_default();
+        assert!(reason.contains("holds no .jpg/.jpeg/.png frame"), "{reason}");
+        let reason = leave_out(&item("m", vec![dir.path().join("gone.mp4")]), Admission::NonEmpty).ok().flatten().unwrap_or_default();
         assert!(reason.starts_with("media not found") && reason.contains("gone.mp4"), "{reason}");
     }
 

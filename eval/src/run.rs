@@ -21,7 +21,7 @@ use crate::error::{EvalError, Result};
 use crate::infer::{Generate, Prepare, load_qwen};
 use crate::item::Item;
 use crate::metrics::Tally;
-use crate::official::{LeftOut, OfficialRow, OfficialRows, UavAccuracy, leave_out};
+use crate::official::{Admission, LeftOut, OfficialRow, OfficialRows, UavAccuracy, leave_out};
 use crate::predictions::{PREDICTIONS_FILE, PredictionWriter, by_id, read_predictions};
 use crate::report::write_reports;
 use crate::results::{Results, ScoreInput, score_all, score_one};
@@ -64,7 +64,7 @@ pub struct RunRecord {
     /// The protocol (`None` in records written before the choice: the paper's).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protocol_kind: Option<ProtocolKind>,
-    /// The official protocol's settings, when it is the run's.
+    /// The official protocol's settings, when it or the vLLM baseline is the run's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub official: Option<OfficialConfig>,
     /// `[generation] repetition_penalty` as given (`None`: the protocol's default).
@@ -111,7 +111,7 @@ impl RunRecord {
                 normalisation: config.generation.likelihood_normalisation,
             }),
             protocol_kind: Some(config.protocol_kind()),
-            official: (config.protocol_kind() == ProtocolKind::Official).then_some(config.official),
+            official: (config.protocol_kind() != ProtocolKind::Paper).then_some(config.official),
             repetition_penalty: config.generation.repetition_penalty,
         }
     }
@@ -248,11 +248,15 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         // A JSON benchmark is refused before its manifest is read.
         bench::check_rankable(bench, &[])?;
     }
-    let official = config.protocol_kind() == ProtocolKind::Official;
+    let admission = match config.protocol_kind() {
+        ProtocolKind::Official => Some(Admission::MinFrames(config.official.min_frames)),
+        ProtocolKind::VllmBaseline => Some(Admission::NonEmpty),
+        ProtocolKind::Paper => None,
+    };
     let opts = ReadOptions {
         media_root: config.media_root.clone(),
-        // The official protocol leaves questions without media out instead (below).
-        check_media: !official,
+        // The released evaluators leave questions without media out instead (below).
+        check_media: admission.is_none(),
         skip_bad: config.skip_bad,
     };
     let outcome = bench.read(&config.manifest, &opts)?;
@@ -261,7 +265,10 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
-    let left_out = if official { official_questions(&mut items, config.official.min_frames)? } else { Vec::new() };
+    let left_out = match admission {
+        Some(admission) => official_questions(&mut items, admission)?,
+        None => Vec::new(),
+    };
     let rows = if config.extract_mode() == ExtractMode::Official { Some(official_rows(&config.manifest, &items)?) } else { None };
     if likelihood {
         bench::check_rankable(bench, &items)?;
@@ -416,11 +423,11 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     })
 }
 
-/// Leaves out of `items` the questions the official code does not ask (missing media, a
-/// header frame count in `1..min_frames`), returning them with the reason.
-fn official_questions(items: &mut Vec<Item>, min_frames: usize) -> Result<Vec<LeftOut>> {
+/// Leaves out of `items` the questions a released evaluator does not ask (missing media, and
+/// what `admission` refuses), returning them with the reason.
+fn official_questions(items: &mut Vec<Item>, admission: Admission) -> Result<Vec<LeftOut>> {
     use rayon::prelude::*;
-    let reasons: Vec<Option<String>> = items.par_iter().map(|item| leave_out(item, min_frames)).collect::<Result<_>>()?;
+    let reasons: Vec<Option<String>> = items.par_iter().map(|item| leave_out(item, admission)).collect::<Result<_>>()?;
     let mut left_out = Vec::new();
     let mut kept = Vec::with_capacity(items.len());
     for (item, reason) in items.drain(..).zip(reasons) {

@@ -197,3 +197,42 @@ fn official_run_leaves_out_short_media_decodes_batches_as_singles_and_writes_uav
     let run_json: Value = serde_json::from_str(&std::fs::read_to_string(batched.out.join("run.json")).expect("run.json")).expect("JSON");
     assert_eq!(run_json["protocol_kind"], "official");
 }
+
+#[test]
+fn vllm_baseline_asks_with_one_image_per_frame_and_keeps_short_clips() {
+    use motionvl_data::text::IMAGE_PAD;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let checkpoint = tiny_checkpoint(dir.path());
+    let manifest = manifest(dir.path());
+    let mut cfg = config(dir.path(), &checkpoint, &manifest, "vllm", 2);
+    cfg.protocol_kind = Some(ProtocolKind::VllmBaseline);
+    cfg.generation.max_new_tokens = 3;
+
+    let bench = bench::find("sisbench").expect("sisbench");
+    let items = bench.read(&manifest, &ReadOptions { check_media: false, ..ReadOptions::default() }).expect("rows").items;
+    let (preparer, _) = load_qwen(&cfg, bench).expect("model loads");
+    let batch = preparer.prepare(&[&items[0]]).expect("prepares");
+    let q = &batch.questions[0];
+    assert!(q.videos.is_empty(), "frames are images");
+    // 8 frames of 48×64, each lifted into [256, 512]·28² by Pillow then rounded to 392×504
+    // (tests/fixtures/vllm_frames' "small" case).
+    assert_eq!(q.images.iter().map(|p| p.grid_thw).collect::<Vec<_>>(), vec![[1, 28, 36]; 8]);
+    let block = format!("{VISION_START}{}{VISION_END}", IMAGE_PAD.repeat(28 * 36 / 4));
+    let expected = format!(
+        "{IM_START}system\n{DEFAULT_SYSTEM_PROMPT}{IM_END}\n{IM_START}user\n{}Watch the video carefully and answer the following \
+         multiple choice question.\n\nQuestion:\n{QUESTION}\n\nOptions:\nA. turn left\nB. turn right\nC. ascend \nD.  descend\n\n\
+         Please select the correct answer from the options above. Only output the letter (A, B, C, or D) corresponding to your \
+         answer.{IM_END}\n{IM_START}assistant\n",
+        block.repeat(8)
+    );
+    let prompt = q.prompt.as_ref().expect("tokenised");
+    assert_eq!(preparer.tokenizer.decode(&prompt.input_ids, false).expect("decodes"), expected);
+
+    let summary = run(&cfg, false).expect("vLLM baseline run");
+    assert_eq!(summary.generated, 4, "the 5-frame clip is asked too");
+    let left: Vec<&str> = summary.left_out.iter().map(|l| l.question_id.as_str()).collect();
+    assert_eq!(left, ["gone"]);
+    let acc: Value = serde_json::from_str(&std::fs::read_to_string(cfg.out.join("uav_accuracy.json")).expect("uav_accuracy.json")).expect("JSON");
+    assert_eq!(acc["overall"]["total"], 4);
+    assert!(prediction_lines(&cfg.out).iter().all(|l| l["output_ids"].as_array().is_some_and(|ids| !ids.is_empty())));
+}

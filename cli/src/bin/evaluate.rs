@@ -190,19 +190,19 @@ struct RunArgs {
     #[arg(long)]
     max_new_tokens: Option<usize>,
     /// Whose evaluation to reproduce: `official` (the authors' released evaluator; the default
-    /// for sisbench and nav) or `paper` (SPEC §2 as motionvl read the paper; the default
-    /// elsewhere).
+    /// for sisbench and nav), `paper` (SPEC §2 as motionvl read the paper; the default
+    /// elsewhere) or `vllm-baseline` (the released zero-shot vLLM path: one image per frame).
     #[arg(long)]
     protocol: Option<String>,
-    /// Answer extraction: `official` (the released regex cascade; the official protocol's
-    /// default) or `motionvl` (the paper protocol's).
+    /// Answer extraction: `official` (the released regex cascade; the official and vLLM
+    /// protocols' default) or `motionvl` (the paper protocol's).
     #[arg(long)]
     extract: Option<String>,
     /// Official protocol: leave out questions whose video header counts 1 to N-1 frames (8).
     #[arg(long)]
     min_frames: Option<usize>,
     /// Hugging Face repetition penalty of greedy decoding (default: the base model's
-    /// generation_config.json under the official protocol, none under the paper's).
+    /// generation_config.json under the official and vLLM protocols, none under the paper's).
     #[arg(long)]
     repetition_penalty: Option<f64>,
     /// How multiple-choice questions are answered: `generate` (greedy decoding, SPEC §2) or
