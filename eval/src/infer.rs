@@ -122,15 +122,15 @@ const OFFICIAL_SECOND_PER_GRID: f64 = 1.0;
 
 impl QwenPreparer {
     fn prepare_one(&self, item: &Item) -> Result<PreparedQuestion> {
+        if self.protocol == ProtocolKind::VllmBaseline {
+            return self.prepare_vllm(item);
+        }
         let media_error = |path: &Path, e: &dyn std::fmt::Display| EvalError::Media {
             file: item.file.clone(),
             line: item.line,
             id: item.id.clone(),
             message: format!("{}: {e}", path.display()),
         };
-        if self.protocol == ProtocolKind::VllmBaseline {
-            return self.prepare_vllm(item);
-        }
         let (mut videos, motion): (Vec<DataPixels>, Vec<DataPixels>) = match &self.motion {
             Some(m) => item
                 .videos
