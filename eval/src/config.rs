@@ -3,7 +3,10 @@
 //! `[protocol]`; the defaults are SPEC §2's protocol (at most 32 frames chosen by clip length,
 //! 256–512 × 28² pixels per frame, greedy decoding of at most 128 new tokens). One departure is
 //! opt-in: `[generation] answer = "likelihood"` answers multiple-choice questions by ranking
-//! their options (lmms-eval's `output_type: multiple_choice`) instead of decoding.
+//! their options (lmms-eval's `output_type: multiple_choice`) instead of decoding. The
+//! top-level `protocol_kind` chooses whose evaluation is reproduced ([`ProtocolKind`]); under
+//! `official` and `vllm-baseline` the `[protocol]` section's frame rates and pixel bounds give
+//! way to the released code's, and `[official]` holds its frame cap and minimum.
 
 use std::path::{Path, PathBuf};
 
