@@ -132,6 +132,19 @@ fn left_out_questions_and_prompt_ids_equal_the_official_evaluators() {
             if reference.len() > pixels.len() || worst > PIXEL_TOLERANCE {
                 problems.push(format!("{id}: {name}: {} of {} values compared, worst |Δ| {worst}", reference.len().min(pixels.len()), pixels.len()));
             }
+            // A tensor stored as head + row sums: every row's sum too (1176 values each).
+            if expected.has("pixel_values_videos.sum_last") {
+                let sums: Vec<f32> = expected
+                    .get("pixel_values_videos.sum_last")
+                    .flatten_all()
+                    .and_then(|t| t.to_vec1())
+                    .unwrap_or_else(|e| panic!("{}: {id}: {e}", dump.label));
+                let ours: Vec<f64> = pixels.chunks(1176).map(|row| row.iter().map(|&v| f64::from(v)).sum()).collect();
+                let worst = ours.iter().zip(&sums).map(|(a, b)| (a - f64::from(*b)).abs()).fold(0.0f64, f64::max);
+                if ours.len() != sums.len() || worst > 1176.0 * f64::from(PIXEL_TOLERANCE) {
+                    problems.push(format!("{id}: pixel row sums: {} vs {} rows, worst |Δ| {worst}", ours.len(), sums.len()));
+                }
+            }
         }
         assert!(problems.is_empty(), "{}:\n{}", dump.label, problems.join("\n"));
     }
