@@ -112,13 +112,19 @@ impl OfficialRows {
             }
             _ => return Err(bad("the official prompt needs `options` as an object {\"A\": text, …}".into())),
         };
-        let text = |key: &str, default: &str| row.get(key).map_or(Some(default.to_string()), python_str);
+        // `item.get(key, default)`, then what the official code does with the value: a null
+        // split is no split, a null task the JSON key "null", a null answer never matches.
+        let text = |key: &str, default: &str, null: &str| match row.get(key) {
+            None => Some(default.to_string()),
+            Some(Value::Null) => Some(null.to_string()),
+            Some(value) => python_str(value),
+        };
         Ok(OfficialRow {
             question,
             options,
-            answer: text("answer", "").ok_or_else(|| bad("`answer` must be a string".into()))?,
-            task_type: text("task_type", "unknown").ok_or_else(|| bad("`task_type` must be a string".into()))?,
-            split: text("split", "").ok_or_else(|| bad("`split` must be a string".into()))?,
+            answer: text("answer", "", "").ok_or_else(|| bad("`answer` must be a string".into()))?,
+            task_type: text("task_type", "unknown", "null").ok_or_else(|| bad("`task_type` must be a string".into()))?,
+            split: text("split", "", "").ok_or_else(|| bad("`split` must be a string".into()))?,
         })
     }
 }
@@ -130,7 +136,7 @@ fn python_str(value: &Value) -> Option<String> {
         Value::Number(n) => Some(n.to_string()),
         Value::Bool(b) => Some(if *b { "True" } else { "False" }.to_string()),
         Value::Null => Some("None".to_string()),
-        _ => None,
+        Value::Array(_) | Value::Object(_) => None,
     }
 }
 
@@ -398,6 +404,8 @@ mod tests {
             r#"{"question_id": "q1", "question": " Where does the drone go? ", "options": {"C": "up ", "A": " left", "B": "right", "D": 4}, "answer": "b"}"#,
             "\n",
             r#"{"id": 7, "question": "x", "options": ["A. a"], "answer": "A"}"#,
+            "\n",
+            r#"{"question_id": "q3", "question": "x", "options": {"A": "a"}, "answer": "A", "split": null, "task_type": null}"#,
             "\n"
         ));
         let q1 = item("q1", vec!["v.mp4".into()]);
@@ -407,6 +415,8 @@ mod tests {
             "<video> Where does the drone go? \nA.  left\nB. right\nC. up \nD. 4\nPlease select the correct answer."
         );
         assert_eq!((row.answer.as_str(), row.task_type.as_str(), row.split.as_str()), ("b", "unknown", ""));
+        let q3 = rows.row(&item("q3", Vec::new())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((q3.split.as_str(), q3.task_type.as_str()), ("", "null"), "a null split is none; a null task the key \"null\"");
         // A list of options is what the official `_format_options` cannot read.
         let err = rows.row(&item("7", Vec::new())).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("m.jsonl:2 (7)") && err.contains("`options` as an object"), "{err}");
