@@ -63,3 +63,30 @@ fn frames_reach_vllm_as_the_official_code_sends_them() {
         assert_eq!(worst, 0, "{name}: differs from the official frame by up to {worst} levels");
     }
 }
+
+#[test]
+fn the_image_processor_only_normalises_what_the_frame_path_made() {
+    use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
+    let tensors = candle_core::safetensors::load(fixtures().join("chain/processor.safetensors"), &Device::Cpu).expect("processor fixture");
+    let floats = |name: &str| -> Vec<f32> {
+        tensors[name].flatten_all().and_then(|t| t.to_vec1()).unwrap_or_else(|e| panic!("{name}: {e}"))
+    };
+    for name in ["small", "inside", "large"] {
+        let input = png(&fixtures().join(format!("chain/{name}.input.png")));
+        let frame = vllm_frame(input.view()).expect("frame path");
+        let ours = normalize_image_resized(frame.view(), &PreprocessConfig::default()).expect("normalises");
+        let grid: Vec<i64> = tensors[&format!("{name}.grid_thw")].flatten_all().and_then(|t| t.to_vec1()).expect("grid");
+        assert_eq!(ours.grid_thw.iter().map(|&g| g as i64).collect::<Vec<_>>(), grid, "{name}: grid");
+        let values: Vec<f32> = ours.pixel_values.iter().copied().collect();
+        let sums: Vec<f64> = values.chunks(1176).map(|row| row.iter().map(|&v| f64::from(v)).sum()).collect();
+        for kind in ["fast", "slow"] {
+            let head = floats(&format!("{name}.{kind}.head"));
+            let worst = values.iter().zip(&head).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+            assert!(worst <= 1e-6, "{name}: {kind} processor's first rows differ by {worst}");
+            let reference = floats(&format!("{name}.{kind}.sum_last"));
+            assert_eq!(sums.len(), reference.len(), "{name}: patch rows");
+            let worst = sums.iter().zip(&reference).map(|(a, b)| (a - f64::from(*b)).abs()).fold(0.0f64, f64::max);
+            assert!(worst <= 1e-3, "{name}: {kind} processor's row sums differ by {worst}");
+        }
+    }
+}
