@@ -137,7 +137,7 @@ impl RunRecord {
             ("weights (model, adapter, motion branch or flow estimator files changed)", same_weights),
             ("cvaa", self.cvaa == other.cvaa),
             ("answer mode (generation.answer and its likelihood settings)", self.likelihood == other.likelihood),
-            ("protocol", kind(self) == kind(other)),
+            ("protocol_kind (--protocol)", kind(self) == kind(other)),
             ("official settings", self.official == other.official),
             ("repetition_penalty", self.repetition_penalty == other.repetition_penalty),
         ];
@@ -550,4 +550,21 @@ pub fn score_predictions_as(
         reports.push(uav_accuracy(rows, &outcome.items, &scored).write(out)?);
     }
     Ok((results, reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_a_protocol_is_the_papers_and_another_protocol_is_refused() {
+        let config = |kind: Option<ProtocolKind>| RunConfig { bench: "sisbench".into(), protocol_kind: kind, ..RunConfig::default() };
+        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SisBench) };
+        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SisBench);
+        assert!(old.differences(&paper).is_empty(), "{:?}", old.differences(&paper));
+        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SisBench);
+        assert_eq!(paper.differences(&official), ["protocol_kind (--protocol)", "official settings"]);
+        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SisBench);
+        assert_eq!(official.differences(&vllm), ["protocol_kind (--protocol)"]);
+    }
 }
