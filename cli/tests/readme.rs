@@ -100,7 +100,7 @@ fn the_flow_cache_workflow_trains_and_evaluates_from_the_cache_only() {
         })
         .collect();
     std::fs::write(d.join("sisbench.jsonl"), rows).expect("manifest");
-    let eval = "bench = \"sisbench\"\nmanifest = \"sisbench.jsonl\"\nout = \"runs/eval\"\n[model]\ncheckpoint = \"runs/sis-motion-tiny/base-model\"\nadapter = \"runs/sis-motion-tiny/checkpoint-1\"\ndevice = \"cpu\"\n[generation]\nbatch_size = 2\nmax_new_tokens = 4\n[protocol]\nmax_frames = 4\nmin_pixels = 3136\nmax_pixels = 3136\n";
+    let eval = "bench = \"sisbench\"\nmanifest = \"sisbench.jsonl\"\nout = \"runs/eval\"\nprotocol_kind = \"paper\"\n[model]\ncheckpoint = \"runs/sis-motion-tiny/base-model\"\nadapter = \"runs/sis-motion-tiny/checkpoint-1\"\ndevice = \"cpu\"\n[generation]\nbatch_size = 2\nmax_new_tokens = 4\n[protocol]\nmax_frames = 4\nmin_pixels = 3136\nmax_pixels = 3136\n";
     std::fs::write(d.join("sisbench-tiny.toml"), eval).expect("eval config");
     let refused = failure(EVALUATE, &["run", "--config", "sisbench-tiny.toml", "--flow-cache-only"], d);
     assert!(refused.contains("cache"), "{refused}");

@@ -298,6 +298,9 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &
         protocol: config.eval.protocol.clone(),
         motion: MotionConfig::default(),
         cvaa: Default::default(),
+        // The demo's committed numbers were made with the paper's protocol.
+        protocol_kind: Some(motionvl_eval::config::ProtocolKind::Paper),
+        ..RunConfig::default()
     };
     eprintln!("{name}: evaluating on {}", world.test_manifest().display());
     let summary = match motionvl_eval::run::run(&run, show_progress) {

@@ -3,7 +3,10 @@
 //! `[protocol]`; the defaults are SPEC §2's protocol (at most 32 frames chosen by clip length,
 //! 256–512 × 28² pixels per frame, greedy decoding of at most 128 new tokens). One departure is
 //! opt-in: `[generation] answer = "likelihood"` answers multiple-choice questions by ranking
-//! their options (lmms-eval's `output_type: multiple_choice`) instead of decoding.
+//! their options (lmms-eval's `output_type: multiple_choice`) instead of decoding. The
+//! top-level `protocol_kind` chooses whose evaluation is reproduced ([`ProtocolKind`]); under
+//! `official` and `vllm-baseline` the `[protocol]` section's frame rates and pixel bounds give
+//! way to the released code's, and `[official]` holds its frame cap and minimum.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +54,108 @@ pub struct RunConfig {
     /// The CVAA alignment prior appended to each question (`--cvaa`).
     #[serde(default)]
     pub cvaa: crate::prior::CvaaPriorConfig,
+    /// Whose evaluation code the run reproduces (`--protocol`); unset means `paper`, what
+    /// every config written before the choice existed meant (`evaluate run` itself picks
+    /// `official` for SIS-Bench and the navigation MCQ when neither names one).
+    #[serde(default)]
+    pub protocol_kind: Option<ProtocolKind>,
+    /// How answers are read out of outputs (`--extract`); default: `official` under the
+    /// official and vLLM protocols, `motionvl` under the paper's.
+    #[serde(default)]
+    pub extract: Option<ExtractMode>,
+    /// Settings of the official protocol.
+    #[serde(default)]
+    pub official: OfficialConfig,
+}
+
+/// Whose evaluation a run reproduces.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ProtocolKind {
+    /// The authors' released evaluator, `motion/src/eval/eval.py` at `b123237` (how SIS-Motion
+    /// is scored): at most 32 frames by floor-linspace over the whole clip,
+    /// `second_per_grid_ts` 1.0, 128–512 × 28² pixels per frame, the training prompt without a
+    /// newline after the video, greedy decoding with the base model's repetition penalty,
+    /// questions with fewer than `min_frames` frames left out, the regex answer cascade and
+    /// `uav_accuracy.json` (see [`crate::official`]).
+    Official,
+    /// SPEC §2 as motionvl read the paper: the `[protocol]` section's frame plan and pixels,
+    /// lmms-eval's prompt, plain greedy decoding, motionvl's extractor.
+    Paper,
+    /// The zero-shot baselines' vLLM evaluation (`eval/src/uav/vqa` of the released code): the
+    /// official frames, each a separate image resized by Pillow into 256–512 × 28² pixels
+    /// ([`crate::pil`]), the vLLM prompt, greedy decoding with the base model's repetition
+    /// penalty, only missing or empty media left out, the same regex cascade.
+    VllmBaseline,
+}
+
+impl ProtocolKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ProtocolKind::Official => "official",
+            ProtocolKind::Paper => "paper",
+            ProtocolKind::VllmBaseline => "vllm-baseline",
+        }
+    }
+
+    /// What `evaluate run --bench NAME` uses when neither the flag nor the config names a
+    /// protocol: the official one for the benchmarks the official code evaluates.
+    pub fn default_for(bench: &str) -> ProtocolKind {
+        match crate::bench::find(bench).map(|b| b.name()) {
+            Ok("sisbench" | "nav") => ProtocolKind::Official,
+            _ => ProtocolKind::Paper,
+        }
+    }
+}
+
+impl std::str::FromStr for ProtocolKind {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [ProtocolKind::Official, ProtocolKind::Paper, ProtocolKind::VllmBaseline]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+            .ok_or_else(|| format!("--protocol {s} is not known; use official, paper or vllm-baseline"))
+    }
+}
+
+/// How answers are read out of model outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ExtractMode {
+    /// motionvl's extractor ([`crate::extract`]): abstains on conflicting evidence.
+    Motionvl,
+    /// The official regex cascade ([`crate::extract::extract_official`]), compared with the
+    /// row's `answer` as written.
+    Official,
+}
+
+impl std::str::FromStr for ExtractMode {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "motionvl" => Ok(ExtractMode::Motionvl),
+            "official" => Ok(ExtractMode::Official),
+            _ => Err(format!("--extract {s} is not known; use official or motionvl")),
+        }
+    }
+}
+
+/// The official protocol's numbers (`motion/run_eval.sh`: `--max_frames 32 --min_frames 8`;
+/// the vLLM baseline uses `max_frames` too, `eval/run_eval.sh`'s `MAX_FRAMES=32`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OfficialConfig {
+    /// Frames spread over the whole clip at most.
+    pub max_frames: usize,
+    /// Questions whose media's header frame count is in `1..min_frames` are left out (a count
+    /// of 0, a container that states none, is kept).
+    pub min_frames: usize,
+}
+
+impl Default for OfficialConfig {
+    fn default() -> Self {
+        OfficialConfig { max_frames: 32, min_frames: 8 }
+    }
 }
 
 /// The SIS-Motion branch at evaluation time. A motion-aware checkpoint (a `train sft --motion`
@@ -136,6 +241,11 @@ pub struct GenerationConfig {
     /// or `per-token` (their mean, a length-normalised score like its `acc_norm`).
     #[serde(default)]
     pub likelihood_normalisation: Normalisation,
+    /// Hugging Face's repetition penalty in greedy decoding; default: the base model's
+    /// `generation_config.json` value under the official and vLLM protocols (Qwen2.5-VL's is
+    /// 1.05), none under the paper's.
+    #[serde(default)]
+    pub repetition_penalty: Option<f64>,
 }
 
 /// Rejects a value that is not one of `allowed`, naming the key and the allowed values.
@@ -238,6 +348,7 @@ impl Default for GenerationConfig {
             answer: AnswerMode::default(),
             likelihood_continuation: Continuation::default(),
             likelihood_normalisation: Normalisation::default(),
+            repetition_penalty: None,
         }
     }
 }
@@ -258,6 +369,9 @@ impl Default for RunConfig {
             protocol: ProtocolConfig::default(),
             motion: MotionConfig::default(),
             cvaa: crate::prior::CvaaPriorConfig::default(),
+            protocol_kind: None,
+            extract: None,
+            official: OfficialConfig::default(),
         }
     }
 }
@@ -291,6 +405,20 @@ impl RunConfig {
                 "batch_size and max_new_tokens must be at least 1".into(),
             ));
         }
+        if let Some(p) = self.generation.repetition_penalty
+            && !(p.is_finite() && p > 0.0)
+        {
+            return Err(EvalError::Config(format!("generation.repetition_penalty {p} must be a positive number")));
+        }
+        if self.protocol_kind() != ProtocolKind::Paper && self.generation.answer == AnswerMode::Likelihood {
+            return Err(EvalError::Config(format!(
+                "the {} protocol decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"",
+                self.protocol_kind().as_str()
+            )));
+        }
+        if self.official.max_frames == 0 {
+            return Err(EvalError::Config("official.max_frames must be at least 1".into()));
+        }
         if self.protocol.min_pixels > self.protocol.max_pixels {
             return Err(EvalError::Config(format!(
                 "min_pixels {} exceeds max_pixels {}",
@@ -298,6 +426,19 @@ impl RunConfig {
             )));
         }
         Ok(())
+    }
+
+    /// The protocol of the run (unset: `paper`).
+    pub fn protocol_kind(&self) -> ProtocolKind {
+        self.protocol_kind.unwrap_or(ProtocolKind::Paper)
+    }
+
+    /// The answer extraction of the run (see [`RunConfig::extract`]).
+    pub fn extract_mode(&self) -> ExtractMode {
+        self.extract.unwrap_or(match self.protocol_kind() {
+            ProtocolKind::Paper => ExtractMode::Motionvl,
+            ProtocolKind::Official | ProtocolKind::VllmBaseline => ExtractMode::Official,
+        })
     }
 
     /// The name of the run in reports.

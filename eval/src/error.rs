@@ -55,6 +55,15 @@ pub enum EvalError {
         #[source]
         source: Box<motionvl_data::text::TextError>,
     },
+    /// A manifest row the official protocol cannot read as the official code would (a
+    /// question or options of the wrong type, an id not in the file).
+    #[error("{file}:{line} ({id}): {message}")]
+    OfficialRow {
+        file: PathBuf,
+        line: usize,
+        id: String,
+        message: String,
+    },
     #[error("tokenizer: {0}")]
     Tokenizer(#[source] Box<motionvl_data::text::TextError>),
     #[error(transparent)]

@@ -12,8 +12,9 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::Device;
+use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
-use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
@@ -21,15 +22,16 @@ use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_na
 use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
-use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
+use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
 use motionvl_models::{CheckpointFiles, HubOptions};
 use rayon::prelude::*;
 
 use crate::bench::Bench;
-use crate::config::{AnswerMode, Continuation, Normalisation, RunConfig};
+use crate::config::{AnswerMode, Continuation, Normalisation, ProtocolKind, RunConfig};
 use crate::error::{EvalError, Result};
 use crate::item::Item;
 use crate::likelihood::{OptionRow, best, chosen_output, encode_options, option_log_likelihoods};
+use crate::official::{GenerationDefaults, OfficialRows};
 
 /// One question ready for a model.
 #[derive(Debug, Clone)]
@@ -79,6 +81,8 @@ pub struct Answer {
     pub text: String,
     /// `(option letter, score)` of every option, when the answer was chosen by likelihood.
     pub option_scores: Option<Vec<(char, f64)>>,
+    /// The generated token ids (the stop id included), when the backend decodes tokens.
+    pub output_ids: Option<Vec<u32>>,
 }
 
 /// Answers a prepared batch: one raw output per question, in order.
@@ -87,7 +91,7 @@ pub trait Generate {
 
     /// The answers with what they were chosen by; the default has only the texts.
     fn answer(&mut self, batch: &PreparedBatch) -> Result<Vec<Answer>> {
-        Ok(self.generate(batch)?.into_iter().map(|text| Answer { text, option_scores: None }).collect())
+        Ok(self.generate(batch)?.into_iter().map(|text| Answer { text, option_scores: None, output_ids: None }).collect())
     }
 }
 
@@ -105,17 +109,29 @@ pub struct QwenPreparer {
     /// The answer form to tokenise each option in, when options are ranked by likelihood
     /// (`None`: every question is generated).
     pub likelihood: Option<Continuation>,
+    /// The manifest's rows as written, when questions are asked as a released evaluator asks
+    /// them ([`crate::official`]).
+    pub official: Option<OfficialRows>,
+    /// Which evaluator's prompt and media: the official one's video with
+    /// `second_per_grid_ts` 1.0, or the vLLM baseline's one image per frame.
+    pub protocol: ProtocolKind,
 }
+
+/// `second_per_grid_ts` of every official video.
+const OFFICIAL_SECOND_PER_GRID: f64 = 1.0;
 
 impl QwenPreparer {
     fn prepare_one(&self, item: &Item) -> Result<PreparedQuestion> {
+        if self.protocol == ProtocolKind::VllmBaseline {
+            return self.prepare_vllm(item);
+        }
         let media_error = |path: &Path, e: &dyn std::fmt::Display| EvalError::Media {
             file: item.file.clone(),
             line: item.line,
             id: item.id.clone(),
             message: format!("{}: {e}", path.display()),
         };
-        let (videos, motion): (Vec<DataPixels>, Vec<DataPixels>) = match &self.motion {
+        let (mut videos, motion): (Vec<DataPixels>, Vec<DataPixels>) = match &self.motion {
             Some(m) => item
                 .videos
                 .iter()
@@ -142,7 +158,17 @@ impl QwenPreparer {
             Some(form) if crate::bench::ranked(self.bench, item)? => Some(form),
             _ => None,
         };
-        let prompt_text = self.bench.prompt_asking(item, ranked_as.map_or(ChoiceAnswer::Letter, Continuation::asked));
+        let prompt_text = match &self.official {
+            Some(rows) => {
+                // The processor's default fps 2 over temporal patches of 2 frames, whatever
+                // the clip's rate (`eval.py:243-248`).
+                for video in &mut videos {
+                    video.second_per_grid = Some(OFFICIAL_SECOND_PER_GRID);
+                }
+                crate::official::prompt(&rows.row(item)?, item)
+            }
+            None => self.bench.prompt_asking(item, ranked_as.map_or(ChoiceAnswer::Letter, Continuation::asked)),
+        };
         let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
         let video_grids: Vec<[usize; 3]> = videos.iter().map(|p| p.grid_thw).collect();
         let prompt = self
@@ -180,6 +206,43 @@ impl QwenPreparer {
             option_rows,
         })
     }
+
+    /// A question as the vLLM baseline asks it: every planned frame of its video a separate
+    /// image through [`crate::pil::vllm_frame`], the vLLM prompt.
+    fn prepare_vllm(&self, item: &Item) -> Result<PreparedQuestion> {
+        let rows = self.official.as_ref().ok_or_else(|| EvalError::Config("the vLLM baseline reads the manifest's rows as written".into()))?;
+        let row = rows.row(item)?;
+        let mut images = Vec::new();
+        for path in &item.videos {
+            let media_error = |e: &dyn std::fmt::Display| EvalError::Media {
+                file: item.file.clone(),
+                line: item.line,
+                id: item.id.clone(),
+                message: format!("{}: {e}", path.display()),
+            };
+            let (_, decoded) = self.media.source(path).load(&self.media.video_policy, &self.media.decode).map_err(|e| media_error(&e))?;
+            for frame in decoded.frames.outer_iter() {
+                let resized = crate::pil::vllm_frame(frame).map_err(|e| media_error(&e))?;
+                let vision = normalize_image_resized(resized.view(), &self.media.image_config).map_err(|e| media_error(&e))?;
+                images.push(DataPixels { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid: None });
+            }
+        }
+        let prompt_text = crate::official::vllm_prompt(&row, images.len());
+        let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
+        let prompt = self
+            .tokenizer
+            .encode_prompt(&item.id, &[Message::user(prompt_text.clone())], &image_grids, &[], &self.template)
+            .map_err(|source| prompt_error(item, source))?;
+        Ok(PreparedQuestion {
+            id: item.id.clone(),
+            prompt_text,
+            prompt: Some(prompt),
+            images,
+            videos: Vec::new(),
+            motion: Vec::new(),
+            option_rows: Vec::new(),
+        })
+    }
 }
 
 fn prompt_error(item: &Item, source: motionvl_data::text::TextError) -> EvalError {
@@ -215,7 +278,7 @@ impl Prepare for QwenPreparer {
         for (item, r) in items.iter().zip(results) {
             match r {
                 Ok(q) => batch.questions.push(q),
-                Err(e @ (EvalError::Media { .. } | EvalError::Prompt { .. })) if self.skip_bad => {
+                Err(e @ (EvalError::Media { .. } | EvalError::Prompt { .. } | EvalError::OfficialRow { .. })) if self.skip_bad => {
                     batch.failed.push((item.id.clone(), e.to_string()));
                 }
                 Err(e) => return Err(e),
@@ -236,13 +299,17 @@ pub struct QwenGenerator {
     pub max_new_tokens: usize,
     /// How option log-likelihoods become scores (questions with option rows only).
     pub likelihood_normalisation: Normalisation,
+    /// Hugging Face's repetition penalty, applied before every argmax (`None`: plain greedy).
+    pub repetition_penalty: Option<f32>,
+    /// Ids that end a row's generation; default `<|im_end|>` (the end of the assistant turn)
+    /// and `<|endoftext|>`.
+    pub stop_ids: Option<Vec<u32>>,
 }
 
 impl QwenGenerator {
-    /// Stop at `<|im_end|>` (the end of the assistant turn) or `<|endoftext|>`.
     fn stop_ids(&self) -> Vec<u32> {
         let s = self.tokenizer.special();
-        vec![s.im_end, s.endoftext]
+        self.stop_ids.clone().unwrap_or_else(|| vec![s.im_end, s.endoftext])
     }
 }
 
@@ -263,8 +330,8 @@ impl Generate for QwenGenerator {
             }
         }
         let questions: Vec<&PreparedQuestion> = generated.iter().map(|&i| &batch.questions[i]).collect();
-        for (&i, text) in generated.iter().zip(self.greedy(&questions)?) {
-            answers[i] = Some(Answer { text, option_scores: None });
+        for (&i, (text, ids)) in generated.iter().zip(self.greedy(&questions)?) {
+            answers[i] = Some(Answer { text, option_scores: None, output_ids: Some(ids) });
         }
         answers
             .into_iter()
@@ -288,11 +355,13 @@ impl QwenGenerator {
         Ok(Answer {
             text: chosen_output(options[chosen]),
             option_scores: Some(options.iter().map(|o| o.label).zip(scores).collect()),
+            output_ids: None,
         })
     }
 
-    /// Greedy decoding of a batch of questions, left-padded and decoded together.
-    fn greedy(&self, questions: &[&PreparedQuestion]) -> Result<Vec<String>> {
+    /// Greedy decoding of a batch of questions, left-padded and decoded together: each one's
+    /// text and generated ids.
+    fn greedy(&self, questions: &[&PreparedQuestion]) -> Result<Vec<(String, Vec<u32>)>> {
         if questions.is_empty() {
             return Ok(Vec::new());
         }
@@ -319,8 +388,8 @@ impl QwenGenerator {
             stop_ids: self.stop_ids(),
             keep_logits: false,
         };
-        let generation = match &self.motion {
-            Some(branch) => {
+        let motion = match &self.motion {
+            Some(_) => {
                 let motion: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.motion).collect();
                 if motion.len() != videos.len() {
                     return Err(EvalError::Generate(format!(
@@ -329,22 +398,25 @@ impl QwenGenerator {
                         videos.len()
                     )));
                 }
-                let motion = PixelInput::stack(&motion, &self.device, dtype)?;
-                let features = vision_features(&self.model, Some(branch), &vision, motion.as_ref())?;
-                let embeds = self.model.embed(&rows, &features)?;
-                let positions = self.model.positions(&rows, &vision)?;
-                self.model
-                    .generate_from_embeds(&embeds, &rows.mask, &positions, &options)?
+                PixelInput::stack(&motion, &self.device, dtype)?
             }
-            None => self.model.generate(&rows, &vision, None, &options)?,
+            None => None,
         };
+        let features = vision_features(&self.model, self.motion.as_ref(), &vision, motion.as_ref())?;
+        let embeds = self.model.embed(&rows, &features)?;
+        let positions = self.model.positions(&rows, &vision)?;
+        // Each row's own prompt, unpadded: what a batch of one holds in `input_ids`.
+        let penalty = self.repetition_penalty.map(|penalty| RepetitionPenalty {
+            penalty,
+            prompt_ids: prompts.iter().map(|p| p.input_ids.clone()).collect(),
+        });
+        let generation = self.model.generate_penalised(&embeds, &rows.mask, &positions, &options, penalty.as_ref())?;
         generation
             .tokens
-            .iter()
+            .into_iter()
             .map(|ids| {
-                self.tokenizer
-                    .decode(ids, true)
-                    .map_err(|e| EvalError::Tokenizer(Box::new(e)))
+                let text = self.tokenizer.decode(&ids, true).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
+                Ok((text, ids))
             })
             .collect()
     }
@@ -406,7 +478,23 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
             .map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
         None => PreprocessConfig::default(),
     };
-    let media = config.protocol.media(&base);
+    let kind = config.protocol_kind();
+    let media = match kind {
+        ProtocolKind::Official => official_media(config, &base),
+        // The frames of the official plan; each becomes an image already sized by Pillow,
+        // which the image preprocessing only normalises.
+        ProtocolKind::VllmBaseline => QwenMedia {
+            video_policy: FramePolicy::Official { max_frames: config.official.max_frames },
+            image_config: base.clone(),
+            ..QwenMedia::default()
+        },
+        ProtocolKind::Paper => config.protocol.media(&base),
+    };
+    if kind == ProtocolKind::VllmBaseline && motion.is_some() {
+        return Err(EvalError::Config(
+            "the vLLM baseline evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official".into(),
+        ));
+    }
     let template = TemplateOptions {
         max_seq_len: None,
         merge_size: model.config().vision.spatial_merge_size,
@@ -435,7 +523,14 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         skip_bad: config.skip_bad,
         likelihood: (config.generation.answer == AnswerMode::Likelihood)
             .then_some(config.generation.likelihood_continuation),
+        official: if kind == ProtocolKind::Paper { None } else { Some(OfficialRows::read(&config.manifest)?) },
+        protocol: kind,
     };
+    let defaults = match checkpoint_file(checkpoint, &files, "generation_config.json")? {
+        Some(path) if kind != ProtocolKind::Paper => GenerationDefaults::read(&path)?,
+        _ => GenerationDefaults::default(),
+    };
+    let repetition_penalty = config.generation.repetition_penalty.or(defaults.repetition_penalty).filter(|p| *p != 1.0);
     let generator = QwenGenerator {
         model,
         motion: branch,
@@ -443,8 +538,28 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         device,
         max_new_tokens: config.generation.max_new_tokens,
         likelihood_normalisation: config.generation.likelihood_normalisation,
+        repetition_penalty: repetition_penalty.map(|p| p as f32),
+        stop_ids: defaults.eos_ids(),
     };
     Ok((preparer, generator))
+}
+
+/// Pixels per frame of the official protocol: the video processor's bounds set in
+/// `eval.py:198-209`.
+pub const OFFICIAL_MIN_PIXELS: usize = 128 * 28 * 28;
+pub const OFFICIAL_MAX_PIXELS: usize = 512 * 28 * 28;
+
+/// Videos and images of the official protocol with the checkpoint's preprocessing `base`: at
+/// most `official.max_frames` frames by floor-linspace over the whole clip, 128–512 × 28²
+/// pixels per frame.
+fn official_media(config: &RunConfig, base: &PreprocessConfig) -> QwenMedia {
+    let pixels = PreprocessConfig { min_pixels: OFFICIAL_MIN_PIXELS, max_pixels: OFFICIAL_MAX_PIXELS, ..base.clone() };
+    QwenMedia {
+        video_policy: FramePolicy::Official { max_frames: config.official.max_frames },
+        video_config: pixels.clone(),
+        image_config: pixels,
+        ..QwenMedia::default()
+    }
 }
 
 /// The model's vision token ids must be the tokenizer's, or the vision features land nowhere.

@@ -12,6 +12,11 @@
 //! Markdown table in the paper's layout and a PNG chart. `evaluate score` runs the last three
 //! steps on predictions made by any model, and `evaluate compare` diffs two runs.
 //!
+//! Which evaluation is reproduced is the run's protocol ([`config::ProtocolKind`]): `paper`
+//! (the flow above), `official` (the authors' released evaluator: its frames, prompt,
+//! repetition penalty, question filter, regex extraction and `uav_accuracy.json`,
+//! [`official`]) or `vllm-baseline` (their zero-shot vLLM path, one image per frame, [`pil`]).
+//!
 //! Adding a benchmark is one file in `bench/` and one line in [`bench::REGISTRY`].
 
 pub mod bench;
@@ -22,6 +27,8 @@ pub mod infer;
 pub mod item;
 pub mod likelihood;
 pub mod metrics;
+pub mod official;
+pub mod pil;
 pub mod predictions;
 pub mod prior;
 pub mod report;

@@ -22,6 +22,7 @@ use crate::bench::Bench;
 use crate::error::{EvalError, Result};
 use crate::item::Item;
 use crate::metrics::{Entry, Score, Tally};
+use crate::official::{LeftOut, OfficialRow};
 
 /// File name of the scores in a run folder.
 pub const RESULTS_FILE: &str = "results.json";
@@ -101,6 +102,10 @@ pub struct Results {
     pub by_level: Breakdown,
     /// How often each extraction rule decided.
     pub extraction: BTreeMap<String, usize>,
+    /// Questions the protocol does not ask (the official one's missing or too-short media),
+    /// in no count above.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub left_out: Vec<LeftOut>,
 }
 
 impl Results {
@@ -143,6 +148,18 @@ pub struct ScoreInput<'a> {
     pub run: String,
     pub manifest: &'a Path,
     pub skipped_rows: usize,
+    /// The rows as written, by question id, when outputs are scored the official way
+    /// ([`crate::official::score`]); `None`: by the benchmark's own scorer.
+    pub official: Option<&'a HashMap<String, OfficialRow>>,
+}
+
+/// Scores one output: the official way when `official` holds the question's row, else by the
+/// benchmark's scorer.
+pub fn score_one(bench: &dyn Bench, official: Option<&HashMap<String, OfficialRow>>, item: &Item, output: &str) -> Score {
+    match official.and_then(|rows| rows.get(&item.id)) {
+        Some(row) => crate::official::score(row, item, output),
+        None => bench.score(item, output),
+    }
 }
 
 /// Scores every question of the manifest (module docs: missing predictions are unanswered).
@@ -151,10 +168,10 @@ pub fn score_all(input: &ScoreInput<'_>) -> (Results, Vec<Scored>) {
     for item in input.items {
         let prediction = input.predictions.get(item.id.as_str()).copied();
         let score = match prediction {
-            Some(text) => input.bench.score(item, text),
+            Some(text) => score_one(input.bench, input.official, item, text),
             None => {
                 // Scored as an empty output, so the metric and random baseline stay the task's.
-                let mut s = input.bench.score(item, "");
+                let mut s = score_one(input.bench, input.official, item, "");
                 s.value = 0.0;
                 s.extracted = None;
                 s
@@ -293,5 +310,6 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
         by_dimension,
         by_level,
         extraction,
+        left_out: Vec::new(),
     }
 }

@@ -16,14 +16,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::bench::{self, Bench};
-use crate::config::{AnswerMode, Continuation, Normalisation, ProtocolConfig, RunConfig};
+use crate::config::{AnswerMode, Continuation, ExtractMode, Normalisation, OfficialConfig, ProtocolConfig, ProtocolKind, RunConfig};
 use crate::error::{EvalError, Result};
 use crate::infer::{Generate, Prepare, load_qwen};
 use crate::item::Item;
 use crate::metrics::Tally;
+use crate::official::{Admission, LeftOut, OfficialRow, OfficialRows, UavAccuracy, leave_out};
 use crate::predictions::{PREDICTIONS_FILE, PredictionWriter, by_id, read_predictions};
 use crate::report::write_reports;
-use crate::results::{Results, ScoreInput, score_all};
+use crate::results::{Results, ScoreInput, score_all, score_one};
 
 /// File name of the run's settings.
 pub const RUN_FILE: &str = "run.json";
@@ -60,6 +61,15 @@ pub struct RunRecord {
     /// in records written before the mode existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub likelihood: Option<LikelihoodRecord>,
+    /// The protocol (`None` in records written before the choice: the paper's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_kind: Option<ProtocolKind>,
+    /// The official protocol's settings, when it or the vLLM baseline is the run's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub official: Option<OfficialConfig>,
+    /// `[generation] repetition_penalty` as given (`None`: the protocol's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repetition_penalty: Option<f64>,
 }
 
 /// The settings of `[generation] answer = "likelihood"` that decide its answers.
@@ -100,6 +110,9 @@ impl RunRecord {
                 continuation: config.generation.likelihood_continuation,
                 normalisation: config.generation.likelihood_normalisation,
             }),
+            protocol_kind: Some(config.protocol_kind()),
+            official: (config.protocol_kind() != ProtocolKind::Paper).then_some(config.official),
+            repetition_penalty: config.generation.repetition_penalty,
         }
     }
 
@@ -109,7 +122,8 @@ impl RunRecord {
         // Records written before a field existed leave it empty: nothing to compare there.
         let same_if_known = |a: &Option<String>, b: &Option<String>| a.is_none() || b.is_none() || a == b;
         let same_weights = self.weights.is_empty() || other.weights.is_empty() || self.weights == other.weights;
-        let checks: [(&'static str, bool); 13] = [
+        let kind = |r: &RunRecord| r.protocol_kind.unwrap_or(ProtocolKind::Paper);
+        let checks: [(&'static str, bool); 16] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
             ("checkpoint", self.checkpoint == other.checkpoint),
@@ -123,6 +137,9 @@ impl RunRecord {
             ("weights (model, adapter, motion branch or flow estimator files changed)", same_weights),
             ("cvaa", self.cvaa == other.cvaa),
             ("answer mode (generation.answer and its likelihood settings)", self.likelihood == other.likelihood),
+            ("protocol_kind (--protocol)", kind(self) == kind(other)),
+            ("official settings", self.official == other.official),
+            ("repetition_penalty", self.repetition_penalty == other.repetition_penalty),
         ];
         for (name, same) in checks {
             if !same {
@@ -205,6 +222,8 @@ pub struct RunSummary {
     pub skipped_rows: Vec<RowError>,
     /// `(question id, why)` of questions whose media or prompt failed under `--skip-bad`.
     pub failed: Vec<(String, String)>,
+    /// Questions the protocol left out (the official one's missing or too-short media).
+    pub left_out: Vec<LeftOut>,
     /// Report files written.
     pub reports: Vec<PathBuf>,
 }
@@ -229,9 +248,15 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         // A JSON benchmark is refused before its manifest is read.
         bench::check_rankable(bench, &[])?;
     }
+    let admission = match config.protocol_kind() {
+        ProtocolKind::Official => Some(Admission::MinFrames(config.official.min_frames)),
+        ProtocolKind::VllmBaseline => Some(Admission::NonEmpty),
+        ProtocolKind::Paper => None,
+    };
     let opts = ReadOptions {
         media_root: config.media_root.clone(),
-        check_media: true,
+        // The released evaluators leave questions without media out instead (below).
+        check_media: admission.is_none(),
         skip_bad: config.skip_bad,
     };
     let outcome = bench.read(&config.manifest, &opts)?;
@@ -240,6 +265,11 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     if let Some(limit) = config.limit {
         items.truncate(limit);
     }
+    let left_out = match admission {
+        Some(admission) => official_questions(&mut items, admission)?,
+        None => Vec::new(),
+    };
+    let rows = if config.extract_mode() == ExtractMode::Official { Some(official_rows(&config.manifest, &items)?) } else { None };
     if likelihood {
         bench::check_rankable(bench, &items)?;
     }
@@ -282,7 +312,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
     let existing_by_id = by_id(&existing);
     for item in &items {
         if let Some(text) = existing_by_id.get(item.id.as_str()) {
-            tally.add(&bench.score(item, text));
+            tally.add(&score_one(bench, rows.as_ref(), item, text));
         }
     }
     let bar = motionvl_data::progress::bar(items.len() as u64, "questions", show_progress);
@@ -339,8 +369,11 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                         let by_letter: Map<String, Value> = scores.iter().map(|(l, s)| (l.to_string(), serde_json::json!(s))).collect();
                         extra.insert("option_scores".into(), Value::Object(by_letter));
                     }
+                    if let Some(ids) = &answer.output_ids {
+                        extra.insert("output_ids".into(), serde_json::json!(ids));
+                    }
                     writer.append(&q.id, text, &extra)?;
-                    tally.add(&bench.score(item, text));
+                    tally.add(&score_one(bench, rows.as_ref(), item, text));
                     generated += 1;
                 }
                 writer.sync()?;
@@ -371,17 +404,51 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
         run: config.run_name(),
         manifest: &config.manifest,
         skipped_rows: outcome.skipped.len(),
+        official: rows.as_ref(),
     };
-    let (results, scored) = score_all(&input);
-    let reports = write_reports(out, &results, &scored)?;
+    let (mut results, scored) = score_all(&input);
+    results.left_out = left_out.clone();
+    let mut reports = write_reports(out, &results, &scored)?;
+    if let Some(rows) = &rows {
+        reports.push(uav_accuracy(rows, &items, &scored).write(out)?);
+    }
     Ok(RunSummary {
         results,
         generated,
         resumed,
         skipped_rows: outcome.skipped,
         failed,
+        left_out,
         reports,
     })
+}
+
+/// Leaves out of `items` the questions a released evaluator does not ask (missing media, and
+/// what `admission` refuses), returning them with the reason.
+fn official_questions(items: &mut Vec<Item>, admission: Admission) -> Result<Vec<LeftOut>> {
+    use rayon::prelude::*;
+    let reasons: Vec<Option<String>> = items.par_iter().map(|item| leave_out(item, admission)).collect::<Result<_>>()?;
+    let mut left_out = Vec::new();
+    let mut kept = Vec::with_capacity(items.len());
+    for (item, reason) in items.drain(..).zip(reasons) {
+        match reason {
+            Some(reason) => left_out.push(LeftOut { question_id: item.id, reason }),
+            None => kept.push(item),
+        }
+    }
+    *items = kept;
+    Ok(left_out)
+}
+
+/// The rows of `items` as written, by question id (an error names the first unreadable one).
+fn official_rows(manifest: &Path, items: &[Item]) -> Result<HashMap<String, OfficialRow>> {
+    let rows = OfficialRows::read(manifest)?;
+    items.iter().map(|item| Ok((item.id.clone(), rows.row(item)?))).collect()
+}
+
+/// `uav_accuracy.json` over the scored questions, in the order they were asked.
+fn uav_accuracy(rows: &HashMap<String, OfficialRow>, items: &[Item], scored: &[crate::results::Scored]) -> UavAccuracy {
+    UavAccuracy::count(items.iter().zip(scored).filter_map(|(item, s)| rows.get(&item.id).map(|row| (row, s.score.correct()))))
 }
 
 /// A manifest without a single question is a mistake (a wrong file, a wrong `--bench`), not
@@ -432,7 +499,7 @@ fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
 }
 
 /// `evaluate score`: scores a predictions file made by any model against a manifest and writes
-/// the reports into `out`.
+/// the reports into `out`, with the benchmark's own extraction.
 pub fn score_predictions(
     bench_name: &str,
     manifest: &Path,
@@ -441,9 +508,25 @@ pub fn score_predictions(
     name: Option<String>,
     opts: &ReadOptions,
 ) -> Result<(Results, Vec<PathBuf>)> {
+    score_predictions_as(bench_name, manifest, predictions_path, out, name, opts, ExtractMode::Motionvl)
+}
+
+/// [`score_predictions`] with the extraction `extract`; the official one also writes
+/// `uav_accuracy.json` (every question of the manifest counts: which ones the official code
+/// would have left out depends on media this command does not read).
+pub fn score_predictions_as(
+    bench_name: &str,
+    manifest: &Path,
+    predictions_path: &Path,
+    out: &Path,
+    name: Option<String>,
+    opts: &ReadOptions,
+    extract: ExtractMode,
+) -> Result<(Results, Vec<PathBuf>)> {
     let bench = bench::find(bench_name)?;
     let outcome = bench.read(manifest, opts)?;
     require_questions(manifest, bench, outcome.items.len(), outcome.skipped.len())?;
+    let rows = if extract == ExtractMode::Official { Some(official_rows(manifest, &outcome.items)?) } else { None };
     let all = read_predictions(predictions_path)?;
     let predictions = by_id(&all);
     let run = name.unwrap_or_else(|| {
@@ -459,8 +542,29 @@ pub fn score_predictions(
         run,
         manifest,
         skipped_rows: outcome.skipped.len(),
+        official: rows.as_ref(),
     };
     let (results, scored) = score_all(&input);
-    let reports = write_reports(out, &results, &scored)?;
+    let mut reports = write_reports(out, &results, &scored)?;
+    if let Some(rows) = &rows {
+        reports.push(uav_accuracy(rows, &outcome.items, &scored).write(out)?);
+    }
     Ok((results, reports))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_record_without_a_protocol_is_the_papers_and_another_protocol_is_refused() {
+        let config = |kind: Option<ProtocolKind>| RunConfig { bench: "sisbench".into(), protocol_kind: kind, ..RunConfig::default() };
+        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SisBench) };
+        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SisBench);
+        assert!(old.differences(&paper).is_empty(), "{:?}", old.differences(&paper));
+        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SisBench);
+        assert_eq!(paper.differences(&official), ["protocol_kind (--protocol)", "official settings"]);
+        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SisBench);
+        assert_eq!(official.differences(&vllm), ["protocol_kind (--protocol)"]);
+    }
 }

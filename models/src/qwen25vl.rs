@@ -149,6 +149,37 @@ pub struct GenerateOptions {
     pub keep_logits: bool,
 }
 
+/// Hugging Face's `RepetitionPenaltyLogitsProcessor`, which `generate` applies whenever the
+/// model's `generation_config.json` sets `repetition_penalty` (Qwen2.5-VL's: 1.05), greedy
+/// decoding included: before each argmax, the f32 logit of every token id already in the row's
+/// sequence (prompt included, each id once) becomes `logit × penalty` when negative, else
+/// `logit / penalty`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepetitionPenalty {
+    pub penalty: f32,
+    /// Each row's prompt ids without padding (`input_ids` of a batch of one).
+    pub prompt_ids: Vec<Vec<u32>>,
+}
+
+impl RepetitionPenalty {
+    /// Penalises `logits` (one row's, f32) for the ids in `seen`, then returns the first
+    /// largest index, as `torch.argmax` does.
+    fn penalised_argmax(&self, logits: &mut [f32], seen: &std::collections::HashSet<u32>) -> u32 {
+        for &id in seen {
+            if let Some(score) = logits.get_mut(id as usize) {
+                *score = if *score < 0.0 { *score * self.penalty } else { *score / self.penalty };
+            }
+        }
+        let mut best = 0;
+        for (i, &score) in logits.iter().enumerate() {
+            if score > logits[best] {
+                best = i;
+            }
+        }
+        best as u32
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct Generation {
     /// New tokens per row, ending with the stop id when one was produced.
@@ -385,8 +416,34 @@ impl Qwen25Vl {
         positions: &RopePositions,
         options: &GenerateOptions,
     ) -> Result<Generation> {
+        self.generate_penalised(embeds, mask, positions, options, None)
+    }
+
+    /// [`Self::generate_from_embeds`] with Hugging Face's repetition penalty applied before
+    /// every argmax (`None`: plain greedy decoding).
+    pub fn generate_penalised(
+        &self,
+        embeds: &Tensor,
+        mask: &[Vec<bool>],
+        positions: &RopePositions,
+        options: &GenerateOptions,
+        penalty: Option<&RepetitionPenalty>,
+    ) -> Result<Generation> {
         let device = embeds.device().clone();
         let (rows, prompt_len, _) = embeds.dims3()?;
+        if let Some(p) = penalty
+            && p.prompt_ids.len() != rows
+        {
+            return Err(ModelError::Input(format!(
+                "the repetition penalty has prompt ids of {} rows for a batch of {rows}",
+                p.prompt_ids.len()
+            )));
+        }
+        // The ids each row's sequence holds so far: its prompt, then what it generated.
+        let mut seen: Vec<std::collections::HashSet<u32>> = match penalty {
+            Some(p) => p.prompt_ids.iter().map(|ids| ids.iter().copied().collect()).collect(),
+            None => Vec::new(),
+        };
         let mut cache = KvCache::new(self.text.num_layers());
         let mut key_mask: Vec<Vec<bool>> = mask.to_vec();
         let (cos, sin) = self.text.rotary().for_prompt(positions, &device)?;
@@ -398,7 +455,13 @@ impl Qwen25Vl {
         let mut step_logits = Vec::new();
         for step in 0..options.max_new_tokens {
             let logits_f32 = logits.to_dtype(DType::F32)?;
-            let next: Vec<u32> = logits_f32.argmax(D::Minus1)?.to_vec1()?;
+            let next: Vec<u32> = match penalty {
+                None => logits_f32.argmax(D::Minus1)?.to_vec1()?,
+                Some(p) => {
+                    let mut scores: Vec<Vec<f32>> = logits_f32.to_vec2()?;
+                    scores.iter_mut().zip(&seen).map(|(row, ids)| p.penalised_argmax(row, ids)).collect()
+                }
+            };
             if options.keep_logits {
                 step_logits.push(logits_f32);
             }
@@ -406,6 +469,9 @@ impl Qwen25Vl {
                 if !finished[b] {
                     tokens[b].push(token);
                     finished[b] = options.stop_ids.contains(&token);
+                }
+                if let Some(ids) = seen.get_mut(b) {
+                    ids.insert(token);
                 }
             }
             if finished.iter().all(|&f| f) || step + 1 == options.max_new_tokens {
@@ -519,6 +585,19 @@ impl LabelPicks {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_repetition_penalty_divides_positive_and_multiplies_negative_seen_logits() {
+        let p = RepetitionPenalty { penalty: 2.0, prompt_ids: Vec::new() };
+        // Unpenalised, id 1 (3.0) wins; seen, it drops to 1.5 below id 3's 2.0. A seen
+        // negative logit (id 2) falls further instead of rising towards zero.
+        let mut logits = vec![-1.0_f32, 3.0, -0.5, 2.0, 2.0];
+        let seen: std::collections::HashSet<u32> = [1, 2].into_iter().collect();
+        assert_eq!(p.penalised_argmax(&mut logits, &seen), 3, "the first of two equal maxima");
+        assert_eq!(logits, [-1.0, 1.5, -1.0, 2.0, 2.0]);
+        let mut unseen = vec![-1.0_f32, 3.0, -0.5, 2.0];
+        assert_eq!(p.penalised_argmax(&mut unseen, &std::collections::HashSet::new()), 1);
+    }
 
     #[test]
     fn padding_goes_to_the_side_asked_with_the_pad_id_masked_as_text() {

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use motionvl_data::samples::ReadOptions;
-use motionvl_eval::config::RunConfig;
+use motionvl_eval::config::{ExtractMode, ProtocolKind, RunConfig};
 use motionvl_eval::results::Results;
 use motionvl_data::cvaa::{read_pairs, UavView};
 use motionvl_models::device::parse_device;
@@ -189,6 +189,22 @@ struct RunArgs {
     batch_size: Option<usize>,
     #[arg(long)]
     max_new_tokens: Option<usize>,
+    /// Whose evaluation to reproduce: `official` (the authors' released evaluator; the default
+    /// for sisbench and nav), `paper` (SPEC §2 as motionvl read the paper; the default
+    /// elsewhere) or `vllm-baseline` (the released zero-shot vLLM path: one image per frame).
+    #[arg(long)]
+    protocol: Option<String>,
+    /// Answer extraction: `official` (the released regex cascade; the official and vLLM
+    /// protocols' default) or `motionvl` (the paper protocol's).
+    #[arg(long)]
+    extract: Option<String>,
+    /// Official protocol: leave out questions whose video header counts 1 to N-1 frames (8).
+    #[arg(long)]
+    min_frames: Option<usize>,
+    /// Hugging Face repetition penalty of greedy decoding (default: the base model's
+    /// generation_config.json under the official and vLLM protocols, none under the paper's).
+    #[arg(long)]
+    repetition_penalty: Option<f64>,
     /// How multiple-choice questions are answered: `generate` (greedy decoding, SPEC §2) or
     /// `likelihood` (each option scored as the answer, the likeliest chosen).
     #[arg(long)]
@@ -249,6 +265,10 @@ struct ScoreArgs {
     name: Option<String>,
     #[arg(long)]
     skip_bad: bool,
+    /// Answer extraction: `motionvl` (default) or `official` (the released regex cascade, and
+    /// uav_accuracy.json beside the reports).
+    #[arg(long, default_value = "motionvl")]
+    extract: String,
 }
 
 fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
@@ -288,6 +308,18 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     if let Some(v) = args.max_new_tokens {
         cfg.generation.max_new_tokens = v;
     }
+    if let Some(v) = args.protocol {
+        cfg.protocol_kind = Some(v.parse::<ProtocolKind>().map_err(anyhow::Error::msg)?);
+    }
+    if let Some(v) = args.extract {
+        cfg.extract = Some(v.parse::<ExtractMode>().map_err(anyhow::Error::msg)?);
+    }
+    if let Some(v) = args.min_frames {
+        cfg.official.min_frames = v;
+    }
+    if let Some(v) = args.repetition_penalty {
+        cfg.generation.repetition_penalty = Some(v);
+    }
     if let Some(v) = args.answer {
         cfg.generation.answer = motionvl_eval::config::AnswerMode::try_from(v).map_err(anyhow::Error::msg)?;
     }
@@ -325,6 +357,11 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         eprintln!("benchmark: {} (detected from the manifest)", b.name());
         cfg.bench = b.name().to_string();
     }
+    if cfg.protocol_kind.is_none() {
+        let kind = ProtocolKind::default_for(&cfg.bench);
+        eprintln!("protocol: {} (the default for {}; --protocol chooses)", kind.as_str(), cfg.bench);
+        cfg.protocol_kind = Some(kind);
+    }
     Ok(cfg)
 }
 
@@ -346,12 +383,16 @@ fn main() -> Result<()> {
             for e in &summary.skipped_rows {
                 eprintln!("skipped row: {e}");
             }
+            for l in &summary.left_out {
+                eprintln!("left out {}: {}", l.question_id, l.reason);
+            }
             eprintln!(
-                "{} answered now, {} resumed from the file, {} rows skipped, {} questions failed",
+                "{} answered now, {} resumed from the file, {} rows skipped, {} questions failed, {} left out by the protocol",
                 summary.generated,
                 summary.resumed,
                 summary.skipped_rows.len(),
-                summary.failed.len()
+                summary.failed.len(),
+                summary.left_out.len()
             );
             print_summary(&summary.results, &summary.reports);
         }
@@ -366,13 +407,15 @@ fn main() -> Result<()> {
                 check_media: false,
                 skip_bad: args.skip_bad,
             };
-            let (results, reports) = motionvl_eval::score_predictions(
+            let extract = args.extract.parse::<ExtractMode>().map_err(anyhow::Error::msg)?;
+            let (results, reports) = motionvl_eval::run::score_predictions_as(
                 &bench,
                 &args.manifest,
                 &args.predictions,
                 &args.out,
                 args.name,
                 &opts,
+                extract,
             )?;
             if results.unmatched > 0 {
                 eprintln!(

@@ -59,6 +59,7 @@
 mod choice;
 mod json;
 mod number;
+mod official;
 mod timestamp;
 mod yes_no;
 
@@ -71,6 +72,7 @@ use serde_json::Value;
 pub use choice::{extract_choice, extract_choices};
 pub use json::parse_json_lenient;
 pub use number::extract_number;
+pub use official::{extract_official, official_correct};
 pub use timestamp::extract_timestamp;
 pub use yes_no::extract_yes_no;
 
@@ -121,6 +123,14 @@ pub enum Rule {
     Invalid,
     /// Unanswered: nothing that reads as an answer.
     None,
+    /// The official SIS-Bench cascade ([`extract_official`]): a letter A–D opening the output.
+    OfficialStart,
+    /// The official cascade: "answer is X", "答案是X" or "选X".
+    OfficialPattern,
+    /// The official cascade: a letter alone on a line.
+    OfficialLine,
+    /// The official cascade: the last one-letter word A–D.
+    OfficialLast,
 }
 
 impl Rule {
@@ -139,6 +149,10 @@ impl Rule {
             Rule::Ambiguous => "ambiguous",
             Rule::Invalid => "invalid",
             Rule::None => "none",
+            Rule::OfficialStart => "official_start",
+            Rule::OfficialPattern => "official_pattern",
+            Rule::OfficialLine => "official_line",
+            Rule::OfficialLast => "official_last",
         }
     }
 }
