@@ -205,6 +205,7 @@ fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: boo
         estimator_settings: estimator.settings(),
         pseudo_images: serde_json::to_value(motionvl_flow::PseudoImageConfig::default()).expect("json"),
         own_encoder: false,
+        connector: None,
     };
     meta.write(&out).expect("motion.json");
     let width = model.config().text.hidden_size;
