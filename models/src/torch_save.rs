@@ -25,7 +25,7 @@ const FORMAT_VERSION: &str = "3\n";
 /// Alignment of every entry's data (`torch/csrc/.../inline_container.cc`, `kFieldAlignment`).
 const ALIGNMENT: u16 = 64;
 
-/// Writes `tensors` (f32 or bf16, any shape) to `path` as `torch.save(dict(tensors), path)` would,
+/// Writes `tensors` (f32, bf16 or f16, any shape) to `path` as `torch.save(dict(tensors), path)` would,
 /// keys in the given order; atomically. The archive's folder is the file's stem, as in torch.
 pub fn save_state_dict(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> {
     let stem = path.file_stem().and_then(|s| s.to_str()).filter(|s| !s.is_empty()).unwrap_or("archive");
@@ -58,7 +58,8 @@ fn storage_class(key: &str, dtype: DType) -> Result<&'static str> {
     match dtype {
         DType::F32 => Ok("FloatStorage"),
         DType::BF16 => Ok("BFloat16Storage"),
-        other => Err(ModelError::Input(format!("tensor `{key}` is {other:?}; only f32 and bf16 tensors can be written to a torch file"))),
+        DType::F16 => Ok("HalfStorage"),
+        other => Err(ModelError::Input(format!("tensor `{key}` is {other:?}; only f32, bf16 and f16 tensors can be written to a torch file"))),
     }
 }
 
@@ -66,11 +67,10 @@ fn storage_class(key: &str, dtype: DType) -> Result<&'static str> {
 fn storage_bytes(key: &str, tensor: &Tensor) -> Result<Vec<u8>> {
     storage_class(key, tensor.dtype())?;
     let flat = tensor.flatten_all()?;
-    // bf16 → f32 is exact, so the top half of each f32 is the bf16's bit pattern.
-    let values = flat.to_dtype(DType::F32)?.to_vec1::<f32>()?;
     Ok(match tensor.dtype() {
-        DType::BF16 => values.iter().flat_map(|v| ((v.to_bits() >> 16) as u16).to_le_bytes()).collect(),
-        _ => values.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::BF16 => flat.to_vec1::<half::bf16>()?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::F16 => flat.to_vec1::<half::f16>()?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        _ => flat.to_vec1::<f32>()?.iter().flat_map(|v| v.to_le_bytes()).collect(),
     })
 }
 
@@ -234,6 +234,7 @@ mod tests {
             ("mlp.0.bias".into(), Tensor::from_vec(ramp(3), 3, &dev).unwrap().to_dtype(DType::BF16).unwrap()),
             ("deep".into(), Tensor::from_vec(ramp(2 * 3 * 1 * 2), (2, 3, 1, 2), &dev).unwrap().to_dtype(DType::BF16).unwrap()),
             ("long".into(), Tensor::from_vec(ramp(300), 300, &dev).unwrap()),
+            ("half".into(), Tensor::from_vec(ramp(6), (2, 3), &dev).unwrap().to_dtype(DType::F16).unwrap()),
         ]
     }
 
@@ -267,7 +268,7 @@ mod tests {
             let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
             (0..archive.len()).map(|i| archive.by_index(i).unwrap().name().unwrap().into_owned()).collect()
         };
-        assert_eq!(names, ["x/data.pkl", "x/byteorder", "x/data/0", "x/data/1", "x/data/2", "x/data/3", "x/data/4", "x/version", "x/.data/serialization_id"]);
+        assert_eq!(names, ["x/data.pkl", "x/byteorder", "x/data/0", "x/data/1", "x/data/2", "x/data/3", "x/data/4", "x/data/5", "x/version", "x/.data/serialization_id"]);
     }
 
     #[test]

@@ -1,14 +1,21 @@
 //! The released SIS-Motion package format (issue 28): `torch.save` files read and written as torch
-//! does (`tests/fixtures/sis_motion_pickle/`, made by `tools/fixtures/torch_pickle.py`).
+//! does (`tests/fixtures/sis_motion_pickle/`, made by `tools/fixtures/torch_pickle.py`); a run
+//! exported as a package and loaded back.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use motionvl_models::motion::CONNECTOR_TENSORS;
-use motionvl_models::sis_package::{RELEASED_CONNECTOR_TENSORS, read_connector};
+use motionvl_eval::config::RunConfig;
+use motionvl_eval::infer::load_qwen;
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, ConnectorInit, ConnectorSpec, MotionMeta};
+use motionvl_models::sis_package::{RELEASED_CONNECTOR_TENSORS, SisPackage, read_connector};
 use motionvl_models::torch_save::save_state_dict;
 use motionvl_tests::fixtures::fixtures_root;
+use motionvl_train::export::{ExportFormat, export};
+use motionvl_train::recipe::Recipe;
+use motionvl_train::sft::Trainer;
 
 fn pickle_dir() -> PathBuf {
     fixtures_root().join("sis_motion_pickle")
@@ -77,4 +84,111 @@ fn torch_pickle_writer_reproduces_the_files_torch_loads() {
             assert_eq!(bits(&back[k]), bits(t), "{file} `{k}`");
         }
     }
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A one-step tiny run with MOFNet (the reduced fixture model) and the released connector shape.
+fn tiny_mofnet_run(out: &Path) -> PathBuf {
+    let root = repo_root();
+    let quoted = |p: PathBuf| format!("{:?}", p.display().to_string());
+    let overrides: Vec<(String, String)> = [
+        ("output_dir", quoted(out.to_path_buf())),
+        ("model.init_config", quoted(root.join("configs/models/tiny.json"))),
+        ("data.train", quoted(root.join("tests/data/tiny-sft/train.jsonl"))),
+        ("logging.progress_bar", "false".into()),
+        ("motion.estimator", "\"mofnet\"".into()),
+        ("motion.weights", quoted(root.join("tests/fixtures/flow/mofnet/tiny/model.safetensors"))),
+        ("motion.connector_hidden", "2048".into()),
+        ("motion.connector_init", "\"truncated-normal\"".into()),
+        ("optim.max_steps", "1".into()),
+        ("checkpoint.every", "1".into()),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_owned(), v))
+    .collect();
+    let recipe = Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe");
+    Trainer::new(&recipe, None).expect("trainer").run().expect("one step");
+    out.join("checkpoint-1")
+}
+
+fn lora_bits(lora: &LoraWeights) -> Vec<(String, (DType, Vec<usize>, Vec<u32>), (DType, Vec<usize>, Vec<u32>))> {
+    lora.modules.iter().map(|(m, p)| (m.clone(), bits(p.a.as_tensor()), bits(p.b.as_tensor()))).collect()
+}
+
+/// `train export --format sis-motion` → motionvl's package loader: the same LoRA, connector
+/// and MOFNet tensors; evaluation builds the branch from the package; refusals name the problem.
+#[test]
+fn exported_package_loads_back_with_the_trained_tensors() {
+    let dir = tempfile::tempdir().unwrap();
+    let checkpoint = tiny_mofnet_run(&dir.path().join("run"));
+    let meta = MotionMeta::read(&checkpoint).unwrap().expect("motion.json");
+    assert_eq!(meta.connector, Some(ConnectorSpec { hidden: 2048, init: ConnectorInit::TruncatedNormal }));
+
+    let out = dir.path().join("package");
+    let summary = export(ExportFormat::SisMotion, &dir.path().join("run"), &out, None).expect("exports");
+    assert_eq!(summary.checkpoint, checkpoint);
+    assert_eq!(summary.connector_hidden, 2048);
+
+    let package = SisPackage::detect(&out).unwrap().expect("the export is a package");
+    assert_eq!(package.config.motion_config.decoder_depth, meta.estimator_settings["iters"].as_u64().unwrap() as usize);
+    let fixture_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/flow/mofnet/tiny/config.json")).unwrap()).unwrap();
+    assert_eq!(package.config.mofnet.as_ref(), Some(&fixture_config));
+
+    // Connector and LoRA: bit for bit what the checkpoint holds.
+    let trained: HashMap<String, Tensor> = candle_core::safetensors::load(checkpoint.join("motion.safetensors"), &Device::Cpu).unwrap();
+    let loaded = package.load_connector(trained["connector.norm.weight"].dim(0).unwrap(), &Device::Cpu).unwrap();
+    for (name, var) in &loaded {
+        assert_eq!(bits(var.as_tensor()), bits(&trained[name]), "{name}");
+    }
+    assert_eq!(lora_bits(&LoraWeights::load_peft(&out, &Device::Cpu).unwrap()), lora_bits(&LoraWeights::load_peft(&checkpoint, &Device::Cpu).unwrap()));
+    let adapter_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("adapter_config.json")).unwrap()).unwrap();
+    assert_eq!(adapter_config["base_model_name_or_path"].as_str(), Some(summary.base_model.as_str()));
+
+    // MOFNet: the `module.`-prefixed state dict of the weights the run was trained with.
+    let mof: HashMap<String, Tensor> = candle_core::pickle::read_all(out.join("MOF_kitti.pth")).unwrap().into_iter().collect();
+    let source = candle_core::safetensors::load(repo_root().join("tests/fixtures/flow/mofnet/tiny/model.safetensors"), &Device::Cpu).unwrap();
+    assert_eq!(mof.len(), source.len());
+    for (name, t) in &source {
+        let key = if name.starts_with("module.") { name.clone() } else { format!("module.{name}") };
+        assert_eq!(bits(&mof[&key]), bits(t), "{key}");
+    }
+
+    // Evaluation loads the package as the adapter: LoRA and motion branch.
+    let mut config = RunConfig { out: dir.path().join("eval"), ..RunConfig::default() };
+    config.model.checkpoint = dir.path().join("run/base-model").display().to_string();
+    config.model.adapter = Some(out.clone());
+    let bench = motionvl_eval::bench::find("sisbench").unwrap();
+    let (_, generator) = load_qwen(&config, bench).expect("the package loads");
+    let branch = generator.motion.as_ref().expect("the package's motion branch");
+    let live = Connector::from_vars(&loaded).unwrap();
+    let probe = motionvl_models::seeded::randn((3, trained["connector.norm.weight"].dim(0).unwrap()), 1.0, 5, &Device::Cpu).unwrap();
+    assert_eq!(bits(&branch.connector.forward(&probe).unwrap()), bits(&live.forward(&probe).unwrap()));
+
+    // The same adapter without its connector is refused, unless --no-motion.
+    let bare = dir.path().join("bare");
+    std::fs::create_dir_all(&bare).unwrap();
+    for file in ["adapter_config.json", "adapter_model.safetensors"] {
+        std::fs::copy(out.join(file), bare.join(file)).unwrap();
+    }
+    config.model.adapter = Some(bare);
+    let err = load_qwen(&config, bench).err().expect("no motion branch").to_string();
+    assert!(err.contains("no motion branch") && err.contains("--no-motion"), "{err}");
+    config.motion.no_motion = true;
+    assert!(load_qwen(&config, bench).expect("visual-only on request").1.motion.is_none());
+
+    // A second export replaces the first; a folder with anything else is refused.
+    export(ExportFormat::SisMotion, &checkpoint, &out, Some("Qwen/Qwen2.5-VL-7B-Instruct")).expect("re-exports");
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let err = export(ExportFormat::SisMotion, &checkpoint, &out, None).unwrap_err().to_string();
+    assert!(err.contains("not a previous export") && err.contains("notes.txt"), "{err}");
+
+    // A run whose flows came from another estimator cannot be a SIS-Motion package.
+    let mut dis = meta.clone();
+    dis.estimator = "dis".into();
+    dis.write(&checkpoint).unwrap();
+    let err = export(ExportFormat::SisMotion, &checkpoint, &dir.path().join("other"), None).unwrap_err().to_string();
+    assert!(err.contains("`dis`") && err.contains("mofnet"), "{err}");
 }
