@@ -134,8 +134,10 @@ fn exported_package_loads_back_with_the_trained_tensors() {
 
     let package = SisPackage::detect(&out).unwrap().expect("the export is a package");
     assert_eq!(package.config.motion_config.decoder_depth, meta.estimator_settings["iters"].as_u64().unwrap() as usize);
-    let fixture_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/flow/mofnet/tiny/config.json")).unwrap()).unwrap();
+    let mut fixture_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/flow/mofnet/tiny/config.json")).unwrap()).unwrap();
+    fixture_config["iters"] = package.config.motion_config.decoder_depth.into();
     assert_eq!(package.config.mofnet.as_ref(), Some(&fixture_config));
+    assert!(summary.mofnet_converted);
 
     // Connector and LoRA: bit for bit what the checkpoint holds.
     let trained: HashMap<String, Tensor> = candle_core::safetensors::load(checkpoint.join("motion.safetensors"), &Device::Cpu).unwrap();

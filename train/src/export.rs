@@ -42,6 +42,10 @@ pub struct ExportSummary {
     pub connector_hidden: usize,
     /// The MOFNet weights bundled as `MOF_kitti.pth`.
     pub mofnet_weights: PathBuf,
+    /// They were a safetensors conversion, written back as a `.pth`: the tensors motionvl's
+    /// MOFNet does not use (`att.pos_emb.*`, `velocity_update_block.*`), which conversions drop,
+    /// are absent, and the official loader (strict=False) warns about them.
+    pub mofnet_converted: bool,
     pub base_model: String,
 }
 
@@ -112,15 +116,15 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
     std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
     lora.save_peft(&tmp, Some(&base))?;
     write_connector(&tmp.join("connector_weights.pt"), &connector, DType::F32)?;
-    bundle_mofnet(&weights, &tmp.join("MOF_kitti.pth"))?;
+    let mofnet_converted = bundle_mofnet(&weights, &tmp.join("MOF_kitti.pth"))?;
     let config = SisMotionConfig {
         motion_config: motionvl_models::sis_package::OfficialMotionConfig { decoder_depth: iters, ..Default::default() },
-        mofnet: reduced_mofnet_widths(&weights)?,
+        mofnet: reduced_mofnet_widths(&weights, iters)?,
         ..SisMotionConfig::default()
     };
     config.write(&tmp)?;
     replace_dir(&tmp, out)?;
-    Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, base_model: base })
+    Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
 }
 
 /// The connector variables of a checkpoint's `motion.safetensors`.
@@ -151,32 +155,36 @@ fn recorded_base_model(adapter: &Path) -> Result<String, TrainError> {
 
 /// MOFNet's weights as the official loader takes them: a `torch.save` state dict whose keys carry
 /// DataParallel's `module.` prefix. A `.pth` is copied as it is; a safetensors conversion is
-/// written back in that form.
-fn bundle_mofnet(weights: &Path, dest: &Path) -> Result<(), TrainError> {
+/// written back in that form (`true`).
+fn bundle_mofnet(weights: &Path, dest: &Path) -> Result<bool, TrainError> {
     if weights.extension().is_some_and(|e| e == "safetensors") {
         let mut tensors: Vec<(String, candle_core::Tensor)> = ckpt::load_tensors(weights, &Device::Cpu)?
             .into_iter()
             .map(|(name, t)| (if name.starts_with("module.") { name } else { format!("module.{name}") }, t))
             .collect();
         tensors.sort_by(|a, b| a.0.cmp(&b.0));
-        return Ok(motionvl_models::torch_save::save_state_dict(dest, &tensors)?);
+        motionvl_models::torch_save::save_state_dict(dest, &tensors)?;
+        return Ok(true);
     }
     std::fs::copy(weights, dest).map_err(|source| TrainError::Io { path: weights.to_path_buf(), source })?;
-    Ok(())
+    Ok(false)
 }
 
 /// A reduced test model's widths (the `config.json` with `"arch": "mofnet"` MOFNet reads beside
-/// its weights), for the package's `"mofnet"` key; `None` for the released sintel widths.
-fn reduced_mofnet_widths(weights: &Path) -> Result<Option<serde_json::Value>, TrainError> {
+/// its weights), for the package's `"mofnet"` key, its `iters` set to the run's; `None` for the
+/// released sintel widths.
+fn reduced_mofnet_widths(weights: &Path, iters: usize) -> Result<Option<serde_json::Value>, TrainError> {
     let path = weights.with_file_name("config.json");
     if !path.is_file() {
         return Ok(None);
     }
-    let value: serde_json::Value = ckpt::load_json(&path)?;
+    let mut value: serde_json::Value = ckpt::load_json(&path)?;
     if value.get("arch").and_then(|a| a.as_str()) != Some("mofnet") {
         return Ok(None);
     }
     serde_json::from_value::<MofConfig>(value.clone()).map_err(|e| setup(format!("{}: {e}", path.display())))?;
+    // The fixture's `iters` is the count its dump ran; the run's own is `decoder_depth`.
+    value["iters"] = iters.into();
     Ok(Some(value))
 }
 

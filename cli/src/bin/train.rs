@@ -271,6 +271,13 @@ fn main() -> Result<()> {
                 summary.base_model,
                 out.display()
             );
+            if summary.mofnet_converted {
+                eprintln!(
+                    "note: MOF_kitti.pth was written from a safetensors conversion, which lacks the tensors MOFNet never uses \
+                     (att.pos_emb.*, velocity_update_block.*); the official loader warns about them. Train with the original \
+                     .pth to bundle it byte for byte"
+                );
+            }
         }
     }
     Ok(())
