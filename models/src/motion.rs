@@ -308,3 +308,69 @@ impl MotionBranch {
         Ok(Self { encoder: MotionEncoder { tower: visual.without_adapters() }, connector: Connector::from_vars(connector_vars)? })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(vars: &[(String, Var)], name: &str) -> Vec<f32> {
+        let full = format!("connector.{name}");
+        vars.iter().find(|(n, _)| *n == full).unwrap().1.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
+    #[test]
+    fn truncated_normal_init_is_the_official_one() {
+        let (width, hidden) = (48, 2048);
+        let vars = Connector::init_vars_with(width, ConnectorSpec { hidden, init: ConnectorInit::TruncatedNormal }, 1, &Device::Cpu).unwrap();
+        let connector = Connector::from_vars(&vars).unwrap();
+        assert_eq!(connector.hidden().unwrap(), hidden);
+        for name in ["fc1.weight", "fc2.weight"] {
+            let w = values(&vars, name);
+            assert_eq!(w.len(), width * hidden);
+            let n = w.len() as f64;
+            let mean = w.iter().map(|&v| v as f64).sum::<f64>() / n;
+            let std = (w.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+            // 98,304 draws: the standard error of the std is 0.02/√(2n) ≈ 4.5e-5.
+            assert!(mean.abs() < 5e-4 && (std - 0.02).abs() < 3e-4, "{name}: mean {mean}, std {std}");
+        }
+        assert_ne!(values(&vars, "fc1.weight"), values(&vars, "fc2.weight"));
+        assert!(values(&vars, "fc1.bias").iter().chain(&values(&vars, "fc2.bias")).chain(&values(&vars, "norm.bias")).all(|&v| v == 0.0));
+        assert!(values(&vars, "norm.weight").iter().all(|&v| v == 1.0));
+        // Motion tokens reach the output from step 0.
+        let probe = crate::seeded::randn((3, width), 1.0, 2, &Device::Cpu).unwrap();
+        let out = connector.forward(&probe).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(out > 1e-3, "{out}");
+    }
+
+    #[test]
+    fn zero_init_starts_at_the_visual_only_model_at_any_hidden_width() {
+        let vars = Connector::init_vars_with(8, ConnectorSpec { hidden: 20, init: ConnectorInit::Zero }, 1, &Device::Cpu).unwrap();
+        let bound = 1.0 / 8f32.sqrt();
+        let fc1 = values(&vars, "fc1.weight");
+        assert_eq!(fc1.len(), 160);
+        assert!(fc1.iter().all(|v| v.abs() <= bound) && fc1.iter().any(|&v| v != 0.0));
+        assert!(values(&vars, "fc2.weight").iter().chain(&values(&vars, "fc2.bias")).all(|&v| v == 0.0));
+        // `init_vars` is the d → d → d connector it always was.
+        let square = Connector::init_vars(8, 1, &Device::Cpu).unwrap();
+        assert_eq!(Connector::from_vars(&square).unwrap().hidden().unwrap(), 8);
+    }
+
+    #[test]
+    fn misshapen_connector_tensors_are_refused_by_name() {
+        let mut vars = Connector::init_vars_with(8, ConnectorSpec { hidden: 20, init: ConnectorInit::Zero }, 1, &Device::Cpu).unwrap();
+        vars[4].1 = Var::from_tensor(&Tensor::zeros((8, 21), DType::F32, &Device::Cpu).unwrap()).unwrap();
+        let err = Connector::from_vars(&vars).unwrap_err().to_string();
+        assert!(err.contains("connector.fc2.weight") && err.contains("[8, 21]") && err.contains("[8, 20]"), "{err}");
+    }
+
+    #[test]
+    fn motion_json_records_the_connector_and_reads_older_files() {
+        let old = r#"{"estimator":"dis","estimator_settings":{},"pseudo_images":{},"own_encoder":false}"#;
+        assert_eq!(serde_json::from_str::<MotionMeta>(old).unwrap().connector, None);
+        let spec = ConnectorSpec { hidden: 2048, init: ConnectorInit::TruncatedNormal };
+        let meta = MotionMeta { connector: Some(spec), ..serde_json::from_str(old).unwrap() };
+        let text = serde_json::to_string(&meta).unwrap();
+        assert!(text.contains(r#""connector":{"hidden":2048,"init":"truncated-normal"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<MotionMeta>(&text).unwrap(), meta);
+    }
+}

@@ -194,3 +194,54 @@ fn exported_package_loads_back_with_the_trained_tensors() {
     let err = export(ExportFormat::SisMotion, &checkpoint, &dir.path().join("other"), None).unwrap_err().to_string();
     assert!(err.contains("`dis`") && err.contains("mofnet"), "{err}");
 }
+
+/// Every official dump's package (`tests/fixtures/sis_motion/<name>/package/`, written by the
+/// official training code's own save functions, `tools/fixtures/sis_motion.py`) loads as the
+/// `--adapter` of its base, and its connector maps each question's `motion_tokens` to the
+/// `connector_out` the official evaluation computed.
+#[test]
+fn official_packages_give_the_dumps_connector_out() {
+    for dump in motionvl_tests::fixtures::dumps("sis_motion") {
+        let mut config = RunConfig::default();
+        config.model.checkpoint = dump.path("base").display().to_string();
+        config.model.adapter = Some(dump.path("package"));
+        let bench = motionvl_eval::bench::find("sisbench").unwrap();
+        let (_, generator) = load_qwen(&config, bench).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
+        let branch = generator.motion.as_ref().unwrap_or_else(|| panic!("{}: no motion branch", dump.label));
+        assert_eq!(branch.connector.hidden().unwrap(), 2048, "{}", dump.label);
+
+        let mut questions = 0;
+        for entry in std::fs::read_dir(dump.path("expected")).unwrap() {
+            let path = entry.unwrap().path();
+            let tensors = candle_core::safetensors::load(&path, &Device::Cpu).unwrap();
+            let (Some(motion), Some(expected)) = (tensors.get("motion_tokens"), tensors.get("connector_out")) else { continue };
+            let ours = branch.connector.forward(&motion.to_dtype(DType::F32).unwrap()).unwrap();
+            let expected = expected.to_dtype(DType::F32).unwrap();
+            // connector_out was recorded as (visual + mlp) − visual: one f32 rounding of the
+            // visual tokens' size.
+            let scale = tensors["visual_tokens"].abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap().max(1.0);
+            let err = (&ours - &expected).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            let size = expected.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+            eprintln!("{} {}: max |connector_out − ours| = {err:e} (max |connector_out| {size:e})", dump.label, path.display());
+            assert!(size > 1e-3, "{}: a connector output this small could not fail the test", path.display());
+            assert!(err <= 4.0 * f32::EPSILON * scale + 1e-6 * size, "{}: max difference {err:e}", path.display());
+            questions += 1;
+        }
+        assert!(questions > 0, "{}: no question recorded motion_tokens and connector_out", dump.label);
+    }
+}
+
+/// The paper recipe asks for the released connector; the tiny recipe keeps motionvl's original.
+#[test]
+fn recipes_name_the_connector_shape_and_init() {
+    let root = repo_root();
+    let paper = Recipe::load(&root.join("configs/sft/sis-motion-3b.toml"), &[]).expect("paper recipe");
+    assert_eq!(paper.motion.connector(2048), ConnectorSpec { hidden: 2048, init: ConnectorInit::TruncatedNormal });
+    assert_eq!(paper.motion.connector(3584).hidden, 2048, "2048 whatever the model's width");
+    let tiny = Recipe::load(&root.join("configs/sft/tiny.toml"), &[]).expect("tiny recipe");
+    assert_eq!(tiny.motion.connector(96), ConnectorSpec { hidden: 96, init: ConnectorInit::Zero });
+    let bad = Recipe::load(&root.join("configs/sft/tiny.toml"), &[("motion.connector_init".into(), "\"xavier\"".into())]).unwrap_err().to_string();
+    assert!(bad.contains("xavier") && bad.contains("truncated-normal"), "{bad}");
+    let zero = Recipe::load(&root.join("configs/sft/tiny.toml"), &[("motion.connector_hidden".into(), "0".into())]).unwrap_err().to_string();
+    assert!(zero.contains("motion.connector_hidden"), "{zero}");
+}
