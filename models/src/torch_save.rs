@@ -232,7 +232,7 @@ mod tests {
             ("ln.weight".into(), Tensor::from_vec(ramp(5), 5, &dev).unwrap()),
             ("mlp.0.weight".into(), Tensor::from_vec(ramp(12), (3, 4), &dev).unwrap()),
             ("mlp.0.bias".into(), Tensor::from_vec(ramp(3), 3, &dev).unwrap().to_dtype(DType::BF16).unwrap()),
-            ("deep".into(), Tensor::from_vec(ramp(2 * 3 * 1 * 2), (2, 3, 1, 2), &dev).unwrap().to_dtype(DType::BF16).unwrap()),
+            ("deep".into(), Tensor::from_vec(ramp(12), (2, 3, 1, 2), &dev).unwrap().to_dtype(DType::BF16).unwrap()),
             ("long".into(), Tensor::from_vec(ramp(300), 300, &dev).unwrap()),
             ("half".into(), Tensor::from_vec(ramp(6), (2, 3), &dev).unwrap().to_dtype(DType::F16).unwrap()),
         ]
