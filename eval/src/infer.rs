@@ -632,8 +632,9 @@ fn load_package_motion(
     let connector = package.load_connector(model.config().text.hidden_size, device)?;
     let branch = MotionBranch::from_visual(model.visual(), &connector)?;
     // LEAD(issue 28): the single call site of the official motion pipeline (B1-B6). Once the
-    // flow crate's `Official` variant is merged, build it here from `mofnet` instead of the
-    // VideoFlow-windowed estimator and motionvl's pseudo-images.
+    // flow branch's `MotionPipeline::Official` is merged, the pseudo-image config here becomes
+    // `PseudoImageConfig::official()` (same estimator: that pipeline calls MOFNet's
+    // `coarse_clip_flows`); until then a package runs through motionvl's pipeline.
     let (estimator, pseudo): (std::sync::Arc<dyn FlowEstimator>, PseudoImageConfig) = (std::sync::Arc::new(mofnet), PseudoImageConfig::default());
     Ok(Some(LoadedMotion { branch, estimator, pseudo }))
 }

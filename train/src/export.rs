@@ -80,6 +80,10 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         )));
     }
 
+    // LEAD(issue 28): once `MotionPipeline::Official` is merged, refuse a run whose
+    // `meta.pseudo_images["pipeline"]` is not "official": its connector learnt motionvl's
+    // pseudo-images, not the inputs the official evaluator gives it.
+
     // The MOFNet weights: the run's recipe names them, motion.json their digest.
     let recipe_path = run_root.join("config.toml");
     let recipe = Recipe::load(&recipe_path, &[]).map_err(|e| setup(e.to_string()))?;
