@@ -602,7 +602,7 @@ fn load_package_motion(
         Some("none") if config.motion.force => return Ok(None),
         Some("none") => {
             return Err(EvalError::Config(format!(
-                "{} is a SIS-Motion package; --no-motion would drop its motion branch (add --force-motion to do so anyway)",
+                "{} is a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)",
                 package.dir.display()
             )));
         }
