@@ -32,7 +32,10 @@ fn keys(dict: &str) -> Vec<String> {
     serde_json::from_value(meta["keys"][dict].clone()).expect("key list")
 }
 
-fn bits(t: &Tensor) -> (DType, Vec<usize>, Vec<u32>) {
+/// A tensor exactly: dtype, shape and the bits of its values.
+type Bits = (DType, Vec<usize>, Vec<u32>);
+
+fn bits(t: &Tensor) -> Bits {
     let values = t.to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
     (t.dtype(), t.dims().to_vec(), values.iter().map(|v| v.to_bits()).collect())
 }
@@ -114,7 +117,7 @@ fn tiny_mofnet_run(out: &Path) -> PathBuf {
     out.join("checkpoint-1")
 }
 
-fn lora_bits(lora: &LoraWeights) -> Vec<(String, (DType, Vec<usize>, Vec<u32>), (DType, Vec<usize>, Vec<u32>))> {
+fn lora_bits(lora: &LoraWeights) -> Vec<(String, Bits, Bits)> {
     lora.modules.iter().map(|(m, p)| (m.clone(), bits(p.a.as_tensor()), bits(p.b.as_tensor()))).collect()
 }
 
