@@ -190,6 +190,13 @@ fn exported_package_loads_back_with_the_trained_tensors() {
     let err = export(ExportFormat::SisMotion, &checkpoint, &out, None).unwrap_err().to_string();
     assert!(err.contains("not a previous export") && err.contains("notes.txt"), "{err}");
 
+    // A connector of motionvl's original d → d → d width is not one the official code can build.
+    let width = trained["connector.norm.weight"].dim(0).unwrap();
+    let square: HashMap<String, Tensor> = Connector::init_vars(width, 3, &Device::Cpu).unwrap().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+    candle_core::safetensors::save(&square, checkpoint.join("motion.safetensors")).unwrap();
+    let err = export(ExportFormat::SisMotion, &checkpoint, &dir.path().join("other"), None).unwrap_err().to_string();
+    assert!(err.contains(&format!("hidden width is {width}")) && err.contains("connector_hidden = 2048"), "{err}");
+
     // A run whose flows came from another estimator cannot be a SIS-Motion package.
     let mut dis = meta.clone();
     dis.estimator = "dis".into();
