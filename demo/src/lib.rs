@@ -296,7 +296,8 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &
         model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), dtype: None, device: "cpu".into() },
         generation: config.eval.generation.clone(),
         protocol: config.eval.protocol.clone(),
-        motion: MotionConfig::default(),
+        // The visual-only run's adapter has no motion branch, by design.
+        motion: MotionConfig { no_motion: name == VISUAL, ..MotionConfig::default() },
         cvaa: Default::default(),
         // The demo's committed numbers were made with the paper's protocol.
         protocol_kind: Some(motionvl_eval::config::ProtocolKind::Paper),

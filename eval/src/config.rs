@@ -182,6 +182,10 @@ pub struct MotionConfig {
     /// Evaluate with a different estimator (or none) than the checkpoint was trained with.
     #[serde(default)]
     pub force: bool,
+    /// Evaluate visual-only (`--no-motion`, the same as `--motion none`): required for an
+    /// adapter without a motion branch, which is otherwise an error.
+    #[serde(default)]
+    pub no_motion: bool,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

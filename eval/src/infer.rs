@@ -18,11 +18,13 @@ use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
+use motionvl_models::sis_package::SisPackage;
 use motionvl_models::{CheckpointFiles, HubOptions};
 use rayon::prelude::*;
 
@@ -612,20 +614,39 @@ fn load_motion(
     model: &Qwen25Vl,
     device: &Device,
 ) -> Result<Option<LoadedMotion>> {
-    let requested = config
+    let named = config
         .motion
         .estimator
         .as_deref()
         .map(str::trim)
         .filter(|n| !n.is_empty());
+    let requested = match (config.motion.no_motion, named) {
+        (false, named) => named,
+        (true, None | Some("none")) => Some("none"),
+        (true, Some(name)) => {
+            return Err(EvalError::Config(format!("--no-motion and --motion {name} contradict each other")));
+        }
+    };
+    if let Some(adapter) = &config.model.adapter
+        && let Some(package) = SisPackage::detect(&adapter_dir(adapter)?)?
+    {
+        return load_package_motion(config, requested, &package, model, device);
+    }
     let found = match motion_dir(config, files) {
         Some(dir) => MotionMeta::read(&dir)?.map(|meta| (dir, meta)),
         None => None,
     };
     let Some((dir, meta)) = found else {
-        return match requested {
-            None | Some("none") => Ok(None),
-            Some(name) => Err(EvalError::Config(format!(
+        return match (requested, &config.model.adapter) {
+            (Some("none"), _) | (None, None) => Ok(None),
+            // An adapter without its motion branch is most likely a motion-aware model missing
+            // its connector, which would silently be evaluated as a visual-only one.
+            (None, Some(adapter)) => Err(EvalError::Config(format!(
+                "the adapter {} has no motion branch (no motion.json + motion.safetensors beside it, no \
+                 connector_weights.pt of a SIS-Motion package); pass --no-motion to evaluate it visual-only",
+                adapter.display()
+            ))),
+            (Some(name), _) => Err(EvalError::Config(format!(
                 "--motion {name}: the checkpoint has no motion branch (no motion.json beside the adapter or the \
                  model); evaluate a `train sft --motion` checkpoint, or leave --motion out"
             ))),
@@ -678,4 +699,57 @@ fn load_motion(
         estimator,
         pseudo,
     }))
+}
+
+/// The motion branch of a released-layout SIS-Motion package: its connector
+/// (`connector_weights.pt`) on a copy of the vision tower, and MOFNet with the package's weights
+/// (`MOF_kitti.pth`, or `--motion-weights` as the official `--videoflow_ckpt`), widths
+/// (`"mofnet"`, else the sintel config) and `decoder_depth` iterations.
+fn load_package_motion(
+    config: &RunConfig,
+    requested: Option<&str>,
+    package: &SisPackage,
+    model: &Qwen25Vl,
+    device: &Device,
+) -> Result<Option<LoadedMotion>> {
+    match requested {
+        None => {}
+        Some("none") if config.motion.force => return Ok(None),
+        Some("none") => {
+            return Err(EvalError::Config(format!(
+                "{} is a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)",
+                package.dir.display()
+            )));
+        }
+        Some(name) => {
+            return Err(EvalError::Config(format!(
+                "{} is a SIS-Motion package, which brings its own MOFNet; leave out --motion {name}",
+                package.dir.display()
+            )));
+        }
+    }
+    let config_file = package.dir.join(motionvl_models::sis_package::SIS_CONFIG_FILE);
+    let mofnet_config = match &package.config.mofnet {
+        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone())
+            .map_err(|e| EvalError::Config(format!("{}: mofnet: {e}", config_file.display())))?,
+        None => MofConfig::default(),
+    };
+    let weights = config.motion.weights.clone().unwrap_or_else(|| package.videoflow_path());
+    if !weights.is_file() {
+        return Err(EvalError::Config(format!(
+            "the SIS-Motion package {} needs MOFNet weights: {} does not exist (bundle them in the package or pass \
+             --motion-weights)",
+            package.dir.display(),
+            weights.display()
+        )));
+    }
+    let mofnet = MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, device)?;
+    let connector = package.load_connector(model.config().text.hidden_size, device)?;
+    let branch = MotionBranch::from_visual(model.visual(), &connector)?;
+    // LEAD(issue 28): the single call site of the official motion pipeline (B1-B6). Once the
+    // flow branch's `MotionPipeline::Official` is merged, the pseudo-image config here becomes
+    // `PseudoImageConfig::official()` (same estimator: that pipeline calls MOFNet's
+    // `coarse_clip_flows`); until then a package runs through motionvl's pipeline.
+    let (estimator, pseudo): (std::sync::Arc<dyn FlowEstimator>, PseudoImageConfig) = (std::sync::Arc::new(mofnet), PseudoImageConfig::default());
+    Ok(Some(LoadedMotion { branch, estimator, pseudo }))
 }

@@ -204,6 +204,15 @@ fn weight_digests(config: &RunConfig) -> BTreeMap<String, String> {
     if let Some(d) = config.motion.weights.as_deref().and_then(|w| sha256_file(w).ok()) {
         out.insert("flow_weights".to_string(), d);
     }
+    // A released SIS-Motion package carries its connector and MOFNet weights itself.
+    if let Some(package) = config.model.adapter.as_deref().and_then(|a| motionvl_models::sis_package::SisPackage::detect(a).ok().flatten()) {
+        if let Ok(d) = sha256_file(&package.connector_path()) {
+            out.insert("motion".to_string(), d);
+        }
+        if let (None, Ok(d)) = (config.motion.weights.as_ref(), sha256_file(&package.videoflow_path())) {
+            out.insert("flow_weights".to_string(), d);
+        }
+    }
     if let Some(d) = config.cvaa.checkpoint.as_deref().and_then(|c| sha256_file(&c.join(motionvl_models::cvaa::WEIGHTS_FILE)).ok()) {
         out.insert("cvaa".to_string(), d);
     }

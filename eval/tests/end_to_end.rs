@@ -160,12 +160,14 @@ fn tiny_checkpoint_end_to_end() {
 
     let mut with_zero = config(dir.path(), &checkpoint, &manifest, "adapter-zero", 2);
     with_zero.model.adapter = Some(zero);
+    with_zero.motion.no_motion = true;
     run(&with_zero, false).expect("run with a zero adapter");
     assert_eq!(outputs(&with_zero.out.join("predictions.jsonl")), batched);
 
     // A trainer checkpoint folder is accepted: its adapter/ is used.
     let mut with_trained = config(dir.path(), &checkpoint, &manifest, "adapter-trained", 2);
     with_trained.model.adapter = Some(trained);
+    with_trained.motion.no_motion = true;
     run(&with_trained, false).expect("run with a trained adapter");
     let adapted = outputs(&with_trained.out.join("predictions.jsonl"));
     let mut tensors = candle_core::safetensors::load(checkpoint.join("model.safetensors"), &Device::Cpu).expect("base weights");
@@ -205,6 +207,7 @@ fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: boo
         estimator_settings: estimator.settings(),
         pseudo_images: serde_json::to_value(motionvl_flow::PseudoImageConfig::default()).expect("json"),
         own_encoder: false,
+        connector: None,
     };
     meta.write(&out).expect("motion.json");
     let width = model.config().text.hidden_size;

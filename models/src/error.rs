@@ -45,6 +45,8 @@ pub enum ModelError {
         tokens: usize,
         features: usize,
     },
+    #[error("{path}: {reason}")]
+    Package { path: PathBuf, reason: String },
     #[error("invalid input: {0}")]
     Input(String),
     #[error(transparent)]

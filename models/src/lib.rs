@@ -20,6 +20,8 @@ pub mod recompute;
 pub mod rope;
 pub mod seeded;
 pub mod text;
+pub mod sis_package;
+pub mod torch_save;
 pub mod training_loss;
 pub mod vision;
 pub mod qwen25vl;

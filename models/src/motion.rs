@@ -3,7 +3,7 @@
 //!
 //! ```text
 //! frames ──► vision tower E_v ──────────────► e_v ─┐
-//! flow pseudo-images P ──► motion encoder E_m ─► e_m ─► LN ─► Linear ─► GELU ─► Linear ─► e_m' ─(+)─► e
+//! flow pseudo-images P ──► motion encoder E_m ─► e_m ─► LN ─► Linear(d→h) ─► GELU ─► Linear(h→d) ─► e_m' ─(+)─► e
 //! ```
 //! `e` replaces the video placeholder tokens; images have no motion and pass through unchanged.
 
@@ -44,10 +44,32 @@ impl MotionEncoder {
     }
 }
 
-/// The trained connector: `e_m' = W₂ GELU(W₁ LN(e_m) + b₁) + b₂`, width d → d → d.
-///
-/// W₂ and b₂ start at zero, so at step 0 the motion-aware model computes exactly what the
-/// visual-only model does, and training moves away from that point only as far as it helps.
+/// How the connector's weights start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ConnectorInit {
+    /// W₁/b₁ as `nn.Linear` initialises them (uniform ±1/√d), W₂ and b₂ zero: at step 0 the
+    /// motion-aware model computes exactly what the visual-only model does.
+    #[default]
+    Zero,
+    /// The official recipe (`train_qwen.py:289-297`): both Linears `trunc_normal_(std=0.02)` —
+    /// PyTorch truncates at ±2 absolute, not ±2σ, so at this std nothing is ever cut — and zero
+    /// biases; motion tokens are non-zero from step 0.
+    TruncatedNormal,
+}
+
+/// The connector's hidden width and initialisation, as a recipe asks for them and `motion.json`
+/// records them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConnectorSpec {
+    /// Width of the hidden layer: 2048 in the released SIS-Motion (whatever the model's width),
+    /// d in motionvl's original d → d → d connector.
+    pub hidden: usize,
+    pub init: ConnectorInit,
+}
+
+/// The trained connector: `e_m' = W₂ GELU(W₁ LN(e_m) + b₁) + b₂`, width d → hidden → d.
 #[derive(Debug, Clone)]
 pub struct Connector {
     norm: LayerNorm,
@@ -60,32 +82,55 @@ pub const CONNECTOR_TENSORS: [&str; 6] = ["norm.weight", "norm.bias", "fc1.weigh
 
 impl Connector {
     /// `vb` scoped at `connector`.
-    pub fn new(width: usize, vb: VarBuilder) -> candle_core::Result<Self> {
+    pub fn new(width: usize, hidden: usize, vb: VarBuilder) -> candle_core::Result<Self> {
         Ok(Self {
             norm: LayerNorm::new(width, 1e-5, vb.pp("norm"))?,
-            fc1: Linear::new(width, width, true, vb.pp("fc1"))?,
-            fc2: Linear::new(width, width, true, vb.pp("fc2"))?,
+            fc1: Linear::new(width, hidden, true, vb.pp("fc1"))?,
+            fc2: Linear::new(hidden, width, true, vb.pp("fc2"))?,
         })
     }
 
-    /// Fresh trainable (f32) connector variables by name: LN at identity, W₁/b₁ as
-    /// `nn.Linear` initialises them (uniform ±1/√d), W₂ and b₂ zero.
+    /// The shape of each of [`CONNECTOR_TENSORS`], in that order, for a connector d → hidden → d.
+    pub fn tensor_shapes(width: usize, hidden: usize) -> [Vec<usize>; 6] {
+        [vec![width], vec![width], vec![hidden, width], vec![hidden], vec![width, hidden], vec![width]]
+    }
+
+    /// motionvl's original connector, d → d → d with [`ConnectorInit::Zero`].
     pub fn init_vars(width: usize, seed: u64, device: &Device) -> Result<Vec<(String, Var)>> {
+        Self::init_vars_with(width, ConnectorSpec { hidden: width, init: ConnectorInit::Zero }, seed, device)
+    }
+
+    /// Fresh trainable (f32) connector variables by name: LN at identity, the Linears as
+    /// `spec.init` says.
+    pub fn init_vars_with(width: usize, spec: ConnectorSpec, seed: u64, device: &Device) -> Result<Vec<(String, Var)>> {
+        let hidden = spec.hidden;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
-        let bound = 1.0 / (width as f32).sqrt();
-        let mut uniform = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+        let (fc1_weight, fc1_bias, fc2_weight) = match spec.init {
+            ConnectorInit::Zero => {
+                let bound = 1.0 / (width as f32).sqrt();
+                let mut uniform = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.random_range(-bound..bound)).collect() };
+                let weight = uniform(hidden * width);
+                (weight, uniform(hidden), vec![0.0; width * hidden])
+            }
+            ConnectorInit::TruncatedNormal => {
+                let weight = truncated_normal(&mut rng, hidden * width);
+                (weight, vec![0.0; hidden], truncated_normal(&mut rng, width * hidden))
+            }
+        };
         let tensors = [
             ("norm.weight", Tensor::ones(width, DType::F32, device)?),
             ("norm.bias", Tensor::zeros(width, DType::F32, device)?),
-            ("fc1.weight", Tensor::from_vec(uniform(width * width), (width, width), device)?),
-            ("fc1.bias", Tensor::from_vec(uniform(width), width, device)?),
-            ("fc2.weight", Tensor::zeros((width, width), DType::F32, device)?),
+            ("fc1.weight", Tensor::from_vec(fc1_weight, (hidden, width), device)?),
+            ("fc1.bias", Tensor::from_vec(fc1_bias, hidden, device)?),
+            ("fc2.weight", Tensor::from_vec(fc2_weight, (width, hidden), device)?),
             ("fc2.bias", Tensor::zeros(width, DType::F32, device)?),
         ];
         tensors.into_iter().map(|(n, t)| Ok((format!("connector.{n}"), Var::from_tensor(&t)?))).collect()
     }
 
-    /// A connector over the given variables (as made by [`init_vars`](Self::init_vars) or loaded).
+    /// A connector over the given variables (as made by [`init_vars`](Self::init_vars) or
+    /// loaded); the widths come from `norm.weight` and `fc1.weight`, and every other tensor
+    /// must agree with them.
     pub fn from_vars(vars: &[(String, Var)]) -> Result<Self> {
         let get = |name: &str| -> Result<Tensor> {
             let full = format!("connector.{name}");
@@ -94,11 +139,24 @@ impl Connector {
                 .map(|(_, v)| v.as_tensor().clone())
                 .ok_or_else(|| ModelError::MissingTensor { name: full, files: "the connector weights".into() })
         };
+        let width = get("norm.weight")?.dim(0)?;
+        let hidden = get("fc1.weight")?.dim(0)?;
+        for (name, expected) in CONNECTOR_TENSORS.iter().zip(Self::tensor_shapes(width, hidden)) {
+            let found = get(name)?.dims().to_vec();
+            if found != expected {
+                return Err(ModelError::TensorShape { name: format!("connector.{name}"), expected, found });
+            }
+        }
         Ok(Self {
             norm: LayerNorm::from_parts(get("norm.weight")?, get("norm.bias")?, 1e-5),
             fc1: Linear::from_parts(get("fc1.weight")?, Some(get("fc1.bias")?)),
             fc2: Linear::from_parts(get("fc2.weight")?, Some(get("fc2.bias")?)),
         })
+    }
+
+    /// Width of the hidden layer.
+    pub fn hidden(&self) -> Result<usize> {
+        Ok(self.fc1.weight().dim(0)?)
     }
 
     /// `e_m` [N, d] → `e_m'` [N, d], computed in `e_m`'s dtype (bf16 on a bf16 model; the
@@ -109,6 +167,27 @@ impl Connector {
         let x = cast(&self.fc1)?.forward(&self.norm.forward(motion_tokens)?)?.gelu_erf()?;
         Ok(cast(&self.fc2)?.forward(&x)?)
     }
+}
+
+/// `n` draws of N(0, 0.02²) kept within [−2, 2], as `torch.nn.init.trunc_normal_(std=0.02)`
+/// with its default absolute bounds (Box–Muller, redrawn outside the bounds).
+fn truncated_normal(rng: &mut rand::rngs::StdRng, n: usize) -> Vec<f32> {
+    const STD: f64 = 0.02;
+    const BOUND: f64 = 2.0;
+    let mut out = Vec::with_capacity(n);
+    while out.len() < n {
+        let u1: f64 = rng.random_range(f64::MIN_POSITIVE..1.0);
+        let u2: f64 = rng.random::<f64>();
+        let radius = (-2.0 * u1.ln()).sqrt();
+        let angle = std::f64::consts::TAU * u2;
+        for z in [radius * angle.cos(), radius * angle.sin()] {
+            let v = z * STD;
+            if out.len() < n && v.abs() <= BOUND {
+                out.push(v as f32);
+            }
+        }
+    }
+    out
 }
 
 /// The motion branch: encoder, connector, and the fusion `e = e_v + e_m'`.
@@ -166,6 +245,10 @@ pub struct MotionMeta {
     /// `true` when `motion.safetensors` carries the encoder (`motion_encoder.*`); otherwise the
     /// encoder is a copy of the base model's vision tower.
     pub own_encoder: bool,
+    /// The connector's hidden width and initialisation (absent in checkpoints written before
+    /// the width was configurable: d → d → d, zero-initialised).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connector: Option<ConnectorSpec>,
 }
 
 pub const MOTION_META_FILE: &str = "motion.json";
@@ -200,13 +283,22 @@ impl MotionBranch {
                 Ok((name, Var::from_tensor(&t.to_dtype(DType::F32)?)?))
             })
             .collect::<Result<Vec<_>>>()?;
+        let connector = Connector::from_vars(&vars)?;
+        if let Some(spec) = meta.connector
+            && spec.hidden != connector.hidden()?
+        {
+            return Err(ModelError::Config {
+                path: dir.join(MOTION_META_FILE),
+                reason: format!("records a connector of hidden width {}, but {} holds one of width {}", spec.hidden, path.display(), connector.hidden()?),
+            });
+        }
         let encoder = if meta.own_encoder {
             let vb = VarBuilder::from_tensors(tensors, visual.dtype(), device);
             MotionEncoder::new(visual.config(), vb.pp("motion_encoder"))?
         } else {
             MotionEncoder { tower: visual.without_adapters() }
         };
-        Ok(Self { encoder, connector: Connector::from_vars(&vars)? })
+        Ok(Self { encoder, connector })
     }
 
     /// The default branch of a visual-only model: encoder copied from `visual` (base weights
@@ -214,5 +306,71 @@ impl MotionBranch {
     /// and the given connector.
     pub fn from_visual(visual: &VisionTower, connector_vars: &[(String, Var)]) -> Result<Self> {
         Ok(Self { encoder: MotionEncoder { tower: visual.without_adapters() }, connector: Connector::from_vars(connector_vars)? })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn values(vars: &[(String, Var)], name: &str) -> Vec<f32> {
+        let full = format!("connector.{name}");
+        vars.iter().find(|(n, _)| *n == full).unwrap().1.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+    }
+
+    #[test]
+    fn truncated_normal_init_is_the_official_one() {
+        let (width, hidden) = (48, 2048);
+        let vars = Connector::init_vars_with(width, ConnectorSpec { hidden, init: ConnectorInit::TruncatedNormal }, 1, &Device::Cpu).unwrap();
+        let connector = Connector::from_vars(&vars).unwrap();
+        assert_eq!(connector.hidden().unwrap(), hidden);
+        for name in ["fc1.weight", "fc2.weight"] {
+            let w = values(&vars, name);
+            assert_eq!(w.len(), width * hidden);
+            let n = w.len() as f64;
+            let mean = w.iter().map(|&v| v as f64).sum::<f64>() / n;
+            let std = (w.iter().map(|&v| (v as f64 - mean).powi(2)).sum::<f64>() / n).sqrt();
+            // 98,304 draws: the standard error of the std is 0.02/√(2n) ≈ 4.5e-5.
+            assert!(mean.abs() < 5e-4 && (std - 0.02).abs() < 3e-4, "{name}: mean {mean}, std {std}");
+        }
+        assert_ne!(values(&vars, "fc1.weight"), values(&vars, "fc2.weight"));
+        assert!(values(&vars, "fc1.bias").iter().chain(&values(&vars, "fc2.bias")).chain(&values(&vars, "norm.bias")).all(|&v| v == 0.0));
+        assert!(values(&vars, "norm.weight").iter().all(|&v| v == 1.0));
+        // Motion tokens reach the output from step 0.
+        let probe = crate::seeded::randn((3, width), 1.0, 2, &Device::Cpu).unwrap();
+        let out = connector.forward(&probe).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+        assert!(out > 1e-3, "{out}");
+    }
+
+    #[test]
+    fn zero_init_starts_at_the_visual_only_model_at_any_hidden_width() {
+        let vars = Connector::init_vars_with(8, ConnectorSpec { hidden: 20, init: ConnectorInit::Zero }, 1, &Device::Cpu).unwrap();
+        let bound = 1.0 / 8f32.sqrt();
+        let fc1 = values(&vars, "fc1.weight");
+        assert_eq!(fc1.len(), 160);
+        assert!(fc1.iter().all(|v| v.abs() <= bound) && fc1.iter().any(|&v| v != 0.0));
+        assert!(values(&vars, "fc2.weight").iter().chain(&values(&vars, "fc2.bias")).all(|&v| v == 0.0));
+        // `init_vars` is the d → d → d connector it always was.
+        let square = Connector::init_vars(8, 1, &Device::Cpu).unwrap();
+        assert_eq!(Connector::from_vars(&square).unwrap().hidden().unwrap(), 8);
+    }
+
+    #[test]
+    fn misshapen_connector_tensors_are_refused_by_name() {
+        let mut vars = Connector::init_vars_with(8, ConnectorSpec { hidden: 20, init: ConnectorInit::Zero }, 1, &Device::Cpu).unwrap();
+        vars[4].1 = Var::from_tensor(&Tensor::zeros((8, 21), DType::F32, &Device::Cpu).unwrap()).unwrap();
+        let err = Connector::from_vars(&vars).unwrap_err().to_string();
+        assert!(err.contains("connector.fc2.weight") && err.contains("[8, 21]") && err.contains("[8, 20]"), "{err}");
+    }
+
+    #[test]
+    fn motion_json_records_the_connector_and_reads_older_files() {
+        let old = r#"{"estimator":"dis","estimator_settings":{},"pseudo_images":{},"own_encoder":false}"#;
+        assert_eq!(serde_json::from_str::<MotionMeta>(old).unwrap().connector, None);
+        let spec = ConnectorSpec { hidden: 2048, init: ConnectorInit::TruncatedNormal };
+        let meta = MotionMeta { connector: Some(spec), ..serde_json::from_str(old).unwrap() };
+        let text = serde_json::to_string(&meta).unwrap();
+        assert!(text.contains(r#""connector":{"hidden":2048,"init":"truncated-normal"}"#), "{text}");
+        assert_eq!(serde_json::from_str::<MotionMeta>(&text).unwrap(), meta);
     }
 }

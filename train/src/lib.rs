@@ -5,6 +5,7 @@
 pub mod batch;
 pub mod checkpoint;
 pub mod cvaa;
+pub mod export;
 pub mod guard;
 pub mod hf_layout;
 pub mod merge;

@@ -88,6 +88,12 @@ pub struct MotionSection {
     /// before the first step.
     pub cache_only: bool,
     pub pseudo_images: motionvl_flow::PseudoImageConfig,
+    /// The connector's hidden width: 2048 as released (`d → 2048 → d` whatever the model's
+    /// width d); absent, d (motionvl's original `d → d → d`).
+    pub connector_hidden: Option<usize>,
+    /// `zero` (W₂, b₂ zero: step 0 is the visual-only model) or `truncated-normal` (the
+    /// official recipe).
+    pub connector_init: motionvl_models::motion::ConnectorInit,
 }
 
 impl Default for MotionSection {
@@ -99,6 +105,8 @@ impl Default for MotionSection {
             cache_dir: None,
             cache_only: false,
             pseudo_images: motionvl_flow::PseudoImageConfig::default(),
+            connector_hidden: None,
+            connector_init: motionvl_models::motion::ConnectorInit::Zero,
         }
     }
 }
@@ -106,6 +114,11 @@ impl Default for MotionSection {
 impl MotionSection {
     pub fn enabled(&self) -> bool {
         self.estimator != "none"
+    }
+
+    /// The connector this section asks for on a model of width `width`.
+    pub fn connector(&self, width: usize) -> motionvl_models::motion::ConnectorSpec {
+        motionvl_models::motion::ConnectorSpec { hidden: self.connector_hidden.unwrap_or(width), init: self.connector_init }
     }
 }
 
@@ -378,6 +391,9 @@ impl Recipe {
         let (o, d, l, c) = (&self.optim, &self.data, &self.lora, &self.checkpoint);
         check(positive(o.lr), "optim.lr", o.lr, "a positive number")?;
         check(positive(self.motion.connector_lr), "motion.connector_lr", self.motion.connector_lr, "a positive number")?;
+        if let Some(hidden) = self.motion.connector_hidden {
+            check(hidden > 0, "motion.connector_hidden", hidden, "a positive width")?;
+        }
         check(o.weight_decay.is_finite() && o.weight_decay >= 0.0, "optim.weight_decay", o.weight_decay, "≥ 0")?;
         check((0.0..1.0).contains(&o.beta1), "optim.beta1", o.beta1, "in [0, 1)")?;
         check((0.0..1.0).contains(&o.beta2), "optim.beta2", o.beta2, "in [0, 1)")?;

@@ -351,13 +351,15 @@ impl Trainer {
         let (media, motion) = if recipe.motion.enabled() {
             let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
             let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| out.join("flow-cache"));
-            let vars = Connector::init_vars(model.config().text.hidden_size, recipe.seed ^ 0x6d6f74696f6e, &device)?;
+            let connector = recipe.motion.connector(model.config().text.hidden_size);
+            let vars = Connector::init_vars_with(model.config().text.hidden_size, connector, recipe.seed ^ 0x6d6f74696f6e, &device)?;
             let branch = MotionBranch::from_visual(model.visual(), &vars)?;
             let meta = MotionMeta {
                 estimator: estimator.name().to_owned(),
                 estimator_settings: estimator.settings(),
                 pseudo_images: serde_json::to_value(recipe.motion.pseudo_images).unwrap_or_default(),
                 own_encoder: false,
+                connector: Some(connector),
             };
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
             let mut media = MotionMedia::new(qwen, estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);

@@ -240,6 +240,10 @@ struct RunArgs {
     /// Allow a different estimator than the checkpoint was trained with.
     #[arg(long)]
     force_motion: bool,
+    /// Evaluate visual-only (as --motion none): an --adapter without a motion branch is an
+    /// error without it.
+    #[arg(long)]
+    no_motion: bool,
     /// A `train cvaa` checkpoint: append its satellite box to each question as an alignment
     /// prior (template and windows in the config's `[cvaa]`).
     #[arg(long)]
@@ -348,6 +352,7 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         cfg.motion.cache_dir = Some(v);
     }
     cfg.motion.force |= args.force_motion;
+    cfg.motion.no_motion |= args.no_motion;
     cfg.motion.cache_only |= args.flow_cache_only;
     if let Some(v) = args.cvaa {
         cfg.cvaa.checkpoint = Some(v);

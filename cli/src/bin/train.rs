@@ -1,5 +1,6 @@
 //! `train sft` — supervised fine-tuning from a TOML recipe —, `train cvaa` — the cross-view
-//! retriever — and `train merge` — fold an adapter into its base checkpoint.
+//! retriever —, `train merge` — fold an adapter into its base checkpoint — and `train export` —
+//! a run as a released-layout SIS-Motion package.
 //!
 //! Any `--section.key value` after the known flags overrides that recipe key, e.g.
 //! `train sft --config configs/sft/tiny.toml --optim.lr 1e-4 --data.workers 2`.
@@ -109,6 +110,25 @@ enum Command {
         #[arg(long, default_value_t = 4096)]
         shard_mib: usize,
     },
+    /// Write a run's checkpoint in a released layout (`sis-motion`: what the official
+    /// Self-in-Space `motion/src/eval/eval.py` loads).
+    Export {
+        #[arg(long, value_enum)]
+        format: ExportFormatArg,
+        /// A run folder (its newest complete checkpoint) or one `checkpoint-N`.
+        run: PathBuf,
+        /// The package folder: absent, empty, or a previous export (replaced).
+        #[arg(long)]
+        out: PathBuf,
+        /// `base_model_name_or_path` for the package (default: the one the adapter records).
+        #[arg(long)]
+        base_model: Option<String>,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum ExportFormatArg {
+    SisMotion,
 }
 
 /// `--a.b value` pairs from the trailing arguments.
@@ -247,6 +267,28 @@ fn main() -> Result<()> {
                 summary.bytes as f64 / (1 << 20) as f64,
                 out.display()
             );
+        }
+        Command::Export { format, run, out, base_model } => {
+            let format = match format {
+                ExportFormatArg::SisMotion => motionvl_train::export::ExportFormat::SisMotion,
+            };
+            let summary = motionvl_train::export::export(format, &run, &out, base_model.as_deref()).with_context(|| format!("exporting {}", run.display()))?;
+            eprintln!(
+                "exported {} ({} LoRA modules, connector hidden {}, MOFNet {}, base {}) to {}",
+                summary.checkpoint.display(),
+                summary.lora_modules,
+                summary.connector_hidden,
+                summary.mofnet_weights.display(),
+                summary.base_model,
+                out.display()
+            );
+            if summary.mofnet_converted {
+                eprintln!(
+                    "note: MOF_kitti.pth was written from a safetensors conversion, which lacks the tensors MOFNet never uses \
+                     (att.pos_emb.*, velocity_update_block.*); the official loader warns about them. Train with the original \
+                     .pth to bundle it byte for byte"
+                );
+            }
         }
     }
     Ok(())

@@ -1,0 +1,235 @@
+//! `train export --format sis-motion`: a run's checkpoint as a package in the released
+//! SIS-Motion layout, which the official `motion/src/eval/eval.py` loads unchanged:
+//!
+//! ```text
+//! adapter_config.json         PEFT config, `base_model_name_or_path` set
+//! adapter_model.safetensors   the LoRA, PEFT names (`base_model.model.model.language_model.…`)
+//! connector_weights.pt        torch.save of the connector under the released names (ln, mlp.0, mlp.2)
+//! sis_motion_config.json      connector type, MOFNet iterations, file names (+ "mofnet" widths of a
+//!                             reduced test model)
+//! MOF_kitti.pth               the MOFNet weights the run was trained with
+//! ```
+
+use std::path::{Path, PathBuf};
+
+use candle_core::{DType, Device, Var};
+use motionvl_flow::mofnet::MofConfig;
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, MOTION_WEIGHTS_FILE, MotionMeta};
+use motionvl_models::sis_package::{ADAPTER_CONFIG_FILE, OFFICIAL_CONNECTOR_HIDDEN, SIS_CONFIG_FILE, SisMotionConfig, write_connector};
+
+use crate::checkpoint as ckpt;
+use crate::hf_layout;
+use crate::recipe::Recipe;
+use crate::sft::TrainError;
+
+/// Export formats (`--format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportFormat {
+    /// The released SIS-Motion package.
+    SisMotion,
+}
+
+/// Every file an export writes; a folder holding only these is a previous export, which a new
+/// one may replace.
+const PACKAGE_FILES: [&str; 5] = [ADAPTER_CONFIG_FILE, "adapter_model.safetensors", "connector_weights.pt", SIS_CONFIG_FILE, "MOF_kitti.pth"];
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ExportSummary {
+    /// The checkpoint exported.
+    pub checkpoint: PathBuf,
+    pub lora_modules: usize,
+    pub connector_hidden: usize,
+    /// The MOFNet weights bundled as `MOF_kitti.pth`.
+    pub mofnet_weights: PathBuf,
+    /// They were a safetensors conversion, written back as a `.pth`: the tensors motionvl's
+    /// MOFNet does not use (`att.pos_emb.*`, `velocity_update_block.*`), which conversions drop,
+    /// are absent, and the official loader (strict=False) warns about them.
+    pub mofnet_converted: bool,
+    pub base_model: String,
+}
+
+/// Exports `run` (a run folder: its newest complete checkpoint; or one `checkpoint-N`) to `out`.
+/// `base_model` overrides the adapter's `base_model_name_or_path` (the official evaluator loads
+/// the base from it).
+pub fn export(format: ExportFormat, run: &Path, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
+    match format {
+        ExportFormat::SisMotion => export_sis_motion(run, out, base_model),
+    }
+}
+
+fn setup(message: String) -> TrainError {
+    TrainError::Setup(message)
+}
+
+fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
+    let (checkpoint, run_root) = if run.join(ckpt::COMPLETE_MARKER).is_file() {
+        (run.to_path_buf(), run.parent().map(Path::to_path_buf).unwrap_or_default())
+    } else {
+        let latest = ckpt::latest_complete(run)?.ok_or_else(|| setup(format!("{} holds no complete checkpoint-N; pass a run folder or one of its checkpoints", run.display())))?;
+        (latest.path, run.to_path_buf())
+    };
+    let adapter = hf_layout::adapter_dir(&checkpoint).ok_or_else(|| setup(format!("{} holds no {ADAPTER_CONFIG_FILE}", checkpoint.display())))?;
+    let meta = MotionMeta::read(&checkpoint)?
+        .ok_or_else(|| setup(format!("{} is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet", checkpoint.display())))?;
+    if meta.estimator != "mofnet" {
+        return Err(setup(format!(
+            "{} was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported",
+            checkpoint.display(),
+            meta.estimator
+        )));
+    }
+
+    // LEAD(issue 28): once `MotionPipeline::Official` is merged, refuse a run whose
+    // `meta.pseudo_images["pipeline"]` is not "official": its connector learnt motionvl's
+    // pseudo-images, not the inputs the official evaluator gives it.
+
+    // The MOFNet weights: the run's recipe names them, motion.json their digest.
+    let recipe_path = run_root.join("config.toml");
+    let recipe = Recipe::load(&recipe_path, &[]).map_err(|e| setup(e.to_string()))?;
+    let weights = recipe.motion.weights.clone().ok_or_else(|| setup(format!("{}: motion.weights is not set", recipe_path.display())))?;
+    let digest = motionvl_flow::state_dict::weights_id(&weights)?;
+    if meta.estimator_settings["weights"].as_str() != Some(digest.as_str()) {
+        return Err(setup(format!(
+            "{} is not the MOFNet the run was trained with: its digest is {digest}, {} records {}",
+            weights.display(),
+            checkpoint.join(motionvl_models::motion::MOTION_META_FILE).display(),
+            meta.estimator_settings["weights"]
+        )));
+    }
+    let iters = meta.estimator_settings["iters"].as_u64().ok_or_else(|| setup(format!("{}: the MOFNet settings lack `iters`", checkpoint.display())))? as usize;
+
+    let connector = read_connector_vars(&checkpoint)?;
+    let hidden = Connector::from_vars(&connector)?.hidden()?;
+    if hidden != OFFICIAL_CONNECTOR_HIDDEN {
+        return Err(setup(format!(
+            "{}: the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN} (train with [motion] connector_hidden = {OFFICIAL_CONNECTOR_HIDDEN})",
+            checkpoint.display()
+        )));
+    }
+
+    let lora = LoraWeights::load_peft(&adapter, &Device::Cpu)?;
+    let base = match base_model {
+        Some(name) => name.to_owned(),
+        None => recorded_base_model(&adapter)?,
+    };
+
+    let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
+    check_target(out)?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
+    lora.save_peft(&tmp, Some(&base))?;
+    write_connector(&tmp.join("connector_weights.pt"), &connector, DType::F32)?;
+    let mofnet_converted = bundle_mofnet(&weights, &tmp.join("MOF_kitti.pth"))?;
+    let config = SisMotionConfig {
+        motion_config: motionvl_models::sis_package::OfficialMotionConfig { decoder_depth: iters, ..Default::default() },
+        mofnet: reduced_mofnet_widths(&weights, iters)?,
+        ..SisMotionConfig::default()
+    };
+    config.write(&tmp)?;
+    replace_dir(&tmp, out)?;
+    Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
+}
+
+/// The connector variables of a checkpoint's `motion.safetensors`.
+fn read_connector_vars(checkpoint: &Path) -> Result<Vec<(String, Var)>, TrainError> {
+    let path = checkpoint.join(MOTION_WEIGHTS_FILE);
+    let tensors = ckpt::load_tensors(&path, &Device::Cpu)?;
+    CONNECTOR_TENSORS
+        .iter()
+        .map(|n| {
+            let name = format!("connector.{n}");
+            let t = tensors.get(&name).ok_or_else(|| setup(format!("{} has no `{name}`", path.display())))?;
+            Ok((name, Var::from_tensor(&t.to_dtype(DType::F32)?)?))
+        })
+        .collect()
+}
+
+/// `base_model_name_or_path` of the checkpoint's adapter config; the official evaluator cannot
+/// do without it.
+fn recorded_base_model(adapter: &Path) -> Result<String, TrainError> {
+    let path = adapter.join(ADAPTER_CONFIG_FILE);
+    let config: serde_json::Value = ckpt::load_json(&path)?;
+    config["base_model_name_or_path"]
+        .as_str()
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .ok_or_else(|| setup(format!("{} records no base_model_name_or_path; pass --base-model", path.display())))
+}
+
+/// MOFNet's weights as the official loader takes them: a `torch.save` state dict whose keys carry
+/// DataParallel's `module.` prefix. A `.pth` is copied as it is; a safetensors conversion is
+/// written back in that form (`true`).
+fn bundle_mofnet(weights: &Path, dest: &Path) -> Result<bool, TrainError> {
+    if weights.extension().is_some_and(|e| e == "safetensors") {
+        let mut tensors: Vec<(String, candle_core::Tensor)> = ckpt::load_tensors(weights, &Device::Cpu)?
+            .into_iter()
+            .map(|(name, t)| (if name.starts_with("module.") { name } else { format!("module.{name}") }, t))
+            .collect();
+        tensors.sort_by(|a, b| a.0.cmp(&b.0));
+        motionvl_models::torch_save::save_state_dict(dest, &tensors)?;
+        return Ok(true);
+    }
+    std::fs::copy(weights, dest).map_err(|source| TrainError::Io { path: weights.to_path_buf(), source })?;
+    Ok(false)
+}
+
+/// A reduced test model's widths (the `config.json` with `"arch": "mofnet"` MOFNet reads beside
+/// its weights), for the package's `"mofnet"` key, its `iters` set to the run's; `None` for the
+/// released sintel widths.
+fn reduced_mofnet_widths(weights: &Path, iters: usize) -> Result<Option<serde_json::Value>, TrainError> {
+    let path = weights.with_file_name("config.json");
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let mut value: serde_json::Value = ckpt::load_json(&path)?;
+    if value.get("arch").and_then(|a| a.as_str()) != Some("mofnet") {
+        return Ok(None);
+    }
+    serde_json::from_value::<MofConfig>(value.clone()).map_err(|e| setup(format!("{}: {e}", path.display())))?;
+    // The fixture's `iters` is the count its dump ran; the run's own is `decoder_depth`.
+    value["iters"] = iters.into();
+    Ok(Some(value))
+}
+
+/// `out` must be absent, empty, or a previous export (nothing but package files and their
+/// digest caches).
+fn check_target(out: &Path) -> Result<(), TrainError> {
+    if !out.exists() {
+        return Ok(());
+    }
+    let entries = std::fs::read_dir(out).map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
+    for entry in entries {
+        let entry = entry.map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
+        let name = entry.file_name();
+        // Loading a package leaves digest caches (`.<file>.sha256`, `motionvl_data::digest`).
+        let is_package_file = |f: &&str| name == **f || name.to_str() == Some(&format!(".{f}.sha256"));
+        if !PACKAGE_FILES.iter().any(is_package_file) {
+            return Err(setup(format!(
+                "{} is not empty and not a previous export (it holds {}); choose another --out",
+                out.display(),
+                name.to_string_lossy()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Moves the finished `tmp` to `out`, replacing a previous export.
+fn replace_dir(tmp: &Path, out: &Path) -> Result<(), TrainError> {
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TrainError::Io { path, source }
+    };
+    motionvl_data::files::sync_tree(tmp).map_err(ckpt::CheckpointError::from)?;
+    if out.exists() {
+        let old = out.with_file_name(format!(".old-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
+        let _ = std::fs::remove_dir_all(&old);
+        std::fs::rename(out, &old).map_err(io(out))?;
+        std::fs::rename(tmp, out).map_err(io(out))?;
+        std::fs::remove_dir_all(&old).map_err(io(&old))?;
+    } else {
+        std::fs::rename(tmp, out).map_err(io(out))?;
+    }
+    Ok(())
+}
