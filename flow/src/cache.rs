@@ -251,6 +251,28 @@ mod tests {
         assert_eq!(b.dim(), (2, 2, 5, 7));
     }
 
+    /// The official pipeline's entries: keyed on float frames, stored as f32, read back bit for
+    /// bit (these flows are not f16-representable).
+    #[test]
+    fn single_precision_entries_keep_every_bit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = Array4::from_shape_fn((4, 3, 5, 7), |(t, c, y, x)| (t * 31 + c * 7 + y * 3 + x) as f32 / 3.0);
+        let key = CacheKey::of_floats(frames.view(), "official", &est);
+        assert_ne!(key, CacheKey::of_floats(frames.view(), "other", &est));
+        let mut nudged = frames.clone();
+        nudged[[3, 2, 4, 6]] = f32::from_bits(nudged[[3, 2, 4, 6]].to_bits() + 1);
+        assert_ne!(key, CacheKey::of_floats(nudged.view(), "official", &est), "one ulp of one input changes the key");
+        let flows = Array4::from_shape_fn((2, 2, 3, 4), |(t, c, y, x)| 0.1 + (t * 24 + c * 12 + y * 4 + x) as f32 / 7.0);
+        let (fresh, first) = cache.get_or_compute_with(&key, "counting", Precision::Single, || Ok(flows.clone())).expect("flows");
+        let (cached, second) = cache
+            .get_or_compute_with(&key, "counting", Precision::Single, || Err(FlowError::InvalidInput("must come from the cache".into())))
+            .expect("cached");
+        assert_eq!((first, second), (CacheStatus::Miss, CacheStatus::Hit));
+        assert_eq!((&fresh, &cached), (&flows, &flows));
+    }
+
     #[test]
     fn any_change_of_frames_plan_or_settings_misses() {
         let dir = tempfile::tempdir().expect("tempdir");

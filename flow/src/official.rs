@@ -214,3 +214,147 @@ fn patchify(frames: ArrayView4<f32>, grid_thw: [usize; 3], cfg: &PreprocessConfi
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `((c·7 + y·13 + x·29) mod 17 − 8) / 3` in f32: no symmetry, thirds that f32 rounds.
+    fn pattern(c: usize, h: usize, w: usize) -> Array4<f32> {
+        Array4::from_shape_fn((1, c, h, w), |(_, ch, y, x)| ((ch * 7 + y * 13 + x * 29) % 17) as f32 - 8.0).mapv(|v| v / 3.0)
+    }
+
+    /// Sum in f64 in memory order: the checksum the Python side computed the same way.
+    fn checksum(a: &Array4<f32>) -> f64 {
+        a.iter().fold(0.0, |acc, &v| acc + f64::from(v))
+    }
+
+    /// References from torch 2.6.0 (CPU): `F.interpolate(x, size, mode="bilinear",
+    /// align_corners=False)` of [`pattern`], an upsampling and a mixed down/upsampling.
+    #[test]
+    fn resize_matches_torch_bit_for_bit() {
+        let up = resize_bilinear(pattern(2, 5, 7).view(), 61, 90);
+        assert_eq!(up.dim(), (1, 2, 61, 90));
+        for ((ch, y, x), bits) in [((0, 0, 0), 0xc02aaaab_u32), ((1, 30, 45), 0xc00b60b5), ((0, 60, 89), 0xbf800000), ((1, 17, 3), 0xbfca245f)] {
+            assert_eq!(up[[0, ch, y, x]].to_bits(), bits, "({ch},{y},{x}): {}", up[[0, ch, y, x]]);
+        }
+        assert_eq!(checksum(&up), -208.77456924779756);
+
+        let mixed = resize_bilinear(pattern(1, 23, 37).view(), 16, 120);
+        for ((y, x), bits) in [((0, 0), 0xbfdc0001_u32), ((7, 61), 0xbf89a666), ((15, 119), 0xbf855556)] {
+            assert_eq!(mixed[[0, 0, y, x]].to_bits(), bits, "({y},{x}): {}", mixed[[0, 0, y, x]]);
+        }
+        assert_eq!(checksum(&mixed), -1.6545549808070064);
+
+        // Same size: the input itself.
+        let same = pattern(2, 5, 7);
+        assert_eq!(resize_bilinear(same.view(), 5, 7), same);
+    }
+
+    /// `np.linspace(0, n−1, k, dtype=int)` and `torch.linspace(0, n−1, k, dtype=torch.long)`,
+    /// values printed by numpy 2 / torch 2.6.0. They differ where torch counts back from the end.
+    #[test]
+    fn linspace_indices_match_numpy_and_torch() {
+        assert_eq!(numpy_linspace_indices(3, 4), vec![0, 0, 1, 2]);
+        assert_eq!(numpy_linspace_indices(5, 6), vec![0, 0, 1, 2, 3, 4]);
+        assert_eq!(numpy_linspace_indices(10, 4), vec![0, 3, 6, 9]);
+        let mut odd: Vec<usize> = vec![0];
+        odd.extend(0..31);
+        assert_eq!(numpy_linspace_indices(31, 32), odd, "an odd clip repeats frame 0");
+        assert_eq!(numpy_linspace_indices(32, 32), (0..32).collect::<Vec<_>>());
+
+        assert_eq!(torch_linspace_indices(7, 5), vec![0, 1, 3, 4, 6]);
+        assert_eq!(torch_linspace_indices(10, 4), vec![0, 3, 6, 9]);
+        assert_eq!(torch_linspace_indices(100, 7), vec![0, 16, 33, 49, 66, 82, 99]);
+        assert_eq!(torch_linspace_indices(3, 2), vec![0, 2]);
+        let mut long: Vec<usize> = (0..31).collect();
+        long.push(32);
+        assert_eq!(torch_linspace_indices(33, 32), long);
+    }
+
+    /// An odd clip of 3 decoded 4×6 frames becomes 4 MOFNet frames `[0,0,1,2]` at 320×480;
+    /// values and checksum from torch 2.6.0 (`stack(permute(2,0,1).float())`, then
+    /// `F.interpolate`, then `[np.linspace(0, 2, 4, dtype=int)]`).
+    #[test]
+    fn mofnet_frames_resample_odd_clips_and_resize_once() {
+        let decoded = Array4::from_shape_fn((3, 4, 6, 3), |(t, y, x, c)| ((t * 50 + y * 7 + x * 3 + c * 11) % 256) as u8);
+        let frames = mofnet_frames(decoded.view(), 4).expect("frames");
+        assert_eq!(frames.dim(), (4, 3, MOFNET_HEIGHT, MOFNET_WIDTH));
+        assert_eq!(frames.slice(s![0, .., .., ..]), frames.slice(s![1, .., .., ..]));
+        assert_eq!(frames[[2, 1, 100, 200]].to_bits(), 0x4290a001, "{}", frames[[2, 1, 100, 200]]);
+        assert_eq!(frames[[3, 2, 319, 3]], 143.0);
+        assert_eq!(checksum(&frames), 122572800.64661711);
+
+        // Already at 320×480: taken as is, no resampling when the count fits.
+        let native = Array4::from_shape_fn((2, MOFNET_HEIGHT, MOFNET_WIDTH, 3), |(t, y, x, c)| ((t * 3 + y + 2 * x + c) % 256) as u8);
+        let frames = mofnet_frames(native.view(), 2).expect("frames");
+        assert_eq!(frames[[1, 2, 10, 20]], f32::from(native[[1, 10, 20, 2]]));
+        assert!(mofnet_frames(Array4::<u8>::zeros((2, 4, 4, 1)).view(), 2).is_err());
+    }
+
+    #[test]
+    fn clip_flows_replicate_the_ends_clamp_and_zero_nan() {
+        let mut middle = Array4::from_shape_fn((2, 2, 3, 4), |(t, c, y, x)| (t * 100 + c * 10 + y * 4 + x) as f32 - 5.5);
+        middle[[0, 0, 0, 0]] = f32::NAN;
+        middle[[1, 1, 2, 3]] = 900.0;
+        middle[[1, 0, 1, 1]] = f32::NEG_INFINITY;
+        let flows = clip_flows(middle.view()).expect("flows");
+        assert_eq!(flows.dim(), (4, 2, 3, 4));
+        assert_eq!(flows.slice(s![0, .., .., ..]), flows.slice(s![1, .., .., ..]));
+        assert_eq!(flows.slice(s![3, .., .., ..]), flows.slice(s![2, .., .., ..]));
+        assert_eq!(flows[[1, 0, 0, 0]], 0.0);
+        assert_eq!(flows[[2, 1, 2, 3]], 400.0);
+        assert_eq!(flows[[2, 0, 1, 1]], -400.0);
+        assert_eq!(flows[[2, 0, 0, 1]], 100.0 + 1.0 - 5.5);
+        assert!(clip_flows(Array4::zeros((0, 2, 3, 4)).view()).is_err());
+    }
+
+    /// 28×28 flows on a 1×2×2 grid (no resize): frame 0 moves by (3, −4) everywhere, frame 1
+    /// is still but for one pixel moving by (−12, 0). One min-max over both frames and all
+    /// three channels: min −12 (that dx), max 12 (its magnitude).
+    #[test]
+    fn pseudo_images_are_min_maxed_over_the_video_then_clip_normalised() {
+        let mut flows = Array4::<f32>::zeros((2, 2, 28, 28));
+        flows.slice_mut(s![0, 0, .., ..]).fill(3.0);
+        flows.slice_mut(s![0, 1, .., ..]).fill(-4.0);
+        flows[[1, 0, 5, 9]] = -12.0;
+        let cfg = PreprocessConfig::default();
+        let pixels = pixel_values_flow(flows.view(), [1, 2, 2], &cfg).expect("pixels");
+        assert_eq!(pixels.dim(), (4, 3 * 2 * 14 * 14));
+        let clip = |v: f32, ch: usize| (v - CLIP_MEAN[ch] as f32) / CLIP_STD[ch] as f32;
+        let col = |ch: usize, tp: usize, py: usize, px: usize| ((ch * 2 + tp) * 14 + py) * 14 + px;
+        let range = 12.0f32 - -12.0;
+        // Frame 0, magnitude 5 at (0, 0): row 0 (first merge block, first patch).
+        assert_eq!(pixels[[0, col(0, 0, 0, 0)]], clip((5.0 - -12.0) / range, 0));
+        // Frame 1's moving pixel: dx −12 is the minimum.
+        assert_eq!(pixels[[0, col(1, 1, 5, 9)]], clip(0.0, 1));
+        assert_eq!(pixels[[0, col(0, 1, 5, 9)]], clip(1.0, 0));
+        // Frame 1 at (20, 16) is still: dy 0 → 0.5; patch (1, 1) of the block is row 3.
+        assert_eq!(pixels[[3, col(2, 1, 6, 2)]], clip((0.0 - -12.0) / range, 2));
+        // Magnitude of zero flow is √1e-8, not 0.
+        let still = ((0.0f32 + 0.0) + 1e-8f32).sqrt();
+        assert_eq!(pixels[[3, col(0, 1, 6, 2)]], clip((still - -12.0) / range, 0));
+
+        // No motion anywhere: every value becomes 0 before CLIP.
+        let calm = pixel_values_flow(Array4::zeros((2, 2, 28, 28)).view(), [1, 2, 2], &cfg).expect("pixels");
+        assert_eq!(calm[[2, col(1, 0, 3, 3)]], clip(0.0, 1));
+        assert!(pixel_values_flow(flows.view(), [1, 3, 2], &cfg).is_err(), "a grid side not a multiple of the merge size");
+    }
+
+    /// More frames than grid slots are subsampled with torch's linspace (3 → 2 takes frames 0
+    /// and 2); fewer repeat the last.
+    #[test]
+    fn temporal_alignment_follows_the_reference() {
+        let flows = Array4::from_shape_fn((3, 2, 28, 28), |(t, c, _, _)| if c == 0 { [1.0, 5.0, 9.0][t] } else { 0.0 });
+        let cfg = PreprocessConfig::default();
+        let col = |tp: usize| (2 + tp) * 14 * 14;
+        let dx = |p: &Array2<f32>, tp: usize| p[[0, col(tp)]];
+        let three = pixel_values_flow(flows.view(), [1, 2, 2], &cfg).expect("pixels");
+        assert!(dx(&three, 0) < dx(&three, 1));
+        let reference = pixel_values_flow(flows.select(Axis(0), &[0, 2]).view(), [1, 2, 2], &cfg).expect("pixels");
+        // Same min-max (frame 1 lies inside frames 0 and 2's range), same frames.
+        assert_eq!(three, reference);
+        let one = pixel_values_flow(flows.slice(s![2..3, .., .., ..]), [1, 2, 2], &cfg).expect("pixels");
+        assert_eq!(dx(&one, 0), dx(&one, 1));
+    }
+}

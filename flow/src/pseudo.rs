@@ -53,15 +53,17 @@ impl MotionPipeline {
     }
 }
 
-/// Pseudo-image settings (they belong in a recipe's `[motion]` table).
+/// Pseudo-image settings (they belong in a recipe's `[motion.pseudo_images]` table; keys left
+/// out take their defaults, so `pipeline = "official"` alone selects the official pipeline).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PseudoImageConfig {
     /// α: the flow magnitude, as a fraction of the frame diagonal, that saturates a channel.
     pub diagonal_fraction: f32,
     pub alignment: Alignment,
     /// `pipeline = "official"` selects the SIS-Motion pipeline. Left out when it is the default,
     /// so configs and `motion.json` files written before it existed read and write unchanged.
-    #[serde(default, skip_serializing_if = "MotionPipeline::is_motionvl")]
+    #[serde(skip_serializing_if = "MotionPipeline::is_motionvl")]
     pub pipeline: MotionPipeline,
 }
 
@@ -174,6 +176,20 @@ mod tests {
         assert!((mid[1] - 1.5 / scale).abs() < 1e-7 && (mid[2] + 100.0 / scale).abs() < 1e-7, "{mid:?}");
         assert!((p.values()[[0, 0, 0, 1]] - 3.0 / scale).abs() < 1e-7);
         assert!((p.values()[[2, 0, 0, 2]] + 200.0 / scale).abs() < 1e-7);
+    }
+
+    /// Settings written before the pipeline existed read as motionvl's and write back
+    /// unchanged; `pipeline = "official"` alone selects the official one.
+    #[test]
+    fn the_pipeline_is_optional_and_named() {
+        let old = r#"{"diagonal_fraction":0.05,"alignment":"central"}"#;
+        let cfg: PseudoImageConfig = serde_json::from_str(old).expect("old settings");
+        assert_eq!((cfg.pipeline, cfg.alignment), (MotionPipeline::Motionvl, Alignment::Central));
+        assert_eq!(serde_json::to_string(&cfg).expect("json"), old);
+        let official: PseudoImageConfig = serde_json::from_str(r#"{"pipeline":"official"}"#).expect("official");
+        assert_eq!(official, PseudoImageConfig::official());
+        assert_eq!(serde_json::to_value(official).expect("json")["pipeline"], "official");
+        assert!(serde_json::from_str::<PseudoImageConfig>(r#"{"pipeline":"sis"}"#).is_err());
     }
 
     #[test]
