@@ -1,7 +1,8 @@
 //! Optical flow for motionvl: the [`FlowEstimator`] trait and its implementations (Dense
 //! Inverse Search in pure Rust, RAFT small/large in Candle), flow → pseudo-images for the
 //! motion encoder, an on-disk flow cache, and the loader hook that turns a video into motion
-//! pixels ([`media`]).
+//! pixels ([`media`]), either motionvl's way or the SIS-Motion authors' ([`official`],
+//! `pipeline = "official"`).
 
 pub mod cache;
 pub mod dis;
