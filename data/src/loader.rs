@@ -105,6 +105,16 @@ where
     }
 }
 
+/// The planned frames of one video, decoded once.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedFrames {
+    pub plan: FramePlan,
+    /// `[N,H,W,3]` at the decoded size.
+    pub decoded: Array4<u8>,
+    /// `[N,h,w,3]` at the grid-aligned size the vision tower sees.
+    pub resized: Array4<u8>,
+}
+
 /// The real media path: videos (files or frame folders) are probed, planned with
 /// `video_policy`, decoded with ffmpeg and preprocessed with `video_config`; images are read
 /// with `image` and preprocessed with `image_config`.
@@ -166,11 +176,20 @@ impl QwenMedia {
     /// bounds and resize kernel, see [`crate::sampling`]), with the plan: what the vision tower
     /// and a motion path's flow both see.
     pub fn load_video_frames(&self, path: &Path) -> Result<(FramePlan, Array4<u8>), BoxError> {
+        let planned = self.load_planned_frames(path)?;
+        Ok((planned.plan, planned.resized))
+    }
+
+    /// [`QwenMedia::load_video_frames`] keeping the decoded frames too, for a motion path whose
+    /// flow network takes the frames at their own size (the SIS-Motion code resizes the
+    /// decoded frames for MOFNet itself).
+    pub fn load_planned_frames(&self, path: &Path) -> Result<PlannedFrames, BoxError> {
         let (plan, decoded) = self.source(path).load(&self.video_policy, &self.decode)?;
         let (t, h, w, _) = decoded.frames.dim();
         let sampling = self.video_policy.sampling();
         let (rh, rw) = video_size(sampling, h, w, t, &self.video_config)?;
-        Ok((plan, resize_video(sampling, decoded.frames.view(), rh, rw)))
+        let resized = resize_video(sampling, decoded.frames.view(), rh, rw);
+        Ok(PlannedFrames { plan, decoded: decoded.frames, resized })
     }
 
     pub fn load_image(&self, path: &Path) -> Result<PixelInput, BoxError> {

@@ -1,9 +1,10 @@
 //! On-disk flow cache: flows are computed once per (frames, frame plan, estimator, settings)
 //! and read back by every later training or evaluation run.
 //!
-//! An entry is `<root>/<key[0..2]>/<key>.safetensors` holding one f16 tensor `flows`
-//! `[N−1,2,H,W]` (f16 keeps 0.03 px at 100 px of motion, far below any estimator's error, at
-//! half the disk) and metadata: the key, the estimator, and a SHA-256 of the tensor bytes. The
+//! An entry is `<root>/<key[0..2]>/<key>.safetensors` holding one tensor `flows` `[T,2,H,W]`:
+//! f16 for motionvl's pipeline (f16 keeps 0.03 px at 100 px of motion, far below any
+//! estimator's error, at half the disk), f32 for the official one, whose small 1/8-resolution
+//! flows the reference never rounds ([`Precision`]); and metadata: the key, the estimator, and a SHA-256 of the tensor bytes. The
 //! key is a SHA-256 over the frames' shape and bytes, the caller's plan description, the
 //! estimator's name and its settings JSON, so changing any of them misses. Entries are written
 //! to a temporary file and renamed into place, so readers never see half an entry; an entry
@@ -43,6 +44,22 @@ impl CacheKey {
             Some(bytes) => h.update(bytes),
             None => frames.iter().for_each(|b| h.update([*b])),
         }
+        Self::finish(h, plan, estimator)
+    }
+
+    /// [`CacheKey::new`] of float frames (the official pipeline's MOFNet input `[N,3,H,W]`).
+    pub fn of_floats(frames: ArrayView4<f32>, plan: &str, estimator: &dyn FlowEstimator) -> Self {
+        let mut h = Sha256::new();
+        h.update(FORMAT.as_bytes());
+        h.update(b"f32");
+        for d in frames.shape() {
+            h.update((*d as u64).to_le_bytes());
+        }
+        frames.iter().for_each(|v| h.update(v.to_le_bytes()));
+        Self::finish(h, plan, estimator)
+    }
+
+    fn finish(mut h: Sha256, plan: &str, estimator: &dyn FlowEstimator) -> Self {
         // Lengths before each string keep ("ab","c") and ("a","bc") apart.
         for part in [plan.to_string(), estimator.name().to_string(), estimator.settings().to_string()] {
             h.update((part.len() as u64).to_le_bytes());
@@ -54,6 +71,15 @@ impl CacheKey {
     pub fn as_str(&self) -> &str {
         &self.0
     }
+}
+
+/// How an entry stores its flows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precision {
+    /// f16: motionvl's pipeline (every consumer rounds fresh flows the same way).
+    Half,
+    /// f32, unrounded: the official pipeline.
+    Single,
 }
 
 /// How [`FlowCache::get_or_compute`] obtained the flows.
@@ -97,19 +123,22 @@ impl FlowCache {
         decode_entry(&bytes, key).map(Some).map_err(|reason| FlowError::CorruptCacheEntry { path, reason })
     }
 
-    /// Stores `flows` under `key`, atomically replacing any previous entry.
-    pub fn put(&self, key: &CacheKey, flows: &Flows, estimator: &str) -> Result<()> {
+    /// Stores `flows` under `key` at `precision`, atomically replacing any previous entry.
+    pub fn put(&self, key: &CacheKey, flows: &Flows, estimator: &str, precision: Precision) -> Result<()> {
         let path = self.path_of(key);
         let dir = path.parent().unwrap_or(&self.root);
         fs::create_dir_all(dir).map_err(|e| FlowError::io(dir, e))?;
-        let data: Vec<u8> = flows.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect();
+        let (dtype, data): (Dtype, Vec<u8>) = match precision {
+            Precision::Half => (Dtype::F16, flows.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect()),
+            Precision::Single => (Dtype::F32, flows.iter().flat_map(|v| v.to_le_bytes()).collect()),
+        };
         let meta = HashMap::from([
             ("format".to_string(), FORMAT.to_string()),
             ("key".to_string(), key.0.clone()),
             ("estimator".to_string(), estimator.to_string()),
             ("sha256".to_string(), hex(&Sha256::digest(&data))),
         ]);
-        let view = TensorView::new(Dtype::F16, flows.shape().to_vec(), &data)?;
+        let view = TensorView::new(dtype, flows.shape().to_vec(), &data)?;
         // Unique per process and per call: shards of one extraction write into the same cache.
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -132,14 +161,20 @@ impl FlowCache {
 
     /// [`FlowCache::get_or_compute`] with the key already made from `frames`.
     pub fn get_or_compute_keyed(&self, frames: ArrayView4<u8>, key: &CacheKey, estimator: &dyn FlowEstimator) -> Result<(Flows, CacheStatus)> {
+        self.get_or_compute_with(key, estimator.name(), Precision::Half, || estimator.estimate(frames))
+    }
+
+    /// The flows under `key`, or `compute`d and stored at `precision` by `estimator` on a miss
+    /// or when the entry is corrupt.
+    pub fn get_or_compute_with(&self, key: &CacheKey, estimator: &str, precision: Precision, compute: impl FnOnce() -> Result<Flows>) -> Result<(Flows, CacheStatus)> {
         let status = match self.get(key) {
             Ok(Some(flows)) => return Ok((flows, CacheStatus::Hit)),
             Ok(None) => CacheStatus::Miss,
             Err(FlowError::CorruptCacheEntry { .. }) => CacheStatus::Repaired,
             Err(e) => return Err(e),
         };
-        let flows = estimator.estimate(frames)?;
-        self.put(key, &flows, estimator.name())?;
+        let flows = compute()?;
+        self.put(key, &flows, estimator, precision)?;
         Ok((flows, status))
     }
 }
@@ -152,13 +187,16 @@ fn decode_entry(bytes: &[u8], key: &CacheKey) -> std::result::Result<Flows, Stri
     }
     let st = SafeTensors::deserialize(bytes).map_err(|e| format!("not a safetensors file: {e}"))?;
     let t = st.tensor("flows").map_err(|e| format!("no `flows` tensor: {e}"))?;
-    if t.dtype() != Dtype::F16 || t.shape().len() != 4 || t.shape()[1] != 2 {
-        return Err(format!("`flows` is {:?} {:?}, expected f16 [N-1,2,H,W]", t.dtype(), t.shape()));
+    if !matches!(t.dtype(), Dtype::F16 | Dtype::F32) || t.shape().len() != 4 || t.shape()[1] != 2 {
+        return Err(format!("`flows` is {:?} {:?}, expected f16 or f32 [T,2,H,W]", t.dtype(), t.shape()));
     }
     if meta.get("sha256") != Some(&hex(&Sha256::digest(t.data()))) {
         return Err("checksum mismatch".to_string());
     }
-    let values: Vec<f32> = t.data().chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect();
+    let values: Vec<f32> = match t.dtype() {
+        Dtype::F16 => t.data().chunks_exact(2).map(|b| f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+        _ => t.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+    };
     let s = t.shape();
     Array4::from_shape_vec((s[0], s[1], s[2], s[3]), values).map_err(|e| e.to_string())
 }
@@ -211,6 +249,28 @@ mod tests {
         assert_eq!((s1, s2, est.calls.load(Ordering::SeqCst)), (CacheStatus::Miss, CacheStatus::Hit, 1));
         assert_eq!(a, b); // these values are exact in f16
         assert_eq!(b.dim(), (2, 2, 5, 7));
+    }
+
+    /// The official pipeline's entries: keyed on float frames, stored as f32, read back bit for
+    /// bit (these flows are not f16-representable).
+    #[test]
+    fn single_precision_entries_keep_every_bit() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = Array4::from_shape_fn((4, 3, 5, 7), |(t, c, y, x)| (t * 31 + c * 7 + y * 3 + x) as f32 / 3.0);
+        let key = CacheKey::of_floats(frames.view(), "official", &est);
+        assert_ne!(key, CacheKey::of_floats(frames.view(), "other", &est));
+        let mut nudged = frames.clone();
+        nudged[[3, 2, 4, 6]] = f32::from_bits(nudged[[3, 2, 4, 6]].to_bits() + 1);
+        assert_ne!(key, CacheKey::of_floats(nudged.view(), "official", &est), "one ulp of one input changes the key");
+        let flows = Array4::from_shape_fn((2, 2, 3, 4), |(t, c, y, x)| 0.1 + (t * 24 + c * 12 + y * 4 + x) as f32 / 7.0);
+        let (fresh, first) = cache.get_or_compute_with(&key, "counting", Precision::Single, || Ok(flows.clone())).expect("flows");
+        let (cached, second) = cache
+            .get_or_compute_with(&key, "counting", Precision::Single, || Err(FlowError::InvalidInput("must come from the cache".into())))
+            .expect("cached");
+        assert_eq!((first, second), (CacheStatus::Miss, CacheStatus::Hit));
+        assert_eq!((&fresh, &cached), (&flows, &flows));
     }
 
     #[test]

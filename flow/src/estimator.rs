@@ -34,6 +34,18 @@ pub trait FlowEstimator: Send + Sync {
     /// Flow of a clip whose sides are already multiples of [`FlowEstimator::size_multiple`].
     fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows>;
 
+    /// The forward flows of a whole clip's N−2 middle frames from one pass, at the network's
+    /// 1/8 working resolution and in its 1/8-grid pixels, not upsampled: what the SIS-Motion
+    /// pipeline ([`crate::official`]) takes from MOFNet. `frames` `[N,3,H,W]` f32 in [0, 255]
+    /// (N ≥ 3, sides multiples of 8) → `[N−2,2,H/8,W/8]`. Only multi-frame networks that refine
+    /// at 1/8 resolution have it.
+    fn coarse_clip_flows(&self, _frames: ArrayView4<f32>) -> Result<Flows> {
+        Err(FlowError::InvalidParameter(format!(
+            "the official SIS-Motion pipeline takes whole-clip 1/8-resolution flows from MOFNet (`--motion mofnet`, or `zero` for its control); `{}` has none",
+            self.name()
+        )))
+    }
+
     /// Flow of a clip of any size: checks the clip, replicate-pads it (centred, as RAFT's
     /// `InputPadder` does) to the size rule, and crops the flows back to `H×W`.
     fn estimate(&self, frames: ArrayView4<u8>) -> Result<Flows> {

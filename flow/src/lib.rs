@@ -1,7 +1,8 @@
 //! Optical flow for motionvl: the [`FlowEstimator`] trait and its implementations (Dense
 //! Inverse Search in pure Rust, RAFT small/large in Candle), flow → pseudo-images for the
 //! motion encoder, an on-disk flow cache, and the loader hook that turns a video into motion
-//! pixels ([`media`]).
+//! pixels ([`media`]), either motionvl's way or the SIS-Motion authors' ([`official`],
+//! `pipeline = "official"`).
 
 pub mod cache;
 pub mod dis;
@@ -12,6 +13,7 @@ pub mod kernels;
 pub mod media;
 pub mod memflow;
 pub mod mofnet;
+pub mod official;
 pub mod pseudo;
 pub mod registry;
 pub mod raft;
@@ -26,5 +28,5 @@ pub use dis::{Dis, DisParams, DisPreset};
 pub use error::{FlowError, Result};
 pub use estimator::{EstimatorSpec, FlowEstimator, Flows, Padding};
 pub use registry::{estimator_by_name, estimator_from_spec, known_estimators};
-pub use pseudo::{Alignment, PseudoImageConfig, PseudoImages};
+pub use pseudo::{Alignment, MotionPipeline, PseudoImageConfig, PseudoImages};
 pub use raft::{Raft, RaftArch, RaftConfig, RaftEstimator};

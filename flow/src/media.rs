@@ -5,6 +5,11 @@
 //! [`MotionMedia::flow_input`] is the one place that decides which frames a flow is computed
 //! on and under which cache key: `flow extract`, `train sft` and `evaluate run` all go through
 //! it, so an entry extracted ahead of time is exactly the one training and evaluation look up.
+//!
+//! [`MotionPipeline::Official`] swaps every step for the SIS-Motion authors' (see
+//! [`crate::official`]): the flow is MOFNet's on the decoded frames resized to 320×480, in one
+//! pass per clip, kept at 1/8 resolution and in f32, under keys of its own; the motion pixels
+//! are float pseudo-images resized onto the video's grid.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,15 +22,20 @@ use motionvl_data::preprocess::normalize_patchify;
 use motionvl_data::samples::TrainingSample;
 use ndarray::Array4;
 
-use crate::cache::{CacheKey, CacheStatus};
+use crate::cache::{CacheKey, CacheStatus, Precision};
 use crate::error::{FlowError, Result};
-use crate::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, PseudoImages};
+use crate::official;
+use crate::{FlowCache, FlowEstimator, Flows, MotionPipeline, PseudoImageConfig, PseudoImages};
 
 /// The frames a flow is computed on and its cache key.
 pub struct FlowInput {
     pub plan: FramePlan,
-    /// `[N,H,W,3]`: the planned frames resized to the grid-aligned size the vision tower sees.
+    /// `[N,H,W,3]`: the planned frames resized to the grid-aligned size the vision tower sees
+    /// (motionvl's pipeline computes the flow on them).
     pub frames: Array4<u8>,
+    /// `[2·grid_t,3,320,480]` f32: the official pipeline's MOFNet input
+    /// ([`official::mofnet_frames`]); `None` for motionvl's pipeline.
+    pub mofnet_frames: Option<Array4<f32>>,
     pub key: CacheKey,
 }
 
@@ -33,7 +43,10 @@ impl FlowInput {
     /// The plan as written in messages: frame indices and the frame size.
     pub fn describe(&self) -> String {
         let (_, h, w, _) = self.frames.dim();
-        format!("{:?}@{h}x{w}", self.plan.indices)
+        match &self.mofnet_frames {
+            Some(mofnet) => format!("{:?}@{h}x{w}, MOFNet {:?}", self.plan.indices, mofnet.shape()),
+            None => format!("{:?}@{h}x{w}", self.plan.indices),
+        }
     }
 }
 
@@ -68,12 +81,30 @@ impl MotionMedia {
         MotionMedia { qwen, estimator, cache, pseudo, cache_only: false, counts: Arc::default() }
     }
 
-    /// The planned frames of `path` as the vision tower sees them, and their cache key.
+    /// The planned frames of `path` as the vision tower sees them, what the flow is computed
+    /// on, and its cache key.
     pub fn flow_input(&self, path: &Path) -> Result<FlowInput> {
-        let (plan, frames) = self.qwen.load_video_frames(path).map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
-        let (_, h, w, _) = frames.dim();
-        let key = CacheKey::new(frames.view(), &format!("{:?}@{h}x{w}", plan.indices), self.estimator.as_ref());
-        Ok(FlowInput { plan, frames, key })
+        let bad = |e| FlowError::InvalidInput(format!("{}: {e}", path.display()));
+        match self.pseudo.pipeline {
+            MotionPipeline::Motionvl => {
+                let (plan, frames) = self.qwen.load_video_frames(path).map_err(bad)?;
+                let (_, h, w, _) = frames.dim();
+                let key = CacheKey::new(frames.view(), &format!("{:?}@{h}x{w}", plan.indices), self.estimator.as_ref());
+                Ok(FlowInput { plan, frames, mofnet_frames: None, key })
+            }
+            MotionPipeline::Official => {
+                let planned = self.qwen.load_planned_frames(path).map_err(bad)?;
+                // The processor pads the clip to whole temporal patches; the reference resamples
+                // the MOFNet frames to that count.
+                let tp = self.qwen.video_config.temporal_patch_size;
+                let count = planned.plan.indices.len().div_ceil(tp) * tp;
+                let mofnet = official::mofnet_frames(planned.decoded.view(), count).map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
+                let (_, dh, dw, _) = planned.decoded.dim();
+                let plan = format!("official:{:?}@{dh}x{dw}->{count}x{}x{}", planned.plan.indices, official::MOFNET_HEIGHT, official::MOFNET_WIDTH);
+                let key = CacheKey::of_floats(mofnet.view(), &plan, self.estimator.as_ref());
+                Ok(FlowInput { plan: planned.plan, frames: planned.resized, mofnet_frames: Some(mofnet), key })
+            }
+        }
     }
 
     /// Whether the cache holds a readable entry for `path`'s flow.
@@ -93,9 +124,14 @@ impl MotionMedia {
     }
 
     /// Flows of `input`: read from the cache, or computed (and stored) unless the run is
-    /// cache-only. Fresh flows are rounded to f16 like cached ones, so a sample's pixels do not
-    /// depend on whether its flow was just computed or read back (exact resume).
+    /// cache-only. motionvl's pipeline rounds fresh flows to f16 like cached ones, so a
+    /// sample's pixels do not depend on whether its flow was just computed or read back (exact
+    /// resume); the official pipeline's are MOFNet's `[N−2,2,40,60]` middle-frame flows in f32.
     pub fn flows(&self, path: &Path, input: &FlowInput) -> Result<Flows> {
+        let (precision, compute): (Precision, Box<dyn FnOnce() -> Result<Flows> + '_>) = match &input.mofnet_frames {
+            Some(mofnet) => (Precision::Single, Box::new(|| self.estimator.coarse_clip_flows(mofnet.view()))),
+            None => (Precision::Half, Box::new(|| self.estimator.estimate(input.frames.view()))),
+        };
         let mut flows = match &self.cache {
             Some(cache) if self.cache_only => match cache.get(&input.key)? {
                 Some(flows) => {
@@ -105,7 +141,7 @@ impl MotionMedia {
                 None => return Err(self.miss_error(path, input)),
             },
             Some(cache) => {
-                let (flows, status) = cache.get_or_compute_keyed(input.frames.view(), &input.key, self.estimator.as_ref())?;
+                let (flows, status) = cache.get_or_compute_with(&input.key, self.estimator.name(), precision, compute)?;
                 let counter = match status {
                     CacheStatus::Hit => &self.counts.hits,
                     CacheStatus::Miss => &self.counts.misses,
@@ -115,9 +151,11 @@ impl MotionMedia {
                 flows
             }
             None if self.cache_only => return Err(self.miss_error(path, input)),
-            None => self.estimator.estimate(input.frames.view())?,
+            None => compute()?,
         };
-        flows.mapv_inplace(|v| half::f16::from_f32(v).to_f32());
+        if precision == Precision::Half {
+            flows.mapv_inplace(|v| half::f16::from_f32(v).to_f32());
+        }
         Ok(flows)
     }
 
@@ -128,14 +166,20 @@ impl MotionMedia {
         let second_per_grid = Some(input.plan.second_per_grid(cfg.temporal_patch_size));
         let vision = normalize_patchify(input.frames.view(), cfg)?;
         let flows = self.flows(path, &input)?;
-        let pseudo = PseudoImages::from_flows(flows.view(), &self.pseudo)?.to_u8();
-        let motion = normalize_patchify(pseudo.view(), cfg)?;
-        if motion.grid_thw != vision.grid_thw {
-            return Err(format!("{}: motion grid {:?} differs from the video grid {:?}", path.display(), motion.grid_thw, vision.grid_thw).into());
-        }
+        let motion_pixels = match self.pseudo.pipeline {
+            MotionPipeline::Motionvl => {
+                let pseudo = PseudoImages::from_flows(flows.view(), &self.pseudo)?.to_u8();
+                let motion = normalize_patchify(pseudo.view(), cfg)?;
+                if motion.grid_thw != vision.grid_thw {
+                    return Err(format!("{}: motion grid {:?} differs from the video grid {:?}", path.display(), motion.grid_thw, vision.grid_thw).into());
+                }
+                motion.pixel_values
+            }
+            MotionPipeline::Official => official::pixel_values_flow(official::clip_flows(flows.view())?.view(), vision.grid_thw, cfg)?,
+        };
         Ok((
             PixelInput { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid },
-            PixelInput { pixel_values: motion.pixel_values, grid_thw: motion.grid_thw, second_per_grid },
+            PixelInput { pixel_values: motion_pixels, grid_thw: vision.grid_thw, second_per_grid },
         ))
     }
 

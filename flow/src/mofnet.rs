@@ -5,7 +5,9 @@
 //! The model files follow the paper: [`twins`] (the Twins-SVT feature and context encoders),
 //! [`gma`] (global motion aggregation), [`layers`] (the PCBlock), [`update`] (motion encoder
 //! with motion-state propagation, update and heads), [`network`] (the window and its
-//! iterations). [`MofNetEstimator`] runs whole videos the way VideoFlow's submission code does.
+//! iterations). [`MofNetEstimator`] runs whole videos the way VideoFlow's submission code does
+//! ([`FlowEstimator::estimate`]), or in the single whole-clip pass of the SIS-Motion code
+//! ([`FlowEstimator::coarse_clip_flows`]).
 
 pub mod config;
 pub mod gma;
@@ -146,6 +148,20 @@ impl FlowEstimator for MofNetEstimator {
 
     fn size_multiple(&self) -> usize {
         8
+    }
+
+    fn coarse_clip_flows(&self, frames: ArrayView4<f32>) -> Result<Flows> {
+        let (n, c, h, w) = frames.dim();
+        if c != 3 {
+            return Err(FlowError::InvalidInput(format!("MOFNet takes RGB frames [N,3,H,W], got {:?}", frames.shape())));
+        }
+        // `2.0 * (images / 255.0) - 1.0` in f32, in the reference's order (not `v·(2/255) − 1`).
+        let data: Vec<f32> = frames.iter().map(|&v| 2.0 * (v / 255.0) - 1.0).collect();
+        let images = Tensor::from_vec(data, (n, 3, h, w), &self.device)?;
+        let (forward, _backward) = self.model.forward_coarse(&images, self.iters)?;
+        let (m, _, fh, fw) = forward.dims4()?;
+        let values = forward.flatten_all()?.to_vec1::<f32>()?;
+        Array4::from_shape_vec((m, 2, fh, fw), values).map_err(|e| FlowError::InvalidInput(format!("MOFNet flows: {e}")))
     }
 
     fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows> {

@@ -32,17 +32,51 @@ pub enum Alignment {
     Central,
 }
 
-/// Pseudo-image settings (they belong in a recipe's `[motion]` table).
+/// Which frames the flow is computed on and how flows become the motion encoder's pixels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MotionPipeline {
+    /// motionvl's: the estimator's full-resolution flow of the vision-size u8 frames (cached as
+    /// f16), this module's fixed diagonal scale and [`Alignment`], u8 pseudo-frames through the
+    /// video preprocessing.
+    #[default]
+    Motionvl,
+    /// The SIS-Motion authors' ([`crate::official`]): MOFNet on the decoded frames resized to
+    /// 320×480, one pass per clip, 1/8-resolution flow (cached as f32), per-video min-max, float
+    /// pixels resized onto the grid. `diagonal_fraction` and `alignment` do not apply.
+    Official,
+}
+
+impl MotionPipeline {
+    pub fn is_motionvl(&self) -> bool {
+        *self == MotionPipeline::Motionvl
+    }
+}
+
+/// Pseudo-image settings (they belong in a recipe's `[motion.pseudo_images]` table; keys left
+/// out take their defaults, so `pipeline = "official"` alone selects the official pipeline).
 #[derive(Debug, Clone, Copy, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct PseudoImageConfig {
     /// α: the flow magnitude, as a fraction of the frame diagonal, that saturates a channel.
     pub diagonal_fraction: f32,
     pub alignment: Alignment,
+    /// `pipeline = "official"` selects the SIS-Motion pipeline. Left out when it is the default,
+    /// so configs and `motion.json` files written before it existed read and write unchanged.
+    #[serde(skip_serializing_if = "MotionPipeline::is_motionvl")]
+    pub pipeline: MotionPipeline,
 }
 
 impl Default for PseudoImageConfig {
     fn default() -> Self {
-        PseudoImageConfig { diagonal_fraction: 0.05, alignment: Alignment::Forward }
+        PseudoImageConfig { diagonal_fraction: 0.05, alignment: Alignment::Forward, pipeline: MotionPipeline::Motionvl }
+    }
+}
+
+impl PseudoImageConfig {
+    /// The SIS-Motion authors' pipeline.
+    pub fn official() -> Self {
+        PseudoImageConfig { pipeline: MotionPipeline::Official, ..Default::default() }
     }
 }
 
@@ -118,7 +152,7 @@ mod tests {
 
     #[test]
     fn channels_are_magnitude_x_y_scaled_by_the_diagonal() {
-        let cfg = PseudoImageConfig { diagonal_fraction: 0.6, alignment: Alignment::Forward };
+        let cfg = PseudoImageConfig { diagonal_fraction: 0.6, alignment: Alignment::Forward, ..Default::default() };
         let p = PseudoImages::from_flows(flows().view(), &cfg).expect("valid");
         let v = p.values();
         assert_eq!(v.dim(), (3, 6, 8, 3));
@@ -135,13 +169,27 @@ mod tests {
 
     #[test]
     fn central_alignment_averages_neighbouring_flows() {
-        let cfg = PseudoImageConfig { diagonal_fraction: 100.0, alignment: Alignment::Central };
+        let cfg = PseudoImageConfig { diagonal_fraction: 100.0, alignment: Alignment::Central, ..Default::default() };
         let p = PseudoImages::from_flows(flows().view(), &cfg).expect("valid");
         let scale = 1000.0;
         let mid = p.values().slice(s![1, 4, 4, ..]).to_vec();
         assert!((mid[1] - 1.5 / scale).abs() < 1e-7 && (mid[2] + 100.0 / scale).abs() < 1e-7, "{mid:?}");
         assert!((p.values()[[0, 0, 0, 1]] - 3.0 / scale).abs() < 1e-7);
         assert!((p.values()[[2, 0, 0, 2]] + 200.0 / scale).abs() < 1e-7);
+    }
+
+    /// Settings written before the pipeline existed read as motionvl's and write back
+    /// unchanged; `pipeline = "official"` alone selects the official one.
+    #[test]
+    fn the_pipeline_is_optional_and_named() {
+        let old = r#"{"diagonal_fraction":0.05,"alignment":"central"}"#;
+        let cfg: PseudoImageConfig = serde_json::from_str(old).expect("old settings");
+        assert_eq!((cfg.pipeline, cfg.alignment), (MotionPipeline::Motionvl, Alignment::Central));
+        assert_eq!(serde_json::to_string(&cfg).expect("json"), old);
+        let official: PseudoImageConfig = serde_json::from_str(r#"{"pipeline":"official"}"#).expect("official");
+        assert_eq!(official, PseudoImageConfig::official());
+        assert_eq!(serde_json::to_value(official).expect("json")["pipeline"], "official");
+        assert!(serde_json::from_str::<PseudoImageConfig>(r#"{"pipeline":"sis"}"#).is_err());
     }
 
     #[test]

@@ -37,6 +37,15 @@ impl FlowEstimator for ZeroFlow {
         let (n, h, w, _) = frames.dim();
         Ok(Array4::zeros((n - 1, 2, h, w)))
     }
+
+    /// The control of the official pipeline: MOFNet's shapes, no motion.
+    fn coarse_clip_flows(&self, frames: ArrayView4<f32>) -> Result<Flows> {
+        let (n, _, h, w) = frames.dim();
+        if n < 3 {
+            return Err(FlowError::InvalidInput(format!("whole-clip flows need at least 3 frames, got {n}")));
+        }
+        Ok(Array4::zeros((n - 2, 2, h / 8, w / 8)))
+    }
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //! A window of N frames: Twins features of all frames; for each of the N−2 middle frames a
 //! forward (to t+1) and a backward (to t−1) all-pairs correlation pyramid, and Twins context
 //! (hidden state tanh, context relu, GMA attention); then `iters` joint updates of both flows
-//! of all middle frames at 1/8 resolution, convex-upsampled at the end.
+//! of all middle frames at 1/8 resolution, convex-upsampled at the end (VideoFlow) or left at
+//! 1/8 ([`MofNet::forward_coarse`], the SIS-Motion code).
 
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
@@ -72,6 +73,28 @@ impl MofNet {
     /// [`MofNet::forward`] from precomputed features `fmaps` `[M+2,C,h,w]` of the whole window
     /// and the images `[M,3,H,W]` of its M middle frames (for the context).
     pub fn flows_from_features(&self, middle: &Tensor, fmaps: &Tensor, iters: usize) -> Result<(Tensor, Tensor)> {
+        let (fwd_flow, bwd_flow, mask) = self.refine(middle, fmaps, iters)?;
+        let k = DOWN * DOWN * 9;
+        Ok((upsample_convex(&fwd_flow, &mask.narrow(1, 0, k)?)?, upsample_convex(&bwd_flow, &mask.narrow(1, k, k)?)?))
+    }
+
+    /// The flows of the middle frames at 1/8 resolution, before convex upsampling: `images`
+    /// `[N,3,H,W]` in [−1, 1] → (forward, backward) `coords1 − coords0`, each `[N−2,2,H/8,W/8]`
+    /// in 1/8-grid pixels. This is what the SIS-Motion code takes from MOFNet
+    /// (`motion_encoder.py::_extract_optical_flow` ignores `up_mask`), over a whole clip at once.
+    pub fn forward_coarse(&self, images: &Tensor, iters: usize) -> Result<(Tensor, Tensor)> {
+        let n = images.dim(0)?;
+        if n < 3 {
+            return Err(FlowError::InvalidInput(format!("MOFNet needs windows of at least 3 frames, got {n}")));
+        }
+        let fmaps = self.features(images)?;
+        let (fwd_flow, bwd_flow, _) = self.refine(&images.narrow(0, 1, n - 2)?, &fmaps, iters)?;
+        Ok((fwd_flow, bwd_flow))
+    }
+
+    /// The `iters` joint updates: (forward, backward) flows `[M,2,h,w]` at 1/8 resolution and
+    /// the last iteration's convex-upsampling logits `[M,2·576,h,w]`.
+    fn refine(&self, middle: &Tensor, fmaps: &Tensor, iters: usize) -> Result<(Tensor, Tensor, Tensor)> {
         let (m, _, hi, wi) = middle.dims4()?;
         let (_, _, h, w) = fmaps.dims4()?;
         if hi.min(wi) < self.min_side() || hi % DOWN != 0 || wi % DOWN != 0 {
@@ -118,8 +141,7 @@ impl MofNet {
         let Some(mask) = mask else {
             return Err(FlowError::InvalidParameter("MOFNet needs at least one iteration".into()));
         };
-        let k = DOWN * DOWN * 9;
-        Ok((upsample_convex(&fwd_flow, &mask.narrow(1, 0, k)?)?, upsample_convex(&bwd_flow, &mask.narrow(1, k, k)?)?))
+        Ok((fwd_flow, bwd_flow, mask))
     }
 }
 
