@@ -17,7 +17,7 @@ fn an_exported_package_evaluates_and_a_bare_adapter_needs_no_motion() {
     let path = |p: &str| d.join(p).display().to_string();
     let mofnet = root.join("tests/fixtures/flow/mofnet/tiny/model.safetensors").display().to_string();
 
-    common::output(train, &["sft", "--config", "configs/sft/tiny.toml", "--motion", "mofnet", "--flow-weights", &mofnet, "--max-steps", "1", "--output-dir", &path("run"), "--logging.progress_bar", "false", "--motion.connector_hidden", "2048", "--motion.connector_init", "\"truncated-normal\""], &root);
+    common::output(train, &["sft", "--config", "configs/sft/tiny.toml", "--motion", "mofnet", "--flow-weights", &mofnet, "--max-steps", "1", "--output-dir", &path("run"), "--logging.progress_bar", "false", "--motion.connector_hidden", "2048", "--motion.connector_init", "\"truncated-normal\"", "--motion.pseudo_images.pipeline", "\"official\""], &root);
     let (_, said) = common::output(train, &["export", "--format", "sis-motion", &path("run"), "--out", &path("package")], &root);
     assert!(said.contains("connector hidden 2048") && said.contains("safetensors conversion"), "{said}");
     for file in ["adapter_config.json", "adapter_model.safetensors", "connector_weights.pt", "sis_motion_config.json", "MOF_kitti.pth"] {

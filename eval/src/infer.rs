@@ -746,10 +746,8 @@ fn load_package_motion(
     let mofnet = MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, device)?;
     let connector = package.load_connector(model.config().text.hidden_size, device)?;
     let branch = MotionBranch::from_visual(model.visual(), &connector)?;
-    // LEAD(issue 28): the single call site of the official motion pipeline (B1-B6). Once the
-    // flow branch's `MotionPipeline::Official` is merged, the pseudo-image config here becomes
-    // `PseudoImageConfig::official()` (same estimator: that pipeline calls MOFNet's
-    // `coarse_clip_flows`); until then a package runs through motionvl's pipeline.
-    let (estimator, pseudo): (std::sync::Arc<dyn FlowEstimator>, PseudoImageConfig) = (std::sync::Arc::new(mofnet), PseudoImageConfig::default());
+    // A package is the SIS-Motion authors' model: its connector learnt the official pseudo-images
+    // (B1-B6 of the official-code note), so it always runs through that pipeline.
+    let (estimator, pseudo): (std::sync::Arc<dyn FlowEstimator>, PseudoImageConfig) = (std::sync::Arc::new(mofnet), PseudoImageConfig::official());
     Ok(Some(LoadedMotion { branch, estimator, pseudo }))
 }

@@ -80,9 +80,15 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         )));
     }
 
-    // LEAD(issue 28): once `MotionPipeline::Official` is merged, refuse a run whose
-    // `meta.pseudo_images["pipeline"]` is not "official": its connector learnt motionvl's
-    // pseudo-images, not the inputs the official evaluator gives it.
+    // The official evaluator feeds the connector the official pseudo-images: a connector that
+    // learnt motionvl's would be evaluated on inputs it never saw.
+    if meta.pseudo_images.get("pipeline").and_then(|p| p.as_str()) != Some("official") {
+        return Err(setup(format!(
+            "{} was trained on motionvl's pseudo-images; a SIS-Motion package is evaluated through the official motion pipeline, so \
+             train with [motion.pseudo_images] pipeline = \"official\" (the default of configs/sft/sis-motion-7b.toml) to export",
+            checkpoint.display()
+        )));
+    }
 
     // The MOFNet weights: the run's recipe names them, motion.json their digest.
     let recipe_path = run_root.join("config.toml");
