@@ -55,7 +55,8 @@ impl CacheKey {
         for d in frames.shape() {
             h.update((*d as u64).to_le_bytes());
         }
-        frames.iter().for_each(|v| h.update(v.to_le_bytes()));
+        let bytes: Vec<u8> = frames.iter().flat_map(|v| v.to_le_bytes()).collect();
+        h.update(&bytes);
         Self::finish(h, plan, estimator)
     }
 
