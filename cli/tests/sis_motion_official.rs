@@ -54,7 +54,11 @@ fn official_output_ids(dump: &Path) -> BTreeMap<String, Vec<i64>> {
     out
 }
 
+/// MOFNet's twelve iterations at 320×480 over clips of up to 32 frames take over an hour in a debug
+/// build, so CI runs this in release (`.ci/run`): `cargo test --release -p motionvl-cli --test
+/// sis_motion_official -- --ignored`.
 #[test]
+#[ignore = "minutes of MOFNet at 320x480 in release, over an hour in debug: run in release with --ignored"]
 fn an_official_package_evaluates_to_the_official_generations() {
     let evaluate = env!("CARGO_BIN_EXE_evaluate");
     for dump in dumps() {
