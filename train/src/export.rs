@@ -333,3 +333,50 @@ fn replace_dir(tmp: &Path, out: &Path) -> Result<(), TrainError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use candle_core::Tensor;
+    use motionvl_models::lora::LoraConfig;
+    use motionvl_models::motion::{ConnectorInit, ConnectorSpec};
+    use motionvl_models::sis_package::RELEASED_CONNECTOR_TENSORS;
+
+    use super::*;
+
+    /// A package of a width-4 model with everything but MOFNet's weights: a LoRA on one layer
+    /// and the connector as `tensors` makes them of `Connector::init_vars_with`.
+    fn package_without_mofnet(dir: &Path, tensors: impl Fn(Vec<(String, Var)>) -> Vec<(String, Tensor)>) {
+        let config = LoraConfig { rank: 2, ..LoraConfig::default() };
+        let lora = LoraWeights::init(&[("model.layers.0.self_attn.q_proj".into(), 4, 4)], &config, 5, &Device::Cpu).unwrap();
+        lora.save_peft(dir, Some("base")).unwrap();
+        let spec = ConnectorSpec { hidden: OFFICIAL_CONNECTOR_HIDDEN, init: ConnectorInit::TruncatedNormal };
+        let vars = Connector::init_vars_with(4, spec, 3, &Device::Cpu).unwrap();
+        motionvl_models::torch_save::save_state_dict(&dir.join(CONNECTOR_FILE), &tensors(vars)).unwrap();
+    }
+
+    fn released(vars: Vec<(String, Var)>, dtype_of: impl Fn(usize) -> DType) -> Vec<(String, Tensor)> {
+        RELEASED_CONNECTOR_TENSORS.iter().zip(vars).enumerate().map(|(k, (name, (_, var)))| ((*name).to_owned(), var.as_tensor().to_dtype(dtype_of(k)).unwrap())).collect()
+    }
+
+    #[test]
+    fn a_connector_of_mixed_dtypes_is_refused_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("package");
+        package_without_mofnet(&package, |vars| released(vars, |k| if k == 0 { DType::BF16 } else { DType::F32 }));
+        let out = dir.path().join("out");
+        let err = export(ExportFormat::SisMotion, &package, &out, None).unwrap_err().to_string();
+        assert!(err.contains(CONNECTOR_FILE) && err.contains("mixes dtypes"), "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_package_without_mofnet_weights_is_refused_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("package");
+        package_without_mofnet(&package, |vars| released(vars, |_| DType::BF16));
+        let out = dir.path().join("out");
+        let err = export(ExportFormat::SisMotion, &package, &out, None).unwrap_err().to_string();
+        assert!(err.contains(MOFNET_FILE) && err.contains("does not bundle"), "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+}
