@@ -9,14 +9,18 @@
 //!                             reduced test model)
 //! MOF_kitti.pth               the MOFNet weights the run was trained with
 //! ```
+//!
+//! A released package is accepted as input too: each part is read back with the readers
+//! `evaluate` uses (and MOFNet built from its weights and widths), then written with the same
+//! writers, in the package's own dtypes, so the package round-trips unchanged.
 
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Var};
-use motionvl_flow::mofnet::MofConfig;
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, MOTION_WEIGHTS_FILE, MotionMeta};
-use motionvl_models::sis_package::{ADAPTER_CONFIG_FILE, OFFICIAL_CONNECTOR_HIDDEN, SIS_CONFIG_FILE, SisMotionConfig, write_connector};
+use motionvl_models::sis_package::{ADAPTER_CONFIG_FILE, OFFICIAL_CONNECTOR_HIDDEN, SIS_CONFIG_FILE, SisMotionConfig, SisPackage, write_connector};
 
 use crate::checkpoint as ckpt;
 use crate::hf_layout;
@@ -32,11 +36,14 @@ pub enum ExportFormat {
 
 /// Every file an export writes; a folder holding only these is a previous export, which a new
 /// one may replace.
-const PACKAGE_FILES: [&str; 5] = [ADAPTER_CONFIG_FILE, "adapter_model.safetensors", "connector_weights.pt", SIS_CONFIG_FILE, "MOF_kitti.pth"];
+const PACKAGE_FILES: [&str; 5] = [ADAPTER_CONFIG_FILE, ADAPTER_WEIGHTS_FILE, CONNECTOR_FILE, SIS_CONFIG_FILE, MOFNET_FILE];
+const ADAPTER_WEIGHTS_FILE: &str = "adapter_model.safetensors";
+const CONNECTOR_FILE: &str = "connector_weights.pt";
+const MOFNET_FILE: &str = "MOF_kitti.pth";
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ExportSummary {
-    /// The checkpoint exported.
+    /// The checkpoint, or the released package, exported.
     pub checkpoint: PathBuf,
     pub lora_modules: usize,
     pub connector_hidden: usize,
@@ -49,12 +56,15 @@ pub struct ExportSummary {
     pub base_model: String,
 }
 
-/// Exports `run` (a run folder: its newest complete checkpoint; or one `checkpoint-N`) to `out`.
-/// `base_model` overrides the adapter's `base_model_name_or_path` (the official evaluator loads
-/// the base from it).
-pub fn export(format: ExportFormat, run: &Path, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
+/// Exports `input` (a run folder: its newest complete checkpoint; one `checkpoint-N`; or a
+/// released-layout package) to `out`. `base_model` overrides the adapter's
+/// `base_model_name_or_path` (the official evaluator loads the base from it).
+pub fn export(format: ExportFormat, input: &Path, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
     match format {
-        ExportFormat::SisMotion => export_sis_motion(run, out, base_model),
+        ExportFormat::SisMotion => match SisPackage::detect(input)? {
+            Some(package) => reexport_package(&package, out, base_model),
+            None => export_sis_motion(input, out, base_model),
+        },
     }
 }
 
@@ -120,13 +130,10 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         None => recorded_base_model(&adapter)?,
     };
 
-    let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
-    check_target(out)?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
+    let tmp = prepare_target(out)?;
     lora.save_peft(&tmp, Some(&base))?;
-    write_connector(&tmp.join("connector_weights.pt"), &connector, DType::F32)?;
-    let mofnet_converted = bundle_mofnet(&weights, &tmp.join("MOF_kitti.pth"))?;
+    write_connector(&tmp.join(CONNECTOR_FILE), &connector, DType::F32)?;
+    let mofnet_converted = bundle_mofnet(&weights, &tmp.join(MOFNET_FILE))?;
     let config = SisMotionConfig {
         motion_config: motionvl_models::sis_package::OfficialMotionConfig { decoder_depth: iters, ..Default::default() },
         mofnet: reduced_mofnet_widths(&weights, iters)?,
@@ -135,6 +142,84 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
     config.write(&tmp)?;
     replace_dir(&tmp, out)?;
     Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
+}
+
+/// Re-exports a released-layout package: the LoRA through `LoraWeights::load_peft` and
+/// `save_peft`, the connector through `read_connector` and `write_connector`, both in the
+/// package's own dtype (bf16 ↔ f32 is exact both ways), MOFNet's weights (proven to build MOFNet
+/// at the config's widths) and the config with its `mofnet` widths; the files under their
+/// released names.
+fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
+    let dir = &package.dir;
+    let mut lora = LoraWeights::load_peft(dir, &Device::Cpu)?;
+    let lora_dtype = uniform_dtype(&dir.join(ADAPTER_WEIGHTS_FILE), candle_core::safetensors::load(dir.join(ADAPTER_WEIGHTS_FILE), &Device::Cpu)?.values())?;
+    for pair in lora.modules.values_mut() {
+        pair.a = Var::from_tensor(&pair.a.as_tensor().to_dtype(lora_dtype)?)?;
+        pair.b = Var::from_tensor(&pair.b.as_tensor().to_dtype(lora_dtype)?)?;
+    }
+    let base = match base_model {
+        Some(name) => name.to_owned(),
+        None => recorded_base_model(dir)?,
+    };
+
+    let connector_path = package.connector_path();
+    let released = candle_core::pickle::read_all(&connector_path).map_err(|e| setup(format!("{}: not a torch.save state dict: {e}", connector_path.display())))?;
+    let connector_dtype = uniform_dtype(&connector_path, released.iter().map(|(_, t)| t))?;
+    let width = released
+        .iter()
+        .find(|(name, _)| name == "ln.weight")
+        .map(|(_, t)| t.dim(0))
+        .transpose()?
+        .ok_or_else(|| setup(format!("{}: missing key `ln.weight`", connector_path.display())))?;
+    let connector = package.load_connector(width, &Device::Cpu)?;
+    let hidden = Connector::from_vars(&connector)?.hidden()?;
+    if hidden != OFFICIAL_CONNECTOR_HIDDEN {
+        return Err(setup(format!(
+            "{}: the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN}",
+            connector_path.display()
+        )));
+    }
+
+    let config_path = dir.join(SIS_CONFIG_FILE);
+    let mofnet_config = match &package.config.mofnet {
+        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| setup(format!("{}: mofnet: {e}", config_path.display())))?,
+        None => MofConfig::default(),
+    };
+    let weights = package.videoflow_path();
+    if !weights.is_file() {
+        return Err(setup(format!(
+            "{} does not bundle MOFNet's weights ({} does not exist); a package export carries them",
+            dir.display(),
+            weights.display()
+        )));
+    }
+    // Reading them as `evaluate` does proves they are MOFNet's at the config's widths.
+    MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, &Device::Cpu)?;
+
+    let tmp = prepare_target(out)?;
+    lora.save_peft(&tmp, Some(&base))?;
+    write_connector(&tmp.join(CONNECTOR_FILE), &connector, connector_dtype)?;
+    let mofnet_converted = bundle_mofnet(&weights, &tmp.join(MOFNET_FILE))?;
+    // The files now go by their released names, whatever the input's config called them.
+    let config = SisMotionConfig { connector_weights: CONNECTOR_FILE.into(), videoflow_checkpoint: MOFNET_FILE.into(), ..package.config.clone() };
+    config.write(&tmp)?;
+    replace_dir(&tmp, out)?;
+    Ok(ExportSummary { checkpoint: dir.clone(), lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
+}
+
+/// The one dtype of a file's tensors (a package's parts are saved in one).
+fn uniform_dtype<'a>(path: &Path, tensors: impl IntoIterator<Item = &'a candle_core::Tensor>) -> Result<DType, TrainError> {
+    let mut dtypes: Vec<DType> = Vec::new();
+    for tensor in tensors {
+        if !dtypes.contains(&tensor.dtype()) {
+            dtypes.push(tensor.dtype());
+        }
+    }
+    match dtypes.as_slice() {
+        [dtype] => Ok(*dtype),
+        [] => Err(setup(format!("{} holds no tensors", path.display()))),
+        _ => Err(setup(format!("{} mixes dtypes ({dtypes:?}); a package's parts are saved in one", path.display()))),
+    }
 }
 
 /// The connector variables of a checkpoint's `motion.safetensors`.
@@ -198,6 +283,15 @@ fn reduced_mofnet_widths(weights: &Path, iters: usize) -> Result<Option<serde_js
     Ok(Some(value))
 }
 
+/// A fresh temporary folder beside `out`, once `out` is found fit to be replaced.
+fn prepare_target(out: &Path) -> Result<PathBuf, TrainError> {
+    let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
+    check_target(out)?;
+    let _ = std::fs::remove_dir_all(&tmp);
+    std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
+    Ok(tmp)
+}
+
 /// `out` must be absent, empty, or a previous export (nothing but package files and their
 /// digest caches).
 fn check_target(out: &Path) -> Result<(), TrainError> {
@@ -238,4 +332,51 @@ fn replace_dir(tmp: &Path, out: &Path) -> Result<(), TrainError> {
         std::fs::rename(tmp, out).map_err(io(out))?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::Tensor;
+    use motionvl_models::lora::LoraConfig;
+    use motionvl_models::motion::{ConnectorInit, ConnectorSpec};
+    use motionvl_models::sis_package::RELEASED_CONNECTOR_TENSORS;
+
+    use super::*;
+
+    /// A package of a width-4 model with everything but MOFNet's weights: a LoRA on one layer
+    /// and the connector as `tensors` makes them of `Connector::init_vars_with`.
+    fn package_without_mofnet(dir: &Path, tensors: impl Fn(Vec<(String, Var)>) -> Vec<(String, Tensor)>) {
+        let config = LoraConfig { rank: 2, ..LoraConfig::default() };
+        let lora = LoraWeights::init(&[("model.layers.0.self_attn.q_proj".into(), 4, 4)], &config, 5, &Device::Cpu).unwrap();
+        lora.save_peft(dir, Some("base")).unwrap();
+        let spec = ConnectorSpec { hidden: OFFICIAL_CONNECTOR_HIDDEN, init: ConnectorInit::TruncatedNormal };
+        let vars = Connector::init_vars_with(4, spec, 3, &Device::Cpu).unwrap();
+        motionvl_models::torch_save::save_state_dict(&dir.join(CONNECTOR_FILE), &tensors(vars)).unwrap();
+    }
+
+    fn released(vars: Vec<(String, Var)>, dtype_of: impl Fn(usize) -> DType) -> Vec<(String, Tensor)> {
+        RELEASED_CONNECTOR_TENSORS.iter().zip(vars).enumerate().map(|(k, (name, (_, var)))| ((*name).to_owned(), var.as_tensor().to_dtype(dtype_of(k)).unwrap())).collect()
+    }
+
+    #[test]
+    fn a_connector_of_mixed_dtypes_is_refused_naming_its_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("package");
+        package_without_mofnet(&package, |vars| released(vars, |k| if k == 0 { DType::BF16 } else { DType::F32 }));
+        let out = dir.path().join("out");
+        let err = export(ExportFormat::SisMotion, &package, &out, None).unwrap_err().to_string();
+        assert!(err.contains(CONNECTOR_FILE) && err.contains("mixes dtypes"), "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
+
+    #[test]
+    fn a_package_without_mofnet_weights_is_refused_naming_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let package = dir.path().join("package");
+        package_without_mofnet(&package, |vars| released(vars, |_| DType::BF16));
+        let out = dir.path().join("out");
+        let err = export(ExportFormat::SisMotion, &package, &out, None).unwrap_err().to_string();
+        assert!(err.contains(MOFNET_FILE) && err.contains("does not bundle"), "{err}");
+        assert!(!out.exists(), "nothing written");
+    }
 }

@@ -111,11 +111,13 @@ enum Command {
         shard_mib: usize,
     },
     /// Write a run's checkpoint in a released layout (`sis-motion`: what the official
-    /// Self-in-Space `motion/src/eval/eval.py` loads).
+    /// Self-in-Space `motion/src/eval/eval.py` loads); a package already in that layout is
+    /// read back and written again.
     Export {
         #[arg(long, value_enum)]
         format: ExportFormatArg,
-        /// A run folder (its newest complete checkpoint) or one `checkpoint-N`.
+        /// A run folder (its newest complete checkpoint), one `checkpoint-N`, or a released
+        /// SIS-Motion package.
         run: PathBuf,
         /// The package folder: absent, empty, or a previous export (replaced).
         #[arg(long)]
