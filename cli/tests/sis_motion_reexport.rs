@@ -7,8 +7,9 @@
 //! ```
 //!
 //! X holds the same tensors (keys, dtypes, bits) in its LoRA and connector, the same config and
-//! the same MOFNet weights, and `evaluate run --protocol official` on X gives the official
-//! evaluation's generated ids.
+//! the same MOFNet weights, so `evaluate run` reads from X exactly what `sis_motion_official.rs`
+//! shows gives the official generations (evaluating X again would take minutes of MOFNet for no
+//! new bit; the official loader accepted such an X: `tools/fixtures/check_sis_package.py`).
 
 mod common;
 
@@ -77,10 +78,6 @@ fn an_official_package_round_trips_through_train_export() {
             let (a, b) = (ours[key].as_f64().expect(key), theirs[key].as_f64().expect(key));
             assert!((a - b).abs() <= 1e-7 * b.abs(), "{name}: adapter_config.json `{key}`: {a} vs {b}");
         }
-
-        let out = tmp.path().join("eval");
-        common::evaluate_official(&dump, &exported, &out);
-        common::assert_official_generations(&dump, &out, &format!("{name} re-exported"));
 
         // Over a previous export, with another base; a folder holding anything else is refused.
         common::output(train, &["export", "--format", "sis-motion", &arg(&input), "--out", &arg(&exported), "--base-model", "Qwen/Qwen2.5-VL-7B-Instruct"], &dump);
