@@ -29,7 +29,7 @@ fn an_exported_package_evaluates_and_a_bare_adapter_needs_no_motion() {
     std::fs::write(d.join("sis.jsonl"), format!("{row}\n")).expect("manifest");
     let evaluate_with = |out: &str, adapter: &str, extra: &[&str]| -> Vec<String> {
         let (base, adapter, manifest) = (path("run/base-model"), path(adapter), path("sis.jsonl"));
-        let mut args = vec!["run", "--out", out, "--checkpoint", &base, "--adapter", &adapter, "--manifest", &manifest, "--bench", "sisbench", "--answer", "likelihood"];
+        let mut args = vec!["run", "--out", out, "--checkpoint", &base, "--adapter", &adapter, "--manifest", &manifest, "--bench", "sisbench", "--protocol", "paper", "--answer", "likelihood"];
         args.extend(["--max-frames", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"]);
         args.extend(extra);
         args.into_iter().map(str::to_owned).collect()

@@ -68,7 +68,7 @@ fn a_merged_motion_run_answers_as_its_adapter_and_connector_do() {
         .collect();
     std::fs::write(d.join("sis.jsonl"), rows).expect("manifest");
     // The recipe's frames: 4 of 56×56.
-    let protocol = ["--manifest", &path("sis.jsonl"), "--bench", "sisbench", "--answer", "likelihood", "--max-frames", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"];
+    let protocol = ["--manifest", &path("sis.jsonl"), "--bench", "sisbench", "--protocol", "paper", "--answer", "likelihood", "--max-frames", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"];
     let evaluate_with = |out: &str, model: &[&str]| {
         let mut args = vec!["run", "--out", out];
         args.extend(model);
