@@ -93,7 +93,8 @@ fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A one-step tiny run with MOFNet (the reduced fixture model) and the released connector shape.
+/// A one-step tiny run with MOFNet (the reduced fixture model), the official pseudo-images and the
+/// released connector shape: what `train export` accepts.
 fn tiny_mofnet_run(out: &Path) -> PathBuf {
     let root = repo_root();
     let quoted = |p: PathBuf| format!("{:?}", p.display().to_string());
@@ -106,6 +107,7 @@ fn tiny_mofnet_run(out: &Path) -> PathBuf {
         ("motion.weights", quoted(root.join("tests/fixtures/flow/mofnet/tiny/model.safetensors"))),
         ("motion.connector_hidden", "2048".into()),
         ("motion.connector_init", "\"truncated-normal\"".into()),
+        ("motion.pseudo_images.pipeline", "\"official\"".into()),
         ("optim.max_steps", "1".into()),
         ("checkpoint.every", "1".into()),
     ]
