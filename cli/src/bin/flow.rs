@@ -1,7 +1,7 @@
 //! `flow`: extract, cache and look at optical flow.
 //!
 //! ```text
-//! flow extract --config configs/sft/sis-motion-3b.toml --manifest train.jsonl --motion.weights MOF_sintel.pth --shard 0/4
+//! flow extract --config configs/sft/sis-motion-3b.toml --manifest train.jsonl --motion.weights MOF_kitti.pth --shard 0/4
 //! flow extract --video a.mp4 --video b.mp4 --motion dis --out flows/
 //! flow extract --frames seq01/ --fps 15 --motion raft-large --weights raft_large_C_T_SKHT_V2-ff5fadd5.pth --out flows/
 //! flow viz --video a.mp4 --motion dis --out viz/
@@ -202,7 +202,15 @@ fn extract(
         bail!("nowhere to put the flows: pass --cache DIR and/or --out DIR (or --config, whose run has a cache folder)");
     }
     let cache = cache.map(FlowCache::new).transpose()?;
-    let motion_media = MotionMedia::new(media, estimator.clone(), cache.clone(), PseudoImageConfig::default());
+    // A training recipe's pseudo-image pipeline decides the frames and keys its run looks up
+    // (the official pipeline's flows are MOFNet's of the decoded frames, under their own keys).
+    let pseudo = match (config, &settings) {
+        (Some(path), Some(s)) if s.kind == "training recipe" => {
+            motionvl_train::recipe::Recipe::load(path, &[]).with_context(|| format!("reading {}", path.display()))?.motion.pseudo_images
+        }
+        _ => PseudoImageConfig::default(),
+    };
+    let motion_media = MotionMedia::new(media, estimator.clone(), cache.clone(), pseudo);
 
     let (all_jobs, warning) = plan_jobs(&listed_videos(input)?, input.manifest.as_deref(), settings.as_ref(), &motion_media.qwen, tokenizer)?;
     if let Some(w) = warning {
