@@ -1,6 +1,8 @@
 //! What the motionvl binaries share: the terminal progress bars the libraries report through
 //! (`motionvl_data::progress`) and the allocator's setting.
 
+pub mod config_media;
+
 use indicatif::{ProgressBar as Bar, ProgressStyle};
 use motionvl_data::progress::{self, ProgressBar, ProgressSink};
 

@@ -68,13 +68,11 @@ fn walk(dir: &std::path::Path) -> usize {
 }
 
 /// `flow extract --config RECIPE --shard I/N` fills exactly the entries the recipe's run looks
-/// up ([`MotionMedia::flow_input`]), the shards are disjoint and together complete, and a rerun
-/// computes nothing.
+/// up (`train sft`'s own `motion_media`), under the recipe's frame plan (here the official
+/// floor-linspace, which replaces `fps`/`min_frames`/`max_frames`) and length policy; the shards
+/// are disjoint and together complete, and a rerun computes nothing.
 #[test]
 fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
-    use motionvl_data::media_config::media_from_config;
-    use motionvl_flow::media::MotionMedia;
-    use motionvl_flow::{estimator_by_name, FlowCache, PseudoImageConfig};
 
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let data = root.join("tests/data/tiny-sft/train.jsonl");
@@ -82,13 +80,18 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     let cache = dir.path().join("cache");
     let recipe = dir.path().join("recipe.toml");
     let text = format!(
-        "output_dir = {:?}\n[model]\ninit_config = {:?}\n[data]\ntrain = {:?}\nmax_seq_len = 256\nmin_frames = 4\nmax_frames = 4\nmin_pixels = 3136\nmax_pixels = 3136\n[motion]\nestimator = \"dis\"\ncache_dir = {:?}\n",
+        "output_dir = {:?}\n[model]\ninit_config = {:?}\n[data]\ntrain = {:?}\nmax_seq_len = 256\nmax_seq_len_policy = \"none\"\nmin_frames = 4\nmax_frames = 4\nframes = {{ kind = \"official\", max_frames = 6 }}\nmin_pixels = 3136\nmax_pixels = 3136\n[motion]\nestimator = \"dis\"\ncache_dir = {:?}\n",
         dir.path().join("run").display().to_string(),
         root.join("configs/models/tiny.json").display().to_string(),
         data.display().to_string(),
         cache.display().to_string()
     );
     std::fs::write(&recipe, text).expect("recipe");
+    let training = motionvl_train::recipe::Recipe::load(&recipe, &[]).expect("recipe reads");
+    let media = motionvl_train::sft::motion_media(&training, &candle_core::Device::Cpu).expect("media").expect("motion-aware");
+    assert!(matches!(media.qwen.video_policy, motionvl_data::frames::FramePolicy::Official { max_frames: 6 }));
+    let videos = motionvl_flow::extract::manifest_videos(&data).expect("videos");
+    assert!(!media.is_cached(&videos[0]).expect("key"), "nothing is cached before the extraction");
     let run = |shard: &str| {
         let output = Command::new(env!("CARGO_BIN_EXE_flow"))
             .args(["extract", "--config"])
@@ -110,11 +113,8 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     let again = run("0/1");
     assert!(again.contains("computed 0, already cached 8"), "{again}");
 
-    let settings = media_from_config(&recipe).expect("recipe reads");
-    let estimator = estimator_by_name("dis", None, &candle_core::Device::Cpu).expect("dis");
-    let media = MotionMedia::new(settings.media, estimator.into(), Some(FlowCache::new(&cache).expect("cache")), PseudoImageConfig::default());
-    for video in motionvl_flow::extract::manifest_videos(&data).expect("videos") {
-        assert!(media.is_cached(&video).expect("key"), "{} is not where training looks", video.display());
+    for video in &videos {
+        assert!(media.is_cached(video).expect("key"), "{} is not where training looks", video.display());
     }
 
     let bad = Command::new(env!("CARGO_BIN_EXE_flow")).args(["extract", "--config"]).arg(&recipe).arg("--manifest").arg(&data).args(["--shard", "3/3"]).output().expect("runs");

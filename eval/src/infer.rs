@@ -454,12 +454,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let device = parse_device(&config.model.device)?;
     let dtype = parse_dtype(config.model.dtype.as_deref(), &device)?;
     let checkpoint = config.model.checkpoint.as_str();
-    if checkpoint.is_empty() {
-        return Err(EvalError::Config(
-            "no checkpoint: pass --checkpoint or set [model] checkpoint".into(),
-        ));
-    }
-    let files = CheckpointFiles::resolve(checkpoint, &HubOptions::from_env())?;
+    let files = checkpoint_files(config)?;
     let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?.ok_or_else(|| {
         EvalError::Config(format!(
             "checkpoint {checkpoint} has no tokenizer.json (looked in {})",
@@ -467,52 +462,25 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         ))
     })?;
     let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
+    // Settings are checked (and MOFNet loaded) before the model, which takes longest.
+    let inputs = inputs_of(config, &files, &device)?;
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
     check_token_ids(&model, &tokenizer)?;
     if let Some(adapter) = &config.model.adapter {
         let dir = adapter_dir(adapter)?;
         LoraWeights::load_peft(&dir, &device)?.attach(model.linears_mut())?;
     }
-    let motion = load_motion(config, &files, &model, &device)?;
-    // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
-    let base = match checkpoint_file(checkpoint, &files, "preprocessor_config.json")? {
-        Some(path) => PreprocessConfig::from_json_file(&path)
-            .map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
-        None => PreprocessConfig::default(),
-    };
+    let media = inputs.media;
     let kind = config.protocol_kind();
-    let media = match kind {
-        ProtocolKind::Official => official_media(config, &base),
-        // The frames of the official plan; each becomes an image already sized by Pillow,
-        // which the image preprocessing only normalises.
-        ProtocolKind::VllmBaseline => QwenMedia {
-            video_policy: FramePolicy::Official { max_frames: config.official.max_frames },
-            image_config: base.clone(),
-            ..QwenMedia::default()
-        },
-        ProtocolKind::Paper => config.protocol.media(&base),
-    };
-    if kind == ProtocolKind::VllmBaseline && motion.is_some() {
-        return Err(EvalError::Config(
-            "the vLLM baseline evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official".into(),
-        ));
-    }
     let template = TemplateOptions {
         max_seq_len: None,
         merge_size: model.config().vision.spatial_merge_size,
         ..TemplateOptions::default()
     };
-    let (motion_media, branch) = match motion {
+    let (motion_media, branch) = match inputs.motion {
         Some(m) => {
-            let cache_dir = config
-                .motion
-                .cache_dir
-                .clone()
-                .unwrap_or_else(|| config.out.join("flow-cache"));
-            let cache = FlowCache::new(cache_dir)?;
-            let mut media = MotionMedia::new(media.clone(), m.estimator, Some(cache), m.pseudo);
-            media.cache_only = config.motion.cache_only;
-            (Some(media), Some(m.branch))
+            let branch = m.source.load(&model, &device)?;
+            (Some(m.media), Some(branch))
         }
         None => (None, None),
     };
@@ -551,6 +519,70 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
 pub const OFFICIAL_MIN_PIXELS: usize = 128 * 28 * 28;
 pub const OFFICIAL_MAX_PIXELS: usize = 512 * 28 * 28;
 
+/// What an evaluation feeds its model, resolved from its config and the checkpoint's files
+/// without loading the model.
+pub struct EvaluationInputs {
+    /// Frames and sizes of every video and image.
+    pub media: QwenMedia,
+    /// The motion branch's inputs; none for a visual-only evaluation.
+    pub motion: Option<MotionInputs>,
+}
+
+/// The flows (cache included) and pseudo-images of a motion-aware evaluation.
+pub struct MotionInputs {
+    pub media: MotionMedia,
+    source: BranchSource,
+}
+
+/// The inputs `config`'s evaluation computes, checked as `evaluate run` checks them: `flow
+/// extract --config` fills the evaluation's flow cache through this.
+pub fn evaluation_inputs(config: &RunConfig, device: &Device) -> Result<EvaluationInputs> {
+    inputs_of(config, &checkpoint_files(config)?, device)
+}
+
+/// The checkpoint's files (config and weights fetched when it is a hub id).
+fn checkpoint_files(config: &RunConfig) -> Result<CheckpointFiles> {
+    if config.model.checkpoint.is_empty() {
+        return Err(EvalError::Config("no checkpoint: pass --checkpoint or set [model] checkpoint".into()));
+    }
+    Ok(CheckpointFiles::resolve(&config.model.checkpoint, &HubOptions::from_env())?)
+}
+
+fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<EvaluationInputs> {
+    // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
+    let base = match checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")? {
+        Some(path) => PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
+        None => PreprocessConfig::default(),
+    };
+    let kind = config.protocol_kind();
+    let media = match kind {
+        ProtocolKind::Official => official_media(config, &base),
+        // The frames of the official plan; each becomes an image already sized by Pillow,
+        // which the image preprocessing only normalises.
+        ProtocolKind::VllmBaseline => QwenMedia {
+            video_policy: FramePolicy::Official { max_frames: config.official.max_frames },
+            image_config: base.clone(),
+            ..QwenMedia::default()
+        },
+        ProtocolKind::Paper => config.protocol.media(&base),
+    };
+    let motion = match resolve_motion(config, files, device)? {
+        Some(_) if kind == ProtocolKind::VllmBaseline => {
+            return Err(EvalError::Config(
+                "the vLLM baseline evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official".into(),
+            ));
+        }
+        Some(m) => {
+            let cache_dir = config.motion.cache_dir.clone().unwrap_or_else(|| config.out.join("flow-cache"));
+            let mut flows = MotionMedia::new(media.clone(), m.estimator, Some(FlowCache::new(cache_dir)?), m.pseudo);
+            flows.cache_only = config.motion.cache_only;
+            Some(MotionInputs { media: flows, source: m.source })
+        }
+        None => None,
+    };
+    Ok(EvaluationInputs { media, motion })
+}
+
 /// Videos and images of the official protocol with the checkpoint's preprocessing `base`: at
 /// most `official.max_frames` frames by floor-linspace over the whole clip, 128–512 × 28²
 /// pixels per frame.
@@ -585,10 +617,32 @@ fn check_token_ids(model: &Qwen25Vl, tokenizer: &QwenTokenizer) -> Result<()> {
 }
 
 /// A loaded motion branch and how to make its inputs.
-struct LoadedMotion {
-    branch: MotionBranch,
+/// The flow estimator and pseudo-images of a motion-aware checkpoint, and where its branch is.
+struct ResolvedMotion {
     estimator: std::sync::Arc<dyn FlowEstimator>,
     pseudo: PseudoImageConfig,
+    source: BranchSource,
+}
+
+/// Where a motion branch's weights are.
+enum BranchSource {
+    /// `motion.json` + `motion.safetensors` of a `train sft --motion` run, in `dir`.
+    Trained { dir: PathBuf, meta: MotionMeta },
+    /// A released-layout SIS-Motion package's `connector_weights.pt`.
+    Package(SisPackage),
+}
+
+impl BranchSource {
+    /// The branch on (a copy of) `model`'s vision tower.
+    fn load(&self, model: &Qwen25Vl, device: &Device) -> Result<MotionBranch> {
+        Ok(match self {
+            BranchSource::Trained { dir, meta } => MotionBranch::load(dir, meta, model.visual(), device)?,
+            BranchSource::Package(package) => {
+                let connector = package.load_connector(model.config().text.hidden_size, device)?;
+                MotionBranch::from_visual(model.visual(), &connector)?
+            }
+        })
+    }
 }
 
 /// Where a motion-aware checkpoint keeps `motion.json`: the `--adapter` folder (a trainer
@@ -608,12 +662,7 @@ fn motion_dir(config: &RunConfig, files: &CheckpointFiles) -> Option<PathBuf> {
 }
 
 /// Resolves the motion branch of a run (see [`crate::config::MotionConfig`] for the rules).
-fn load_motion(
-    config: &RunConfig,
-    files: &CheckpointFiles,
-    model: &Qwen25Vl,
-    device: &Device,
-) -> Result<Option<LoadedMotion>> {
+fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<Option<ResolvedMotion>> {
     let named = config
         .motion
         .estimator
@@ -630,7 +679,7 @@ fn load_motion(
     if let Some(adapter) = &config.model.adapter
         && let Some(package) = SisPackage::detect(&adapter_dir(adapter)?)?
     {
-        return load_package_motion(config, requested, &package, model, device);
+        return package_motion(config, requested, package, device);
     }
     let found = match motion_dir(config, files) {
         Some(dir) => MotionMeta::read(&dir)?.map(|meta| (dir, meta)),
@@ -693,25 +742,19 @@ fn load_motion(
             dir.join(motionvl_models::motion::MOTION_META_FILE).display()
         ))
     })?;
-    let branch = MotionBranch::load(&dir, &meta, model.visual(), device)?;
-    Ok(Some(LoadedMotion {
-        branch,
-        estimator,
-        pseudo,
-    }))
+    Ok(Some(ResolvedMotion { estimator, pseudo, source: BranchSource::Trained { dir, meta } }))
 }
 
 /// The motion branch of a released-layout SIS-Motion package: its connector
-/// (`connector_weights.pt`) on a copy of the vision tower, and MOFNet with the package's weights
+/// (`connector_weights.pt`, on a copy of the vision tower), and MOFNet with the package's weights
 /// (`MOF_kitti.pth`, or `--motion-weights` as the official `--videoflow_ckpt`), widths
 /// (`"mofnet"`, else the sintel config) and `decoder_depth` iterations.
-fn load_package_motion(
+fn package_motion(
     config: &RunConfig,
     requested: Option<&str>,
-    package: &SisPackage,
-    model: &Qwen25Vl,
+    package: SisPackage,
     device: &Device,
-) -> Result<Option<LoadedMotion>> {
+) -> Result<Option<ResolvedMotion>> {
     match requested {
         None => {}
         Some("none") if config.motion.force => return Ok(None),
@@ -744,10 +787,7 @@ fn load_package_motion(
         )));
     }
     let mofnet = MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, device)?;
-    let connector = package.load_connector(model.config().text.hidden_size, device)?;
-    let branch = MotionBranch::from_visual(model.visual(), &connector)?;
     // A package is the SIS-Motion authors' model: its connector learnt the official pseudo-images
     // (B1-B6 of the official-code note), so it always runs through that pipeline.
-    let (estimator, pseudo): (std::sync::Arc<dyn FlowEstimator>, PseudoImageConfig) = (std::sync::Arc::new(mofnet), PseudoImageConfig::official());
-    Ok(Some(LoadedMotion { branch, estimator, pseudo }))
+    Ok(Some(ResolvedMotion { estimator: std::sync::Arc::new(mofnet), pseudo: PseudoImageConfig::official(), source: BranchSource::Package(package) }))
 }

@@ -13,15 +13,45 @@ use motionvl_data::budget::{SampleFit, VideoLimits};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{DataLoader, LoaderConfig, QwenMedia};
 use motionvl_data::manifest::{read_manifest, Benchmark};
-use motionvl_data::media_config::{ConfigMedia, ProtocolConfig, TokenizerSource, TrainingVideo};
+use motionvl_data::media_config::{ProtocolConfig, TrainingVideo};
 use motionvl_data::preprocess::PreprocessConfig;
-use motionvl_data::samples::{read_training_samples, ReadOptions, TrainingSample};
+use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions, TrainingSample};
 use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 
 use crate::error::{FlowError, Result};
 use crate::estimator::Flows;
 use crate::media::{FlowInput, MotionMedia};
+
+/// What a training recipe or an evaluation config computes, as its run resolves it (`train`'s
+/// `motion_media`, `eval`'s `evaluation_inputs`): the flows to extract and how to plan them.
+#[derive(Clone)]
+pub struct ConfigMedia {
+    /// Frames, sizes, estimator, pseudo-images and the run's flow cache.
+    pub motion: MotionMedia,
+    /// The token limit training fits long samples to (`[data] max_seq_len` under
+    /// `max_seq_len_policy = "fit"`); none when samples train whole or for an evaluation.
+    pub length_limit: Option<usize>,
+    /// Where the model's tokenizer is, which fitting needs to count tokens.
+    pub tokenizer: TokenizerSource,
+    /// The folder relative media paths resolve against (`[data] media_root` or `media_root`).
+    pub media_root: Option<PathBuf>,
+    /// How conversation rows read (the recipe's `[data] llava_rows`).
+    pub llava_rows: LlavaRows,
+}
+
+/// Where a config's tokenizer comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TokenizerSource {
+    /// A local checkpoint folder holding `tokenizer.json`.
+    Dir(PathBuf),
+    /// A hub id (`org/name[@revision]`), found in the Hugging Face cache.
+    Hub(String),
+    /// A model trained from scratch: `train sft` trains its tokenizer on the training text
+    /// (vocabulary `vocab`) and keeps it in `base_dir`.
+    Fresh { base_dir: PathBuf, vocab: usize },
+    Unknown,
+}
 
 /// Part `index` of `count` of the work (`--shard I/N`, 0-based).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,9 +128,9 @@ enum ManifestVideos {
     Benchmark(Vec<PathBuf>),
 }
 
-fn read_videos(manifest: &Path, media_root: Option<&Path>) -> Result<ManifestVideos> {
+fn read_videos(manifest: &Path, media_root: Option<&Path>, rows: LlavaRows) -> Result<ManifestVideos> {
     let opts = ReadOptions { media_root: media_root.map(Path::to_path_buf), ..ReadOptions::default() };
-    if let Ok(read) = read_training_samples(manifest, &opts)
+    if let Ok(read) = read_training_rows(manifest, &opts, rows)
         && !read.items.is_empty()
     {
         return Ok(ManifestVideos::Training(read.items));
@@ -114,7 +144,7 @@ fn read_videos(manifest: &Path, media_root: Option<&Path>) -> Result<ManifestVid
 
 /// Every video of a training file or benchmark manifest, each once, in order.
 pub fn manifest_videos(manifest: &Path) -> Result<Vec<PathBuf>> {
-    let videos: Vec<PathBuf> = match read_videos(manifest, None)? {
+    let videos: Vec<PathBuf> = match read_videos(manifest, None, LlavaRows::default())? {
         ManifestVideos::Training(samples) => samples.into_iter().flat_map(|s| s.videos).collect(),
         ManifestVideos::Benchmark(videos) => videos,
     };
@@ -123,7 +153,7 @@ pub fn manifest_videos(manifest: &Path) -> Result<Vec<PathBuf>> {
 }
 
 /// The jobs of `videos` and of `manifest`, in a fixed order, each once. Training samples
-/// longer than the recipe's `max_seq_len` are fitted as `train sft` fits them when the model's
+/// longer than the recipe's length limit are fitted as `train sft` fits them when the model's
 /// tokenizer is found (`tokenizer`, else [`ConfigMedia::tokenizer`]); the returned warning
 /// says when it is not.
 pub fn plan_jobs(
@@ -137,7 +167,8 @@ pub fn plan_jobs(
     let mut warning = None;
     if let Some(manifest) = manifest {
         let media_root = settings.and_then(|s| s.media_root.as_deref());
-        match (read_videos(manifest, media_root)?, settings.and_then(|s| s.max_seq_len)) {
+        let rows = settings.map(|s| s.llava_rows).unwrap_or_default();
+        match (read_videos(manifest, media_root, rows)?, settings.and_then(|s| s.length_limit)) {
             (ManifestVideos::Training(samples), Some(max_seq_len)) => match fitting_tokenizer(settings, tokenizer, &samples)? {
                 Some(tok) => jobs.extend(fitted_jobs(samples, tok, media, max_seq_len)?),
                 None => {

@@ -8,13 +8,13 @@ use std::sync::Arc;
 use candle_core::Device;
 use motionvl_data::budget::VideoLimits;
 use motionvl_data::loader::MediaProcessor;
-use motionvl_data::media_config::media_from_config;
 use motionvl_data::samples::{ReadOptions, read_training_samples};
 use motionvl_data::video::{EncodeSettings, VideoWriter};
+use motionvl_cli::config_media::{config_media, MotionOverrides};
 use motionvl_eval::config::RunConfig;
 use motionvl_flow::extract::plan_jobs;
 use motionvl_flow::media::MotionMedia;
-use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
+use motionvl_flow::{FlowEstimator, PseudoImageConfig, estimator_by_name};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, Trainer, check_data};
 
@@ -44,12 +44,9 @@ fn tiny_motion(run: &Path, cache: &Path, extra: &[(&str, &str)]) -> Recipe {
 /// What `flow extract --config CONFIG --manifest MANIFEST` does (the binary is a thin wrapper
 /// over these calls): every flow of the run, computed into the run's cache. Returns the count.
 fn extract(config: &Path, manifest: &Path) -> usize {
-    let settings = media_from_config(config).expect("config reads");
-    let name = settings.estimator.clone().expect("the config names its estimator");
-    let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&name, None, &Device::Cpu).expect("estimator").into();
-    let cache = FlowCache::new(settings.default_cache().expect("a cache folder")).expect("cache");
-    let media = MotionMedia::new(settings.media.clone(), estimator, Some(cache), PseudoImageConfig::default());
-    let (jobs, warning) = plan_jobs(&[], Some(manifest), Some(&settings), &settings.media, None).expect("jobs");
+    let settings = config_media(config, &MotionOverrides::default(), &Device::Cpu).expect("config reads");
+    let media = settings.motion.clone();
+    let (jobs, warning) = plan_jobs(&[], Some(manifest), Some(&settings), &media.qwen, None).expect("jobs");
     assert_eq!(warning, None);
     for job in &jobs {
         job.run(&media).expect("flow extracted");
@@ -111,6 +108,19 @@ fn flows_extracted_with_the_run_config_serve_training_and_evaluation() {
     assert_eq!(summary.generated, 8);
     let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval/run.json")).expect("run.json")).expect("json");
     assert_eq!(record["flow_cache"]["computed"], 0, "{record}");
+
+    // The official protocol plans other frames (floor-linspace, its own pixel bounds): the
+    // config says so with `protocol_kind`, and extraction follows it.
+    let official_file = dir.path().join("eval-official.toml");
+    let official_toml = std::fs::read_to_string(&eval_file).expect("eval config").replace("[model]", "protocol_kind = \"official\"\n[model]").replace("eval-cache", "eval-official-cache").replace("/eval\"", "/eval-official\"");
+    std::fs::write(&official_file, official_toml).expect("official eval config");
+    let mut official = RunConfig::from_file(&official_file).expect("official config reads");
+    official.motion.cache_only = true;
+    assert_eq!(extract(&official_file, &manifest), 8);
+    let summary = motionvl_eval::run(&official, false).expect("evaluates from the cache under the official protocol");
+    assert_eq!(summary.generated, 8, "no clip is left out: each has the official 8 frames or more");
+    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval-official/run.json")).expect("run.json")).expect("json");
+    assert_eq!((record["flow_cache"]["computed"].as_u64(), record["flow_cache"]["hits"].as_u64()), (Some(0), Some(8)), "{record}");
 }
 
 #[test]

@@ -347,10 +347,8 @@ impl Trainer {
         };
         let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
-        let qwen = recipe.data.media();
-        let (media, motion) = if recipe.motion.enabled() {
-            let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), &device)?.into();
-            let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| out.join("flow-cache"));
+        let (media, motion) = if let Some(media) = motion_media(recipe, &device)? {
+            let estimator = media.estimator.clone();
             let connector = recipe.motion.connector(model.config().text.hidden_size);
             let vars = Connector::init_vars_with(model.config().text.hidden_size, connector, recipe.seed ^ 0x6d6f74696f6e, &device)?;
             let branch = MotionBranch::from_visual(model.visual(), &vars)?;
@@ -362,11 +360,9 @@ impl Trainer {
                 connector: Some(connector),
             };
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, vars.clone()));
-            let mut media = MotionMedia::new(qwen, estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
-            media.cache_only = recipe.motion.cache_only;
             (Media::new(recipe, RunMedia::Motion(media)), Some(Motion { branch, vars, meta }))
         } else {
-            (Media::new(recipe, RunMedia::Visual(qwen)), None)
+            (Media::new(recipe, RunMedia::Visual(recipe.data.media())), None)
         };
         let optim = AdamW::new(groups, adam)?;
         let pad_id = tokenizer.special().endoftext;
@@ -924,6 +920,20 @@ pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) 
     json["bos_token_id"] = special.endoftext.into();
     json["pad_token_id"] = special.endoftext.into();
     Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))
+}
+
+/// The frames, flows and pseudo-images a run of `recipe` feeds its motion branch, and the
+/// cache it keeps the flows in (`[motion] cache_dir`, else `<output_dir>/flow-cache`); `None`
+/// for a visual-only recipe. `flow extract --config` fills the same cache through this.
+pub fn motion_media(recipe: &Recipe, device: &Device) -> Result<Option<MotionMedia>> {
+    if !recipe.motion.enabled() {
+        return Ok(None);
+    }
+    let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), device)?.into();
+    let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| recipe.output_dir.join("flow-cache"));
+    let mut media = MotionMedia::new(recipe.data.media(), estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
+    media.cache_only = recipe.motion.cache_only;
+    Ok(Some(media))
 }
 
 /// The files and folders of a previous run in `out` (the flow cache and the lock are not the

@@ -28,9 +28,9 @@ use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
-use motionvl_data::media_config::{media_from_config, ConfigMedia};
 use motionvl_data::video::{DecodeOptions, FolderListing, VideoSource};
 use motionvl_flow::{estimator_from_spec, EstimatorSpec};
+use motionvl_cli::config_media::{config_media, MotionOverrides};
 use motionvl_flow::extract::{manifest_videos, plan_jobs, plan_media, Shard};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows, PseudoImageConfig};
@@ -177,40 +177,42 @@ fn extract(
     shard: Shard,
     tokenizer: Option<&Path>,
 ) -> Result<()> {
-    let settings = config.map(|c| media_from_config(c).map_err(anyhow::Error::msg)).transpose()?;
     let native = input.max_side.is_some() || input.plan.as_deref() == Some("all");
     if native {
-        if settings.is_some() || cache.is_some() {
+        if config.is_some() || cache.is_some() {
             bail!("--plan all and --max-side give native-size frames, which no model sees: they cannot be combined with --config or --cache");
         }
         let out = out.context("--plan all / --max-side write flow files: pass --out DIR")?;
         return extract_native(input, motion, &out);
     }
-    if settings.is_some() && input.plan.is_some() {
-        bail!("--plan and --config both choose the frames: the config's own plan is used, drop --plan");
-    }
-    let mut media = match &settings {
-        Some(s) => s.media.clone(),
-        None => plan_media(input.plan.as_deref().unwrap_or("training"))?,
-    };
-    media.frame_folder_fps = input.fps;
-    let name = motion.motion.clone().or_else(|| settings.as_ref().and_then(|s| s.estimator.clone())).unwrap_or_else(|| "dis".into());
-    let weights = motion.weights.clone().or_else(|| settings.as_ref().and_then(|s| s.weights.clone()));
-    let estimator = build_named_estimator(&name, weights.as_deref(), motion.iters)?;
-    let cache = cache.or_else(|| settings.as_ref().and_then(ConfigMedia::default_cache));
-    if out.is_none() && cache.is_none() {
-        bail!("nowhere to put the flows: pass --cache DIR and/or --out DIR (or --config, whose run has a cache folder)");
-    }
-    let cache = cache.map(FlowCache::new).transpose()?;
-    // A training recipe's pseudo-image pipeline decides the frames and keys its run looks up
-    // (the official pipeline's flows are MOFNet's of the decoded frames, under their own keys).
-    let pseudo = match (config, &settings) {
-        (Some(path), Some(s)) if s.kind == "training recipe" => {
-            motionvl_train::recipe::Recipe::load(path, &[]).with_context(|| format!("reading {}", path.display()))?.motion.pseudo_images
+    let settings = match config {
+        Some(path) => {
+            if input.plan.is_some() {
+                bail!("--plan and --config both choose the frames: the config's own plan is used, drop --plan");
+            }
+            if motion.iters.is_some() {
+                bail!("--iters and --config: the run's estimator decides its iterations, and flows of other settings are not the ones it looks up");
+            }
+            let overrides = MotionOverrides { estimator: motion.motion.clone(), weights: motion.weights.clone(), cache_dir: cache.clone() };
+            Some(config_media(path, &overrides, &Device::Cpu)?)
         }
-        _ => PseudoImageConfig::default(),
+        None => None,
     };
-    let motion_media = MotionMedia::new(media, estimator.clone(), cache.clone(), pseudo);
+    let mut motion_media = match &settings {
+        Some(s) => s.motion.clone(),
+        None => {
+            if out.is_none() && cache.is_none() {
+                bail!("nowhere to put the flows: pass --cache DIR and/or --out DIR (or --config, whose run has a cache folder)");
+            }
+            let media = plan_media(input.plan.as_deref().unwrap_or("training"))?;
+            MotionMedia::new(media, build_estimator(motion)?, cache.map(FlowCache::new).transpose()?, PseudoImageConfig::default())
+        }
+    };
+    motion_media.qwen.frame_folder_fps = input.fps;
+    // Extraction fills the cache a `cache_only` run reads.
+    motion_media.cache_only = false;
+    let estimator = motion_media.estimator.clone();
+    let cache = motion_media.cache.clone();
 
     let (all_jobs, warning) = plan_jobs(&listed_videos(input)?, input.manifest.as_deref(), settings.as_ref(), &motion_media.qwen, tokenizer)?;
     if let Some(w) = warning {
