@@ -9,6 +9,7 @@ pub mod construct;
 pub mod cvaa;
 pub mod dccs;
 pub mod digest;
+pub mod confine;
 pub mod files;
 pub mod frames;
 pub mod hub_files;

@@ -8,7 +8,7 @@
 use std::fs::File;
 use std::path::Path;
 
-use parquet::file::reader::{FileReader, SerializedFileReader};
+use parquet::file::reader::SerializedFileReader;
 
 /// Why a Parquet file could not be read; the record reader names the file.
 #[derive(Debug, thiserror::Error)]
@@ -28,8 +28,8 @@ pub fn is_parquet(path: &Path) -> bool {
 pub fn read_parquet_rows(path: &Path) -> Result<Vec<serde_json::Value>, ParquetError> {
     let file = File::open(path)?;
     let reader = SerializedFileReader::new(file).map_err(|e| ParquetError::Layout(format!("not a readable Parquet file: {e}")))?;
-    let expected = usize::try_from(reader.metadata().file_metadata().num_rows()).unwrap_or(0);
-    let mut rows = Vec::with_capacity(expected);
+    // Not preallocated from the footer's `num_rows`: a bogus count would abort the process.
+    let mut rows = Vec::new();
     for (i, row) in reader.into_iter().enumerate() {
         let row = row.map_err(|e| ParquetError::Layout(format!("row {}: {e}", i + 1)))?;
         rows.push(row.to_json_value());

@@ -369,3 +369,43 @@ fn visibility_flips_when_a_box_occludes_the_target() {
     assert_eq!(runs(&flags), vec![(1, 2), (5, 7)]);
     assert_eq!(seconds((5, 7), 10.0), [0.5, 0.7]);
 }
+
+/// Counts and sizes read from a header are checked before anything is allocated: each gives an
+/// error naming the file, never an overflow panic or an allocation abort.
+#[test]
+fn clouds_and_boxes_with_huge_header_counts_are_named_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge = usize::MAX / 4;
+    let binary = {
+        let mut b = format!("ply\nformat binary_little_endian 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n").into_bytes();
+        b.extend([0u8; 24]);
+        b
+    };
+    let ascii = format!("ply\nformat ascii 1.0\nelement face {huge}\nproperty list uchar int vertex_indices\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n3 0 1 2\n1 2 3\n4 5 6\n");
+    let ascii_vertices = format!("ply\nformat ascii 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n");
+    let npy = {
+        let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({huge}, 3), }}");
+        let mut b = b"\x93NUMPY\x01\x00".to_vec();
+        b.extend((header.len() as u16).to_le_bytes());
+        b.extend(header.as_bytes());
+        b.extend([0u8; 24]);
+        b
+    };
+    for (name, bytes, says) in [
+        ("binary.ply", binary, "overflow"),
+        ("faces.ply", ascii.into_bytes(), "before `vertex`"),
+        ("ascii.ply", ascii_vertices.into_bytes(), "ends after 1 of"),
+        ("huge.npy", npy, "overflows"),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, bytes).unwrap();
+        let err = read_cloud(&path).err().unwrap_or_else(|| panic!("{name} read")).to_string();
+        assert!(err.contains(name) && err.contains(says), "{name}: {err}");
+    }
+
+    let instances = dir.path().join("valid_instances.json");
+    let row = serde_json::json!({"valid_instances": [{"instance_id": "tower", "landmark_category": "building", "landmark_description": "a very tall tower", "bbox_3d": [0.0, 0.0, 50.0, 20.0, 20.0, 1.0e6, 0.0]}]});
+    std::fs::write(&instances, row.to_string()).unwrap();
+    let err = read_instances(&instances).err().expect("a 1000 km tower").to_string();
+    assert!(err.contains("tower") && err.contains("1000 m"), "{err}");
+}

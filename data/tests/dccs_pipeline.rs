@@ -219,3 +219,44 @@ fn rebuilding_and_rerendering_reproduce_ids_options_and_answers() {
     motionvl_data::dccs::pipeline::render(&s2.dir.join("stage4_render_requests.json"), 4, &()).unwrap();
     assert_eq!(std::fs::read(s2.dir.join("stage4.json")).unwrap(), manifest);
 }
+
+/// Names from the handoff files never leave the output folder: an `instance_id` that climbs is
+/// refused with its entry named, and render requests whose `output_path` climbs, is absolute or
+/// runs through a link planted in the folder are refused before anything is written.
+#[test]
+fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
+    let (_, s) = built();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    std::fs::create_dir_all(&out).unwrap();
+
+    let mut instances = json(&s.dir.join("valid_instances.json"));
+    let list = match instances.as_object_mut().and_then(|o| o.values_mut().find(|v| v.is_array())) {
+        Some(list) => list,
+        None => &mut instances,
+    };
+    list[1]["instance_id"] = Value::from("../../escaped");
+    let file = out.join("valid_instances.json");
+    std::fs::write(&file, instances.to_string()).unwrap();
+    let err = motionvl_data::dccs::instances::read_instances(&file).expect_err("a climbing id").to_string();
+    assert!(err.contains("entry 1") && err.contains("../../escaped"), "{err}");
+
+    let requests = json(&s.dir.join("stage4_render_requests.json"));
+    let escape = dir.path().join("escaped.jpg");
+    let outside = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&outside).unwrap();
+    #[cfg(unix)]
+    std::os::unix::fs::symlink(&outside, out.join("images")).unwrap();
+    let first = requests["requests"][0]["output_path"].as_str().unwrap().to_owned();
+    assert!(first.starts_with("images/"), "{first}");
+    for bad in ["../escaped.jpg".to_owned(), escape.display().to_string(), first] {
+        let mut planted = requests.clone();
+        planted["requests"][0]["output_path"] = Value::from(bad.as_str());
+        let file = out.join("stage4_render_requests.json");
+        std::fs::write(&file, planted.to_string()).unwrap();
+        let err = motionvl_data::dccs::pipeline::render(&file, 4, &()).expect_err("leaves the folder").to_string();
+        assert!(err.contains("output_path"), "{bad}: {err}");
+    }
+    assert!(!escape.exists(), "nothing was written outside the output folder");
+    assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "nothing was written through the link");
+}

@@ -135,13 +135,14 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
     if format == PlyFormat::Ascii {
         let text = std::str::from_utf8(&bytes[body..]).map_err(|_| "the ASCII body is not text".to_string())?;
         let mut rows = text.lines().filter(|l| !l.trim().is_empty());
-        // Elements before `vertex` take one line per item.
+        // Elements before `vertex` take one line per item (a huge header count ends with the file).
         for e in &elements[..vi] {
-            for _ in 0..e.1 {
-                rows.next();
+            for i in 0..e.1 {
+                rows.next().ok_or(format!("the file ends after {i} of the {} `{}` items before `vertex`", e.1, e.0))?;
             }
         }
-        let mut out = Vec::with_capacity(*count);
+        // The header's count is not trusted with memory: a vertex line has at least 6 bytes.
+        let mut out = Vec::with_capacity((*count).min(text.len() / 6));
         for i in 0..*count {
             let row = rows.next().ok_or(format!("the file ends after {i} of {count} vertices"))?;
             let vals: Vec<&str> = row.split_whitespace().collect();
@@ -161,7 +162,7 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
         offsets.push((stride, ty.as_str()));
         stride += size;
     }
-    let need = body + stride * count;
+    let need = stride.checked_mul(*count).and_then(|n| n.checked_add(body)).ok_or(format!("{count} vertices of {stride} bytes overflow"))?;
     if bytes.len() < need {
         return Err(format!(
             "the binary body holds {} bytes, {count} vertices need {}",
@@ -232,8 +233,9 @@ fn parse_npy(bytes: &[u8]) -> Result<Vec<V3>, String> {
         _ => return Err(format!("shape {shape} is not (N, 3)")),
     };
     let data = &bytes[start + len..];
-    if data.len() < n * 3 * size {
-        return Err(format!("the data holds {} bytes, shape {shape} needs {}", data.len(), n * 3 * size));
+    let need = n.checked_mul(3 * size).ok_or(format!("shape {shape} overflows"))?;
+    if data.len() < need {
+        return Err(format!("the data holds {} bytes, shape {shape} needs {need}", data.len()));
     }
     let get = |k: usize| -> f64 {
         let b = &data[k * size..];

@@ -204,6 +204,8 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
         if dropped || unlabeled {
             continue;
         }
+        // The id names the landmark's trajectory, images and video under the output folder.
+        crate::confine::safe_name(&id).map_err(|e| DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i}: instance_id {e}") })?;
         if out.iter().any(|l| l.id == id) {
             return Err(bad("appears twice".into()));
         }
@@ -288,8 +290,18 @@ fn parse_box(item: &Value) -> Result<OrientedBox, String> {
             b.size.x, b.size.y, b.size.z
         ));
     }
+    // Its faces are sampled at fixed spacing: a side of 1e6 m would be ~1e12 points.
+    if b.size.x > MAX_BOX_SIDE_M || b.size.y > MAX_BOX_SIDE_M || b.size.z > MAX_BOX_SIDE_M {
+        return Err(format!(
+            "box of {:.0} × {:.0} × {:.0} m: no landmark side may exceed {MAX_BOX_SIDE_M} m",
+            b.size.x, b.size.y, b.size.z
+        ));
+    }
     Ok(b)
 }
+
+/// The largest landmark side accepted (the tallest buildings are under 1 km).
+pub const MAX_BOX_SIDE_M: f64 = 1000.0;
 
 /// Writes landmarks as `{"valid_instances": [...]}`.
 pub fn write_instances(path: &Path, landmarks: &[Landmark]) -> Result<(), DccsError> {

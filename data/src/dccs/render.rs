@@ -81,7 +81,9 @@ impl Requests {
             path: self.path.clone(),
             detail: format!("request `{id}` has no `{key}`"),
         })?;
-        Ok(self.path.parent().unwrap_or(Path::new(".")).join(rel))
+        // Requests name files relative to their own folder, and only there.
+        crate::confine::confined_join(self.path.parent().unwrap_or(Path::new(".")), rel)
+            .map_err(|e| DccsError::Requests { path: self.path.clone(), detail: format!("request `{id}`: `{key}` {e}") })
     }
 }
 
