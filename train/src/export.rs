@@ -140,7 +140,7 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         ..SisMotionConfig::default()
     };
     config.write(&tmp)?;
-    replace_dir(&tmp, out)?;
+    crate::output_dir::replace(&tmp, out)?;
     Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
 }
 
@@ -203,7 +203,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     // The files now go by their released names, whatever the input's config called them.
     let config = SisMotionConfig { connector_weights: CONNECTOR_FILE.into(), videoflow_checkpoint: MOFNET_FILE.into(), ..package.config.clone() };
     config.write(&tmp)?;
-    replace_dir(&tmp, out)?;
+    crate::output_dir::replace(&tmp, out)?;
     Ok(ExportSummary { checkpoint: dir.clone(), lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
 }
 
@@ -283,55 +283,9 @@ fn reduced_mofnet_widths(weights: &Path, iters: usize) -> Result<Option<serde_js
     Ok(Some(value))
 }
 
-/// A fresh temporary folder beside `out`, once `out` is found fit to be replaced.
+/// A fresh temporary folder beside `out`, which must be absent, empty or a previous export.
 fn prepare_target(out: &Path) -> Result<PathBuf, TrainError> {
-    let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
-    check_target(out)?;
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
-    Ok(tmp)
-}
-
-/// `out` must be absent, empty, or a previous export (nothing but package files and their
-/// digest caches).
-fn check_target(out: &Path) -> Result<(), TrainError> {
-    if !out.exists() {
-        return Ok(());
-    }
-    let entries = std::fs::read_dir(out).map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
-    for entry in entries {
-        let entry = entry.map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
-        let name = entry.file_name();
-        // Loading a package leaves digest caches (`.<file>.sha256`, `motionvl_data::digest`).
-        let is_package_file = |f: &&str| name == **f || name.to_str() == Some(&format!(".{f}.sha256"));
-        if !PACKAGE_FILES.iter().any(is_package_file) {
-            return Err(setup(format!(
-                "{} is not empty and not a previous export (it holds {}); choose another --out",
-                out.display(),
-                name.to_string_lossy()
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// Moves the finished `tmp` to `out`, replacing a previous export.
-fn replace_dir(tmp: &Path, out: &Path) -> Result<(), TrainError> {
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| TrainError::Io { path, source }
-    };
-    motionvl_data::files::sync_tree(tmp).map_err(ckpt::CheckpointError::from)?;
-    if out.exists() {
-        let old = out.with_file_name(format!(".old-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("export")));
-        let _ = std::fs::remove_dir_all(&old);
-        std::fs::rename(out, &old).map_err(io(out))?;
-        std::fs::rename(tmp, out).map_err(io(out))?;
-        std::fs::remove_dir_all(&old).map_err(io(&old))?;
-    } else {
-        std::fs::rename(tmp, out).map_err(io(out))?;
-    }
-    Ok(())
+    crate::output_dir::prepare(out, "export", |name| PACKAGE_FILES.contains(&name))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@ pub mod hf_layout;
 pub mod merge;
 pub mod micro;
 pub mod optim;
+pub mod output_dir;
 pub mod parallel;
 pub mod pretrain;
 pub mod recipe;

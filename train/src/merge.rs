@@ -36,8 +36,17 @@ pub struct MergeSummary {
     pub bytes: usize,
 }
 
-/// Merges `adapter` into `base` and writes the result to `out` (created atomically).
+/// Whether `name` is a file `train merge` writes: what a previous merge left in `--out`.
+fn is_merge_output(name: &str) -> bool {
+    let shard = name.starts_with("model") && (name.ends_with(".safetensors") || name == "model.safetensors.index.json");
+    let motion = [motionvl_models::motion::MOTION_META_FILE, motionvl_models::motion::MOTION_WEIGHTS_FILE].contains(&name);
+    shard || motion || SIDE_FILES.contains(&name)
+}
+
+/// Merges `adapter` into `base` and writes the result to `out` (created atomically). `out` must
+/// be absent, empty or a previous merge's output.
 pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes: usize) -> Result<MergeSummary, TrainError> {
+    let tmp = crate::output_dir::prepare(out, "merge", is_merge_output)?;
     let device = Device::Cpu;
     let weights = CheckpointWeights::open(&base.weights)?;
     let mut tensors: HashMap<String, Tensor> = HashMap::new();
@@ -49,10 +58,6 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
     })?;
     let lora = LoraWeights::load_peft(&adapter, &device)?;
     lora.merge_into(&mut tensors)?;
-
-    let tmp = out.with_file_name(format!(".tmp-{}", out.file_name().and_then(|n| n.to_str()).unwrap_or("merged")));
-    let _ = std::fs::remove_dir_all(&tmp);
-    std::fs::create_dir_all(&tmp).map_err(|source| TrainError::Io { path: tmp.clone(), source })?;
 
     // Fill shards in name order up to the size limit, as save_pretrained does.
     let mut names: Vec<&String> = tensors.keys().collect();
@@ -99,9 +104,6 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
             std::fs::copy(&src, tmp.join(file)).map_err(|source| TrainError::Io { path: src.clone(), source })?;
         }
     }
-    if out.exists() {
-        std::fs::remove_dir_all(out).map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
-    }
-    std::fs::rename(&tmp, out).map_err(|source| TrainError::Io { path: out.to_path_buf(), source })?;
+    crate::output_dir::replace(&tmp, out)?;
     Ok(MergeSummary { shards: count, tensors: tensors.len(), merged_modules: lora.modules.len(), bytes: total })
 }

@@ -237,10 +237,7 @@ fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor
     motionvl_models::init::save_checkpoint(&tmp, cfg, tensors)?;
     tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
     motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
-    if dir.exists() {
-        std::fs::remove_dir_all(&dir).map_err(io(&dir))?;
-    }
-    std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    crate::output_dir::replace(&tmp, &dir)?;
     Ok(dir)
 }
 

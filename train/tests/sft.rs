@@ -128,4 +128,13 @@ fn merged_checkpoint_loads_and_equals_base_plus_adapter() {
     let b = adapted.forward(&batch, &Default::default(), None).unwrap();
     let diff = (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     assert!(diff < 1e-4, "merged vs adapted logits differ by {diff}");
+
+    // A previous merge is replaced; a folder the merge did not make (here the run itself) is
+    // refused before anything is written, and left as it was.
+    motionvl_train::merge::merge(&base, &adapter, &out, 64 << 10).expect("a previous merge is replaced");
+    let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    let err = motionvl_train::merge::merge(&base, &adapter, dir.path(), 64 << 10).err().expect("the run folder is refused").to_string();
+    assert!(err.contains("not a previous merge") && err.contains("choose another --out"), "{err}");
+    let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(before, after, "the run is untouched");
 }
