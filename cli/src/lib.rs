@@ -3,6 +3,22 @@
 
 pub mod config_media;
 
+/// A stop flag set by SIGTERM, SIGINT or SIGUSR1: long commands finish their current step,
+/// save, and exit with [`motionvl_data::stop::EXIT_STOPPED`]. A second SIGTERM or SIGINT ends
+/// the process at once (status 128 + signal), as without a handler.
+pub fn stop_on_signals() -> std::io::Result<motionvl_data::stop::StopFlag> {
+    use signal_hook::consts::{SIGINT, SIGTERM, SIGUSR1};
+    let stop = motionvl_data::stop::StopFlag::new();
+    let flag = stop.atomic();
+    for signal in [SIGTERM, SIGINT] {
+        // Registered first, so it acts only once the flag is already set: the second signal.
+        signal_hook::flag::register_conditional_shutdown(signal, 128 + signal, std::sync::Arc::clone(&flag))?;
+        signal_hook::flag::register(signal, std::sync::Arc::clone(&flag))?;
+    }
+    signal_hook::flag::register(SIGUSR1, flag)?;
+    Ok(stop)
+}
+
 use indicatif::{ProgressBar as Bar, ProgressStyle};
 use motionvl_data::progress::{self, ProgressBar, ProgressSink};
 

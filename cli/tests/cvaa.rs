@@ -195,7 +195,7 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     (cfg.protocol.min_pixels, cfg.protocol.max_pixels) = (3136, 3136);
     let seen = Arc::new(Mutex::new(Vec::new()));
     let tokenizer = QwenTokenizer::from_file(qwen.join("tokenizer.json")).expect("tokenizer");
-    motionvl_eval::run_with(&cfg, false, &mut |bench| {
+    motionvl_eval::run_with(&cfg, false, &Default::default(), &mut |bench| {
         let (inner, generator) = load_qwen(&cfg, bench)?;
         let recording = Recording { inner, tokenizer: tokenizer.clone(), seen: seen.clone() };
         Ok((Box::new(recording), Box::new(generator)))

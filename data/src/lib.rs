@@ -11,6 +11,7 @@ pub mod dccs;
 pub mod digest;
 pub mod confine;
 pub mod files;
+pub mod stop;
 pub mod frames;
 pub mod hub_files;
 pub mod loader;

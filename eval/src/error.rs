@@ -36,6 +36,9 @@ pub enum EvalError {
     /// The output folder already holds a different run, or `--resume` is missing.
     #[error("{0}")]
     Resume(String),
+    /// Stopped on request (a signal) after a batch; every answer so far is on disk.
+    #[error("stopped on request with {answered} question(s) answered and {remaining} left; continue with --resume into {}", out.display())]
+    Stopped { answered: usize, remaining: usize, out: PathBuf },
     #[error("configuration: {0}")]
     Config(String),
     /// The media of a question cannot be decoded or preprocessed.

@@ -42,4 +42,4 @@ pub use config::RunConfig;
 pub use error::{EvalError, Result};
 pub use item::Item;
 pub use results::Results;
-pub use run::{RunSummary, run, run_with, score_predictions};
+pub use run::{RunSummary, run, run_until, run_with, score_predictions};

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
 
 use motionvl_data::samples::{ReadOptions, RowError};
+use motionvl_data::stop::StopFlag;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -242,14 +243,21 @@ pub type PredictorFactory<'a> = dyn FnMut(&'static dyn Bench) -> Result<(Box<dyn
 
 /// Runs an evaluation with the Qwen2.5-VL checkpoint of `config.model`.
 pub fn run(config: &RunConfig, show_progress: bool) -> Result<RunSummary> {
-    run_with(config, show_progress, &mut |bench| {
+    run_until(config, show_progress, &StopFlag::new())
+}
+
+/// [`run`], ending with [`EvalError::Stopped`] after the batch in flight once `stop` is
+/// requested (a signal): what was answered is on disk, and `--resume` continues.
+pub fn run_until(config: &RunConfig, show_progress: bool, stop: &StopFlag) -> Result<RunSummary> {
+    run_with(config, show_progress, stop, &mut |bench| {
         let (p, g) = load_qwen(config, bench)?;
         Ok((Box::new(p), Box::new(g)))
     })
 }
 
-/// Runs an evaluation with any predictor (an API client, a test double, ...).
-pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut PredictorFactory<'_>) -> Result<RunSummary> {
+/// Runs an evaluation with any predictor (an API client, a test double, ...), stopping as
+/// [`run_until`] does.
+pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factory: &mut PredictorFactory<'_>) -> Result<RunSummary> {
     config.validate()?;
     let bench = bench::find(&config.bench)?;
     let likelihood = config.generation.answer == AnswerMode::Likelihood;
@@ -347,7 +355,12 @@ pub fn run_with(config: &RunConfig, show_progress: bool, factory: &mut Predictor
                     }
                 }
             });
+            let mut asked = 0;
             for chunk in chunks {
+                if stop.is_requested() {
+                    return Err(EvalError::Stopped { answered: generated, remaining: pending.len() - asked, out: out.to_path_buf() });
+                }
+                asked += chunk.len();
                 let batch = match rx.recv() {
                     Ok(batch) => batch?,
                     Err(_) => return Err(EvalError::Generate("the preparing thread stopped".into())),

@@ -345,7 +345,7 @@ fn likelihood_refuses_multi_select_questions_and_json_benchmarks() {
     let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../data/tests/data/dualcog.json");
     let mut cfg = run_config(dir.path(), &checkpoint, AnswerMode::Likelihood, Normalisation::Sum);
     (cfg.bench, cfg.manifest) = ("dualcog".into(), manifest);
-    let err = motionvl_eval::run::run_with(&cfg, false, &mut |_| panic!("the predictor of a refused run was built"));
+    let err = motionvl_eval::run::run_with(&cfg, false, &Default::default(), &mut |_| panic!("the predictor of a refused run was built"));
     match err {
         Err(e @ EvalError::NotRankable { bench: "dualcog", question: None, reason: NotRankable::JsonAnswers }) => {
             let message = e.to_string();

@@ -11,6 +11,7 @@ use motionvl_eval::bench::Bench;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::{Generate, Prepare, PreparedBatch, PreparedQuestion};
 use motionvl_eval::predictions::read_predictions;
+use motionvl_data::stop::StopFlag;
 use motionvl_eval::{EvalError, Item, Result, run_with};
 use serde_json::json;
 
@@ -38,18 +39,25 @@ impl Prepare for TextOnly {
     }
 }
 
-/// Answers from a script, recording what it was asked; fails on batch `fail_on` (0-based).
+/// Answers from a script, recording what it was asked; fails on batch `fail_on` (0-based);
+/// requests `stop` while answering batch `stop_on` (a signal arriving mid-batch).
 struct Scripted {
     answers: HashMap<String, String>,
     asked: Arc<Mutex<Vec<String>>>,
     batches: usize,
     fail_on: Option<usize>,
+    stop_on: Option<(usize, StopFlag)>,
 }
 
 impl Generate for Scripted {
     fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>> {
         if self.fail_on == Some(self.batches) {
             return Err(EvalError::Generate("simulated crash".into()));
+        }
+        if let Some((batch, stop)) = &self.stop_on
+            && *batch == self.batches
+        {
+            stop.request();
         }
         self.batches += 1;
         let mut out = Vec::new();
@@ -111,13 +119,20 @@ fn run_scripted(
     asked: &Arc<Mutex<Vec<String>>>,
     fail_on: Option<usize>,
 ) -> Result<motionvl_eval::RunSummary> {
+    run_stopping(cfg, asked, fail_on, None)
+}
+
+fn run_stopping(cfg: &RunConfig, asked: &Arc<Mutex<Vec<String>>>, fail_on: Option<usize>, stop_on: Option<usize>) -> Result<motionvl_eval::RunSummary> {
     let asked = asked.clone();
-    run_with(cfg, false, &mut move |bench| {
+    let stop = StopFlag::new();
+    let flag = stop.clone();
+    run_with(cfg, false, &stop, &mut move |bench| {
         let generator = Scripted {
             answers: answers(),
             asked: asked.clone(),
             batches: 0,
             fail_on,
+            stop_on: stop_on.map(|b| (b, flag.clone())),
         };
         Ok((Box::new(TextOnly(bench)), Box::new(generator)))
     })
@@ -199,7 +214,7 @@ fn interrupted_run_resumes_without_asking_twice() {
     assert!(cfg.out.join("results.json").is_file() && cfg.out.join("chart.png").is_file());
 
     // A finished run resumed again asks nothing (the model is not even loaded) and re-scores.
-    let summary = run_with(&cfg, false, &mut |_| {
+    let summary = run_with(&cfg, false, &Default::default(), &mut |_| {
         Err(EvalError::Generate("the model must not be loaded".into()))
     })
     .expect("nothing left to ask");
@@ -245,4 +260,25 @@ fn limit_asks_and_scores_only_the_first_questions() {
             .collect::<Vec<_>>(),
         ["Action Recognition"]
     );
+}
+
+/// A stop requested while a batch is answered (a signal): that batch's answers are written,
+/// the run ends with `Stopped` naming what is left, and `--resume` asks only the rest.
+#[test]
+fn a_stop_finishes_the_batch_in_flight_and_resume_asks_the_rest() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = setup(dir.path());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    match run_stopping(&cfg, &asked, None, Some(1)) {
+        Err(EvalError::Stopped { answered: 4, remaining: 1, out }) => assert_eq!(out, cfg.out),
+        other => panic!("not stopped after the second batch: {:?}", other.map(|s| s.generated)),
+    }
+    assert_eq!(ids_on_file(&predictions_path(&cfg)), ["q1", "q2", "q3", "q4"], "both batches answered are on disk");
+    cfg.resume = true;
+    asked.lock().expect("lock").clear();
+    let summary = run_scripted(&cfg, &asked, None).expect("resumed run completes");
+    assert_eq!(*asked.lock().expect("lock"), ["q5"]);
+    assert_eq!((summary.resumed, summary.generated), (4, 1));
+    let r = &summary.results;
+    assert_eq!((r.overall.n, r.overall.correct, r.overall.unanswered), (5, 3, 1), "scored as an uninterrupted run");
 }

@@ -76,6 +76,19 @@ fn trains_resumes_exactly_and_retrieves() {
     assert_eq!(joined, losses(&straight), "2 steps + resume + 2 steps must equal 4 steps exactly");
     assert!(straight.iter().all(|l| l.loss.is_finite() && l.temperature > 0.0));
 
+    // A stop request (a signal, in the binary): the step in flight finishes, a checkpoint of it
+    // is saved although `every` is 2, and the resume continues exactly.
+    let stop = motionvl_data::stop::StopFlag::new();
+    let mut stopped = CvaaTrainer::new(&recipe(&summary.train_pairs, &dir.path().join("stopped"), 4), None).expect("trainer");
+    stopped.stop_on(stop.clone());
+    stop.request();
+    match stopped.run() {
+        Err(motionvl_train::sft::TrainError::Stopped { step: 1, checkpoint }) => assert!(checkpoint.ends_with("checkpoint-1"), "{}", checkpoint.display()),
+        other => panic!("not stopped after step 1: {:?}", other.map(|l| l.len())),
+    }
+    let rest = CvaaTrainer::new(&recipe(&summary.train_pairs, &dir.path().join("stopped"), 4), Some("auto")).expect("resume").run().expect("3 more steps");
+    assert_eq!(losses(&rest), losses(&straight[1..]), "stopped after step 1 and resumed: the straight run's steps");
+
     let a = motionvl_models::cvaa::Cvaa::load(&dir.path().join("straight/checkpoint-4"), &candle_core::Device::Cpu).expect("checkpoint loads");
     let b = motionvl_models::cvaa::Cvaa::load(&dir.path().join("resumed/checkpoint-4"), &candle_core::Device::Cpu).expect("checkpoint loads");
     let pixels = candle_core::Tensor::ones((1, 3, 28, 28), candle_core::DType::F32, &candle_core::Device::Cpu).expect("pixels");

@@ -32,6 +32,7 @@ use crate::recipe::{set_dotted, RecipeError};
 use motionvl_models::device::parse_device;
 
 use crate::sft::TrainError;
+use motionvl_data::stop::StopFlag;
 use crate::tensorboard::EventWriter;
 
 type Result<T> = std::result::Result<T, TrainError>;
@@ -342,6 +343,8 @@ pub struct CvaaTrainer {
     events: Option<EventWriter>,
     text_log: std::fs::File,
     device: Device,
+    /// Set by a signal; read after each step (see [`crate::stop`]).
+    stop: StopFlag,
     /// One writer per run directory (see `motionvl_data::run_dir`).
     _lock: motionvl_data::run_dir::RunLock,
 }
@@ -436,6 +439,7 @@ impl CvaaTrainer {
             events,
             text_log,
             device,
+            stop: StopFlag::new(),
         };
         if trainer.groups().iter().all(|g| g.len() < o.batch_size) {
             return Err(TrainError::Data(format!("no satellite image has {} pairs for a batch of its own (data.same_image_batches)", o.batch_size)));
@@ -670,12 +674,28 @@ impl CvaaTrainer {
             bar.set_position(log.step as u64);
             bar.set_message(format!("loss {:.4} batch-acc {:.2}", log.loss, log.batch_accuracy));
             logs.push(log);
+            if self.stop.is_requested() && self.step < target {
+                let checkpoint = self.last_checkpoint()?;
+                bar.finish();
+                return Err(TrainError::Stopped { step: self.step, checkpoint });
+            }
         }
-        if !self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
-            self.save_checkpoint()?;
-        }
+        self.last_checkpoint()?;
         bar.finish();
         Ok(logs)
+    }
+
+    /// Stops the run at a checkpoint once `stop` is requested (see [`crate::stop`]).
+    pub fn stop_on(&mut self, stop: StopFlag) {
+        self.stop = stop;
+    }
+
+    /// The checkpoint of the current step: the one the step saved, else saved now.
+    fn last_checkpoint(&mut self) -> Result<PathBuf> {
+        if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) {
+            return Ok(self.recipe.output_dir.join(format!("{}{}", ckpt::CHECKPOINT_PREFIX, self.step)));
+        }
+        self.save_checkpoint()
     }
 }
 

@@ -43,6 +43,7 @@ use crate::parallel::{barrier, reduce_grads, GradExchange};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{LossAverage, Recipe};
+use motionvl_data::stop::StopFlag;
 use crate::tensorboard::EventWriter;
 
 #[derive(Debug, thiserror::Error)]
@@ -71,6 +72,8 @@ pub enum TrainError {
     Gradient(#[from] crate::guard::GradientError),
     #[error("{0}")]
     Setup(String),
+    #[error("stopped on request after step {step}; {} holds it — continue with --resume auto", checkpoint.display())]
+    Stopped { step: usize, checkpoint: PathBuf },
 }
 
 /// Gradient values per all-reduce bucket: 25 MB of f32, PyTorch DDP's default.
@@ -215,6 +218,10 @@ pub struct Trainer {
     flow_counts: Option<Arc<CacheCounts>>,
     /// What the start did that the user did not spell out (a fresh start under `--resume auto`).
     note: Option<String>,
+    /// Set by a signal; read once per step (see [`crate::stop`]).
+    stop: StopFlag,
+    /// Every rank saw the stop request by the end of the last step.
+    stopping: bool,
     _lock: Option<RunLock>,
 }
 
@@ -417,6 +424,8 @@ impl Trainer {
             base_model: base_model_name(recipe, &files),
             flow_counts: flow_media.map(|m| Arc::clone(&m.counts)),
             note,
+            stop: StopFlag::new(),
+            stopping: false,
             _lock: lock,
         };
         if let Some(arg) = resume {
@@ -427,6 +436,11 @@ impl Trainer {
             trainer.log_line(&line)?;
         }
         Ok(trainer)
+    }
+
+    /// Stops the run at a checkpoint once `stop` is requested (see [`crate::stop`]).
+    pub fn stop_on(&mut self, stop: StopFlag) {
+        self.stop = stop;
     }
 
     /// What the start did that was not asked for explicitly, for the user to read.
@@ -581,10 +595,14 @@ impl Trainer {
             tokens += batch.tokens;
             samples += batch.sample_ids.len();
         }
+        let stop_requested = self.stop.is_requested();
+        self.stopping = stop_requested;
         if let Some(exchange) = &self.exchange {
-            let totals = Tensor::new(&[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32], exchange.device())?;
+            let totals = Tensor::new(&[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32, f32::from(u8::from(stop_requested))], exchange.device())?;
             exchange.all_reduce_sum(&totals)?;
             let totals: Vec<f32> = totals.to_vec1()?;
+            // One rank's signal stops them all after this step.
+            self.stopping = totals[4] > 0.0;
             if totals[3] > 0.0 {
                 return Err(TrainError::NonFinite { step: self.step + 1, what: format!("loss on {} micro-batch(es) of the step", totals[3]), samples: sample_ids });
             }
@@ -803,17 +821,28 @@ impl Trainer {
             bar.set_position(log.step as u64);
             bar.set_message(format!("loss {:.4}", log.loss));
             logs.push(log);
+            if self.stopping && self.step < target {
+                let checkpoint = self.last_checkpoint()?;
+                bar.finish();
+                self.log_line(&format!("stopped on request after step {}", self.step))?;
+                return Err(TrainError::Stopped { step: self.step, checkpoint });
+            }
         }
         if self.is_writer() {
-            let last = if self.step.is_multiple_of(self.recipe.checkpoint.every.max(1)) && self.step > 0 {
-                self.recipe.output_dir.join(format!("{}{}", ckpt::CHECKPOINT_PREFIX, self.step))
-            } else {
-                self.save_checkpoint()?
-            };
+            let last = self.last_checkpoint()?;
             hf_layout::publish_final(&last, &self.recipe.output_dir)?;
         }
         bar.finish();
         Ok(logs)
+    }
+
+    /// The checkpoint of the current step: the one the step saved, else saved now (by the writer).
+    fn last_checkpoint(&mut self) -> Result<PathBuf> {
+        let saved = self.step > 0 && self.step.is_multiple_of(self.recipe.checkpoint.every.max(1));
+        if saved || !self.is_writer() {
+            return Ok(self.recipe.output_dir.join(format!("{}{}", ckpt::CHECKPOINT_PREFIX, self.step)));
+        }
+        self.save_checkpoint()
     }
 }
 

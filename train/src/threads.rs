@@ -4,14 +4,21 @@
 use crate::parallel::{ParallelError, ThreadExchange};
 use crate::recipe::Recipe;
 use crate::sft::{Start, StepLog, TrainError, Trainer};
+use motionvl_data::stop::StopFlag;
 
 /// `train sft --data-parallel N` on one machine: `world` trainers as threads, summing through a
 /// [`ThreadExchange`]. Returns rank 0's step logs, or the error of the rank that failed first.
-pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize) -> std::result::Result<Vec<StepLog>, TrainError> {
+pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &StopFlag) -> std::result::Result<Vec<StepLog>, TrainError> {
     let outcomes: Vec<std::result::Result<Vec<StepLog>, TrainError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = ThreadExchange::group(world)
             .into_iter()
-            .map(|exchange| scope.spawn(move || Trainer::start_parallel(recipe, start, Some(Box::new(exchange)))?.run()))
+            .map(|exchange| {
+                scope.spawn(move || {
+                    let mut trainer = Trainer::start_parallel(recipe, start, Some(Box::new(exchange)))?;
+                    trainer.stop_on(stop.clone());
+                    trainer.run()
+                })
+            })
             .collect();
         handles
             .into_iter()

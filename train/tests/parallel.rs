@@ -8,7 +8,8 @@ use std::path::Path;
 use motionvl_train::parallel::ThreadExchange;
 use motionvl_train::threads::train_threads;
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::{Start, StepLog, Trainer};
+use motionvl_train::sft::{Start, StepLog, TrainError, Trainer};
+use motionvl_data::stop::StopFlag;
 
 mod common;
 
@@ -35,7 +36,7 @@ fn two_ranks_of_four_micro_batches_equal_one_rank_of_eight() {
     let alone = tempfile::tempdir().unwrap();
     let single = Trainer::new(&tiny(alone.path(), &[steps, ("optim.grad_accum", "8")]), None).unwrap().run().unwrap();
     let pair = tempfile::tempdir().unwrap();
-    let parallel = train_threads(&tiny(pair.path(), &[steps, ("optim.grad_accum", "4")]), Start::Fresh, 2).unwrap();
+    let parallel = train_threads(&tiny(pair.path(), &[steps, ("optim.grad_accum", "4")]), Start::Fresh, 2, &StopFlag::new()).unwrap();
     assert_close(&single, &parallel, "2 × 4 vs 1 × 8");
     assert!(single.windows(2).any(|w| w[0].loss != w[1].loss), "the steps train: {single:?}");
 
@@ -52,7 +53,7 @@ fn averaged_over_tokens_two_ranks_of_four_equal_one_rank_of_eight() {
     let alone = tempfile::tempdir().unwrap();
     let single = Trainer::new(&tiny(alone.path(), &[settings[0], settings[1], ("optim.grad_accum", "8")]), None).unwrap().run().unwrap();
     let pair = tempfile::tempdir().unwrap();
-    let parallel = train_threads(&tiny(pair.path(), &[settings[0], settings[1], ("optim.grad_accum", "4")]), Start::Fresh, 2).unwrap();
+    let parallel = train_threads(&tiny(pair.path(), &[settings[0], settings[1], ("optim.grad_accum", "4")]), Start::Fresh, 2, &StopFlag::new()).unwrap();
     assert_close(&single, &parallel, "tokens: 2 × 4 vs 1 × 8");
 }
 
@@ -60,7 +61,7 @@ fn averaged_over_tokens_two_ranks_of_four_equal_one_rank_of_eight() {
 fn a_resumed_two_rank_run_equals_the_uninterrupted_one() {
     let settings = [("optim.max_steps", "4"), ("optim.grad_accum", "3"), ("checkpoint.every", "2")];
     let whole = tempfile::tempdir().unwrap();
-    let uninterrupted = train_threads(&tiny(whole.path(), &settings), Start::Fresh, 2).unwrap();
+    let uninterrupted = train_threads(&tiny(whole.path(), &settings), Start::Fresh, 2, &StopFlag::new()).unwrap();
 
     // Killed after the checkpoint at step 2 (3 × 2 micro-batches per step do not divide the
     // 8-sample epoch, so the resume lands mid-epoch), then resumed by a fresh pair of ranks.
@@ -79,9 +80,60 @@ fn a_resumed_two_rank_run_equals_the_uninterrupted_one() {
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).next().unwrap()
     });
-    let second = train_threads(&recipe, Start::Resume("auto"), 2).unwrap();
+    let second = train_threads(&recipe, Start::Resume("auto"), 2, &StopFlag::new()).unwrap();
     let resumed: Vec<StepLog> = first.into_iter().chain(second).collect();
     assert_close(&uninterrupted, &resumed, "2 steps + resume + 2 steps vs 4 steps");
     let losses = |logs: &[StepLog]| logs.iter().map(|l| l.loss).collect::<Vec<_>>();
     assert_eq!(losses(&resumed), losses(&uninterrupted), "the same ranks reproduce the run bit for bit");
+}
+
+/// A stop requested on one rank only stops both after the same step (the request travels in
+/// the step's collective), with rank 0's checkpoint of that step; the resumed pair finishes
+/// the run bit for bit as an uninterrupted one.
+#[test]
+fn a_stop_seen_by_one_rank_stops_both_at_one_checkpoint_and_resumes_exactly() {
+    let settings = [("optim.max_steps", "4"), ("optim.grad_accum", "2"), ("checkpoint.every", "100")];
+    let whole = tempfile::tempdir().unwrap();
+    let uninterrupted = train_threads(&tiny(whole.path(), &settings), Start::Fresh, 2, &StopFlag::new()).unwrap();
+
+    let split = tempfile::tempdir().unwrap();
+    let recipe = tiny(split.path(), &settings);
+    let outcomes: Vec<Result<Vec<StepLog>, TrainError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ThreadExchange::group(2)
+            .into_iter()
+            .enumerate()
+            .map(|(rank, exchange)| {
+                let recipe = &recipe;
+                scope.spawn(move || {
+                    let mut trainer = Trainer::start_parallel(recipe, Start::Fresh, Some(Box::new(exchange))).unwrap();
+                    let stop = StopFlag::new();
+                    trainer.stop_on(stop.clone());
+                    let first = trainer.train_step().unwrap();
+                    // Rank 1's signal arrives during step 2; rank 0 never sees one.
+                    if rank == 1 {
+                        stop.request();
+                    }
+                    trainer.run().map(|rest| std::iter::once(first).chain(rest).collect())
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (rank, outcome) in outcomes.iter().enumerate() {
+        match outcome {
+            Err(TrainError::Stopped { step, checkpoint }) => {
+                assert_eq!(*step, 2, "rank {rank}");
+                assert!(checkpoint.ends_with("checkpoint-2"), "rank {rank}: {}", checkpoint.display());
+            }
+            other => panic!("rank {rank} did not stop: {:?}", other.as_ref().map(|l| l.len())),
+        }
+    }
+    assert!(split.path().join("checkpoint-2").is_dir(), "the stop saved the current step");
+    assert!(!split.path().join("adapter_model.safetensors").exists(), "a stopped run publishes no final adapter");
+    let second = train_threads(&recipe, Start::Resume("auto"), 2, &StopFlag::new()).unwrap();
+    assert_eq!(second.first().map(|l| l.step), Some(3));
+    let losses = |logs: &[StepLog]| logs.iter().map(|l| l.loss).collect::<Vec<_>>();
+    assert_eq!(losses(&second), losses(&uninterrupted[2..]), "the resumed steps are the uninterrupted run's");
+    let adapter = |dir: &Path| std::fs::read(dir.join("adapter_model.safetensors")).unwrap();
+    assert_eq!(adapter(split.path()), adapter(whole.path()), "the same final adapter, byte for byte");
 }

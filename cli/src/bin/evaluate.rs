@@ -12,7 +12,7 @@ use motionvl_data::cvaa::{read_pairs, UavView};
 use motionvl_models::device::parse_device;
 use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
 use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
-use motionvl_eval::{REGISTRY, bench, report, run};
+use motionvl_eval::{EvalError, REGISTRY, bench, report, run_until};
 use motionvl_models::cvaa::{Cvaa, CvaaConfig};
 use motionvl_models::seeded::SeededVars;
 
@@ -384,7 +384,13 @@ fn main() -> Result<()> {
         Command::Run(args) => {
             let quiet = args.quiet;
             let cfg = run_config(args)?;
-            let summary = run(&cfg, !quiet).with_context(|| format!("evaluating into {}", cfg.out.display()))?;
+            let summary = match run_until(&cfg, !quiet, &motionvl_cli::stop_on_signals()?) {
+                Err(stopped @ EvalError::Stopped { .. }) => {
+                    eprintln!("{stopped}");
+                    std::process::exit(motionvl_data::stop::EXIT_STOPPED);
+                }
+                other => other.with_context(|| format!("evaluating into {}", cfg.out.display()))?,
+            };
             for e in &summary.skipped_rows {
                 eprintln!("skipped row: {e}");
             }

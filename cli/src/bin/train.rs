@@ -14,7 +14,8 @@ use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::parallel::Launch;
 use motionvl_train::threads::train_threads;
-use motionvl_train::sft::{Start, StepLog, Trainer};
+use motionvl_train::sft::{Start, StepLog, TrainError, Trainer};
+use motionvl_data::stop::EXIT_STOPPED;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -180,6 +181,18 @@ fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train:
     )
 }
 
+/// A run stopped by a signal exits with [`EXIT_STOPPED`] once its checkpoint is saved (what
+/// requeue scripts test); other outcomes are returned.
+fn stopped_or<T>(outcome: std::result::Result<T, TrainError>) -> Result<T> {
+    match outcome {
+        Err(stopped @ TrainError::Stopped { .. }) => {
+            eprintln!("{stopped}");
+            std::process::exit(EXIT_STOPPED);
+        }
+        other => other.context("training"),
+    }
+}
+
 fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
     motionvl_cli::keep_freed_memory();
@@ -223,24 +236,25 @@ fn main() -> Result<()> {
                     bail!("--data-parallel runs threads in one process; under torchrun or srun every process is already a rank");
                 }
                 eprintln!("training on {data_parallel} threads into {}", recipe.output_dir.display());
-                let logs = train_threads(&recipe, start, usize::from(data_parallel)).context("training")?;
-                report_done(&logs);
+                let logs = train_threads(&recipe, start, usize::from(data_parallel), &motionvl_cli::stop_on_signals()?);
+                report_done(&stopped_or(logs)?);
                 return Ok(());
             }
             let exchange = match &launch {
                 Some(launch) => Some(join_group(launch, &mut recipe)?),
                 None => None,
             };
-            let trainer = Trainer::start_parallel(&recipe, start, exchange).context("setting up training")?;
+            let mut trainer = Trainer::start_parallel(&recipe, start, exchange).context("setting up training")?;
+            trainer.stop_on(motionvl_cli::stop_on_signals()?);
             if launch.as_ref().is_some_and(|l| l.rank != 0) {
-                trainer.run().context("training")?;
+                stopped_or(trainer.run())?;
                 return Ok(());
             }
             if let Some(note) = trainer.note() {
                 eprintln!("{note}");
             }
             eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
-            report_done(&trainer.run().context("training")?);
+            report_done(&stopped_or(trainer.run())?);
         }
         Command::Cvaa { config, output_dir, max_steps, resume, overrides } => {
             let mut overrides = parse_overrides(&overrides)?;
@@ -251,9 +265,10 @@ fn main() -> Result<()> {
                 overrides.push(("optim.max_steps".into(), steps.to_string()));
             }
             let recipe = CvaaRecipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
-            let trainer = CvaaTrainer::new(&recipe, resume.as_deref()).context("setting up CVAA training")?;
+            let mut trainer = CvaaTrainer::new(&recipe, resume.as_deref()).context("setting up CVAA training")?;
+            trainer.stop_on(motionvl_cli::stop_on_signals()?);
             eprintln!("training CVAA {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
-            let logs = trainer.run().context("training CVAA")?;
+            let logs = stopped_or(trainer.run())?;
             if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
                 eprintln!("done: step {} loss {:.4} batch accuracy {:.3} (first logged loss {:.4})", last.step, last.loss, last.batch_accuracy, first.loss);
             }
