@@ -28,12 +28,47 @@ impl FileError {
     }
 }
 
-/// `.<name>.tmp-<pid>-<n>` beside `path`: unique per process and call, so that two writers of
-/// one process never share a temporary file.
+/// `.<name>.tmp-<host>-<pid>-<nonce>-<n>` beside `path`: unique per call across the processes
+/// of every machine sharing a folder — two nodes can run the same PID (containers), and a
+/// random per-process nonce keeps even those apart.
 pub fn temp_sibling(path: &Path) -> PathBuf {
     static NEXT: AtomicU64 = AtomicU64::new(0);
+    static NONCE: OnceLock<u64> = OnceLock::new();
+    // RandomState is seeded from the OS's randomness once per process.
+    let nonce = *NONCE.get_or_init(|| std::hash::BuildHasher::hash_one(&std::collections::hash_map::RandomState::new(), std::process::id()));
     let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "file".to_string());
-    path.with_file_name(format!(".{name}.tmp-{}-{}", std::process::id(), NEXT.fetch_add(1, Ordering::Relaxed)))
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    path.with_file_name(format!(".{name}{TEMP_MARK}{}-{}-{nonce:016x}-{n}", host_name(), std::process::id()))
+}
+
+/// What [`temp_sibling`] puts in every temporary name, which [`sweep_stale_temps`] looks for.
+pub const TEMP_MARK: &str = ".tmp-";
+
+/// This machine's name (for temporary names and lock owners); `unknown-host` when unreadable.
+pub fn host_name() -> &'static str {
+    static HOST: OnceLock<String> = OnceLock::new();
+    HOST.get_or_init(|| {
+        let raw = fs::read_to_string("/proc/sys/kernel/hostname").ok().or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_default();
+        let clean: String = raw.trim().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect();
+        if clean.is_empty() { "unknown-host".to_owned() } else { clean }
+    })
+}
+
+/// Removes the temporary files ([`temp_sibling`]'s, and the `.tmp*` of other writers) in `dir`
+/// older than `age`: what a writer killed mid-write leaves behind. Returns how many went.
+pub fn sweep_stale_temps(dir: &Path, age: std::time::Duration) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let now = std::time::SystemTime::now();
+    entries
+        .flatten()
+        .filter(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let temporary = name.starts_with('.') && (name.contains(TEMP_MARK) || name.starts_with(".tmp") || name.ends_with(".tmp"));
+            let old = e.metadata().ok().and_then(|m| m.modified().ok()).and_then(|t| now.duration_since(t).ok()).is_some_and(|d| d > age);
+            temporary && old && e.file_type().is_ok_and(|t| t.is_file())
+        })
+        .filter(|e| fs::remove_file(e.path()).is_ok())
+        .count()
 }
 
 /// Writes `bytes` to `path` atomically (see the module docs), creating its folder if needed.

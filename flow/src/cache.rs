@@ -7,9 +7,13 @@
 //! flows the reference never rounds ([`Precision`]); and metadata: the key, the estimator, and a SHA-256 of the tensor bytes. The
 //! key is a SHA-256 over the frames' shape and bytes, the caller's plan description, the
 //! estimator's name and its settings JSON, so changing any of them misses. Entries are written
-//! to a temporary file and renamed into place, so readers never see half an entry; an entry
-//! that fails to parse, names another key, or whose checksum disagrees is reported as corrupt,
-//! and [`FlowCache::get_or_compute`] recomputes and replaces it.
+//! to a temporary file named by host, PID and a random nonce (nodes of a cluster share caches,
+//! and containers repeat PIDs), fsynced, renamed into place and the folder fsynced, so readers
+//! never see half an entry, even after a crash; an entry that fails to parse, names another
+//! key, or whose checksum disagrees is reported as corrupt, and [`FlowCache::get_or_compute`]
+//! recomputes and replaces it. A failed write (a full or read-only shared cache) is a warning:
+//! the flows just computed are used. Temporary files older than a day — writers killed
+//! mid-write — are swept when a cache is opened.
 
 use std::collections::HashMap;
 use std::fs;
@@ -98,10 +102,18 @@ pub struct FlowCache {
     root: PathBuf,
 }
 
+/// Temporary files older than this are a killed writer's, never one still writing.
+const STALE_TEMP: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 impl FlowCache {
+    /// Opens (creating) the cache at `root`, sweeping stale temporary files.
     pub fn new(root: impl Into<PathBuf>) -> Result<Self> {
         let root = root.into();
         fs::create_dir_all(&root).map_err(|e| FlowError::io(&root, e))?;
+        let shards = fs::read_dir(&root).map_err(|e| FlowError::io(&root, e))?;
+        for shard in shards.flatten().filter(|e| e.file_type().is_ok_and(|t| t.is_dir())) {
+            motionvl_data::files::sweep_stale_temps(&shard.path(), STALE_TEMP);
+        }
         Ok(FlowCache { root })
     }
 
@@ -118,17 +130,17 @@ impl FlowCache {
         let path = self.path_of(key);
         let bytes = match fs::read(&path) {
             Ok(b) => b,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            // Something that is no folder where the entry's folder belongs holds no entry either.
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return Ok(None),
             Err(e) => return Err(FlowError::io(&path, e)),
         };
         decode_entry(&bytes, key).map(Some).map_err(|reason| FlowError::CorruptCacheEntry { path, reason })
     }
 
-    /// Stores `flows` under `key` at `precision`, atomically replacing any previous entry.
+    /// Stores `flows` under `key` at `precision`, atomically and durably replacing any previous
+    /// entry.
     pub fn put(&self, key: &CacheKey, flows: &Flows, estimator: &str, precision: Precision) -> Result<()> {
         let path = self.path_of(key);
-        let dir = path.parent().unwrap_or(&self.root);
-        fs::create_dir_all(dir).map_err(|e| FlowError::io(dir, e))?;
         let (dtype, data): (Dtype, Vec<u8>) = match precision {
             Precision::Half => (Dtype::F16, flows.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect()),
             Precision::Single => (Dtype::F32, flows.iter().flat_map(|v| v.to_le_bytes()).collect()),
@@ -140,18 +152,8 @@ impl FlowCache {
             ("sha256".to_string(), hex(&Sha256::digest(&data))),
         ]);
         let view = TensorView::new(dtype, flows.shape().to_vec(), &data)?;
-        // Unique per process and per call: shards of one extraction write into the same cache.
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let tmp = dir.join(format!(".{}.{}-{n}.tmp", key.0, std::process::id()));
-        let written = safetensors::serialize_to_file([("flows", view)], Some(meta), &tmp)
-            .map_err(FlowError::from)
-            .and_then(|()| motionvl_data::files::apply_default_mode(&tmp).map_err(|e| FlowError::io(&tmp, e)))
-            .and_then(|()| fs::rename(&tmp, &path).map_err(|e| FlowError::io(&path, e)));
-        if written.is_err() {
-            let _ = fs::remove_file(&tmp);
-        }
-        written
+        let bytes = safetensors::serialize([("flows", view)], Some(meta))?;
+        motionvl_data::files::write_atomic(&path, &bytes).map_err(|e| FlowError::io(&path, e.source))
     }
 
     /// The flows of `frames` from the cache, computing and storing them on a miss or when the
@@ -175,7 +177,10 @@ impl FlowCache {
             Err(e) => return Err(e),
         };
         let flows = compute()?;
-        self.put(key, &flows, estimator, precision)?;
+        if let Err(e) = self.put(key, &flows, estimator, precision) {
+            // The flows are right; only the next run will compute them again.
+            eprintln!("warning: flow cache entry not stored ({e}); the computed flows are used");
+        }
         Ok((flows, status))
     }
 }
@@ -232,7 +237,7 @@ mod tests {
     }
 
     fn is_temporary(path: &std::path::Path) -> bool {
-        path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.ends_with(".tmp"))
+        path.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.') && n.contains(motionvl_data::files::TEMP_MARK))
     }
 
     fn clip(seed: u8) -> Array4<u8> {
@@ -317,5 +322,85 @@ mod tests {
         assert_eq!(est.calls.load(Ordering::SeqCst), 4);
         let leftovers: Vec<_> = fs::read_dir(path.parent().expect("dir")).expect("dir").flatten().filter(|e| is_temporary(&e.path())).collect();
         assert!(leftovers.is_empty());
+    }
+
+    /// A cache that cannot be written (full, read-only, another user's shard folder) costs the
+    /// next run a recomputation, never this sample: the computed flows come back.
+    #[cfg(unix)]
+    #[test]
+    fn an_unwritable_cache_warns_and_returns_the_computed_flows() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = clip(9);
+        let key = CacheKey::new(frames.view(), "p", &est);
+        // The entry's folder exists and refuses writes (root ignores modes: then a file
+        // stands where the folder should be).
+        let shard = cache.path_of(&key).parent().expect("shard").to_path_buf();
+        fs::create_dir_all(&shard).expect("shard");
+        fs::set_permissions(&shard, fs::Permissions::from_mode(0o500)).expect("read-only");
+        if fs::write(shard.join("probe"), b"x").is_ok() {
+            fs::set_permissions(&shard, fs::Permissions::from_mode(0o700)).expect("writable");
+            fs::remove_dir_all(&shard).expect("remove");
+            fs::write(&shard, b"not a folder").expect("a file in the way");
+        }
+        let (flows, status) = cache.get_or_compute(frames.view(), "p", &est).expect("computed although not stored");
+        assert_eq!((status, flows), (CacheStatus::Miss, est.estimate_padded(frames.view()).expect("flows")));
+        assert!(cache.get(&key).map(|f| f.is_none()).unwrap_or(true), "nothing was stored");
+        let _ = fs::set_permissions(&shard, fs::Permissions::from_mode(0o700));
+    }
+
+    /// Temporary files of killed writers go when the cache is next opened, once a day old;
+    /// younger ones (a writer still at work on another node) and entries stay.
+    #[test]
+    fn stale_temporaries_are_swept_and_fresh_ones_kept() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = clip(3);
+        cache.get_or_compute(frames.view(), "p", &est).expect("flows");
+        let entry = cache.path_of(&CacheKey::new(frames.view(), "p", &est));
+        let shard = entry.parent().expect("shard");
+        let stale = motionvl_data::files::temp_sibling(&entry);
+        let fresh = motionvl_data::files::temp_sibling(&entry);
+        let legacy = shard.join(".tmpAbC123");
+        for t in [&stale, &fresh, &legacy] {
+            fs::write(t, b"half an entry").expect("temp");
+        }
+        let old = std::time::SystemTime::now() - std::time::Duration::from_secs(2 * 24 * 3600);
+        for t in [&stale, &legacy] {
+            fs::File::options().write(true).open(t).and_then(|f| f.set_modified(old)).expect("age");
+        }
+        assert_ne!(stale, fresh, "two writes never share a temporary name");
+        assert!(stale.to_string_lossy().contains(motionvl_data::files::host_name()), "{}", stale.display());
+        FlowCache::new(dir.path()).expect("reopened");
+        assert!(!stale.exists() && !legacy.exists(), "a day-old temporary is swept");
+        assert!(fresh.exists() && entry.exists(), "a fresh temporary and the entry stay");
+    }
+
+    /// Writers of one key at once (shards on several nodes) never collide: each write is whole,
+    /// and the entry they leave reads back.
+    #[test]
+    fn concurrent_writers_of_one_key_leave_a_whole_entry() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let est = Counting { calls: AtomicUsize::new(0), setting: 1 };
+        let frames = clip(7);
+        let key = CacheKey::new(frames.view(), "p", &est);
+        let flows = est.estimate_padded(frames.view()).expect("flows");
+        std::thread::scope(|scope| {
+            for _ in 0..8 {
+                scope.spawn(|| {
+                    let cache = FlowCache::new(dir.path()).expect("cache");
+                    for _ in 0..20 {
+                        cache.put(&key, &flows, "counting", Precision::Single).expect("put");
+                    }
+                });
+            }
+        });
+        let cache = FlowCache::new(dir.path()).expect("cache");
+        assert_eq!(cache.get(&key).expect("whole"), Some(flows));
+        let shard = cache.path_of(&key).parent().expect("shard").to_path_buf();
+        assert_eq!(fs::read_dir(&shard).expect("shard").count(), 1, "only the entry is left");
     }
 }
