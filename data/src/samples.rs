@@ -221,13 +221,20 @@ fn array_records(text: &str, open: usize) -> Result<Vec<Record>, (usize, String)
     if bytes.get(pos) == Some(&b']') {
         return Ok(out);
     }
-    // Lines are counted incrementally: a 54k-row array must not rescan the file per row.
+    // Lines and the start of the current line are tracked incrementally: a 54k-row array on one
+    // line (Python's `json.dump`) must not rescan the file per row.
     let (mut counted_to, mut line) = (open, line_of(text, open));
+    let mut line_start = text[..open].rfind('\n').map_or(0, |nl| nl + 1);
     loop {
         let end = skip_value(bytes, pos).map_err(|(p, m)| (line_of(text, p), m))?;
-        line += bytes[counted_to..pos].iter().filter(|&&b| b == b'\n').count();
+        for (offset, &b) in bytes[counted_to..pos].iter().enumerate() {
+            if b == b'\n' {
+                line += 1;
+                line_start = counted_to + offset + 1;
+            }
+        }
         counted_to = pos;
-        let column = pos - text[..pos].rfind('\n').map_or(0, |nl| nl + 1) + 1;
+        let column = pos - line_start + 1;
         let value = serde_json::from_str(&text[pos..end]).map_err(|e| in_file(&e, line, column));
         out.push(Record { line, value });
         pos = skip_ws(bytes, end);
@@ -774,6 +781,22 @@ mod tests {
         for (i, r) in [(0, &recs[0]), (29_999, &recs[29_999])] {
             assert_eq!(r.line, 2 + 2 * i);
             assert_eq!(r.value.as_ref().expect("json")["id"], i);
+        }
+    }
+
+    /// A one-line array (Python's `json.dump`) of 60k rows: every row on line 1, each error at
+    /// its own column (what a per-row rescan to the file's start made quadratic).
+    #[test]
+    fn a_one_line_array_names_each_bad_rows_column() {
+        let rows: Vec<String> = (0..60_000).map(|i| if i % 20_000 == 19_999 { "{\"id\": oops}".to_owned() } else { format!("{{\"id\": {i}}}") }).collect();
+        let text = format!("[{}]", rows.join(", "));
+        let recs = records_from_str(&text).expect("parse").expect("rows");
+        assert_eq!(recs.len(), 60_000);
+        assert!(recs.iter().all(|r| r.line == 1));
+        for k in [19_999, 39_999, 59_999] {
+            let column = text.match_indices("{\"id\": oops}").map(|(at, _)| at).nth(k / 20_000).expect("bad row") + 1;
+            let err = recs[k].value.as_ref().expect_err("bad row");
+            assert!(err.ends_with(&format!("at line 1 column {}", column + 7)), "row {k}: {err}");
         }
     }
 

@@ -1015,7 +1015,9 @@ pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<Strin
     if let Some(then) = state.data_sha256 {
         let now = data_digest(recipe)?;
         if then != now {
-            changed.push(format!("contents of {}: sha256 {} → {}", recipe.data.train.display(), &then[..12], &now[..12]));
+            // A digest read from the checkpoint may be short or not ASCII: shown as far as it goes.
+            let short = |d: &str| d.chars().take(12).collect::<String>();
+            changed.push(format!("contents of {}: sha256 {} → {}", recipe.data.train.display(), short(&then), short(&now)));
         }
     }
     Ok(changed)
