@@ -61,9 +61,11 @@ fn extract_reads_every_video_of_a_manifest_and_fills_the_cache() {
     assert_eq!(cached, 8, "one cache entry per video");
 }
 
+/// Flow entries under a cache folder (its key index aside).
 fn walk(dir: &std::path::Path) -> usize {
+    let entry = |p: &std::path::Path| usize::from(p.extension().is_some_and(|e| e == "safetensors"));
     std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { 1 }).sum())
+        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { entry(&e.path()) }).sum())
         .unwrap_or(0)
 }
 
@@ -116,6 +118,22 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     for video in &videos {
         assert!(media.is_cached(video).expect("key"), "{} is not where training looks", video.display());
     }
+
+    // A cache-only start keys unchanged videos from the index extraction left: only the
+    // verified sample is decoded. A video whose file changed is keyed again; a missing entry
+    // is named.
+    use motionvl_flow::key_index::check_cached;
+    let jobs: Vec<_> = videos.iter().map(|v| (v.clone(), media.clone())).collect();
+    let quick = check_cached(&jobs, 2, &|| {}).expect("check");
+    assert_eq!((quick.videos, quick.decoded, quick.missing.len()), (8, 2, 0));
+    let touched = std::fs::File::options().write(true).open(&videos[3]).expect("video");
+    touched.set_modified(std::time::SystemTime::now() + std::time::Duration::from_secs(60)).expect("mtime");
+    let entry = media.cache.as_ref().expect("cache").path_of(&media.flow_input(&videos[5]).expect("key").key);
+    std::fs::remove_file(&entry).expect("entry removed");
+    let after = check_cached(&jobs, 2, &|| {}).expect("check");
+    assert_eq!(after.decoded, 3, "the sample and the changed video");
+    assert_eq!(after.missing.len(), 1);
+    assert!(after.missing[0].to_string().contains("no cached flow for") && after.missing[0].to_string().contains(&videos[5].display().to_string()), "{}", after.missing[0]);
 
     let bad = Command::new(env!("CARGO_BIN_EXE_flow")).args(["extract", "--config"]).arg(&recipe).arg("--manifest").arg(&data).args(["--shard", "3/3"]).output().expect("runs");
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("0 <= I < N"));

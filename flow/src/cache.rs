@@ -137,6 +137,36 @@ impl FlowCache {
         decode_entry(&bytes, key).map(Some).map_err(|reason| FlowError::CorruptCacheEntry { path, reason })
     }
 
+    /// Whether an entry for `key` (64 hex digits) is there and its header names it: what a
+    /// start-up check needs, without reading or hashing the flows.
+    pub fn has_entry(&self, key: &str) -> Result<bool> {
+        use std::io::Read;
+        if key.len() < 2 || !key.is_ascii() {
+            return Ok(false);
+        }
+        let path = self.root.join(&key[..2]).join(format!("{key}.safetensors"));
+        let mut file = match fs::File::open(&path) {
+            Ok(f) => f,
+            Err(e) if matches!(e.kind(), std::io::ErrorKind::NotFound | std::io::ErrorKind::NotADirectory) => return Ok(false),
+            Err(e) => return Err(FlowError::io(&path, e)),
+        };
+        let corrupt = |reason: String| FlowError::CorruptCacheEntry { path: path.clone(), reason };
+        let mut len = [0u8; 8];
+        file.read_exact(&mut len).map_err(|e| corrupt(format!("no safetensors header: {e}")))?;
+        let len = u64::from_le_bytes(len);
+        // safetensors caps its header at 100 MB; an entry's is a few hundred bytes.
+        if len > 1 << 20 {
+            return Err(corrupt(format!("a header of {len} bytes")));
+        }
+        let mut header = vec![0u8; len as usize];
+        file.read_exact(&mut header).map_err(|e| corrupt(format!("truncated header: {e}")))?;
+        let header: serde_json::Value = serde_json::from_slice(&header).map_err(|e| corrupt(format!("header is not JSON: {e}")))?;
+        match header.get("__metadata__").and_then(|m| m.get("key")).and_then(|k| k.as_str()) {
+            Some(k) if k == key => Ok(true),
+            other => Err(corrupt(format!("entry belongs to key {other:?}"))),
+        }
+    }
+
     /// Stores `flows` under `key` at `precision`, atomically and durably replacing any previous
     /// entry.
     pub fn put(&self, key: &CacheKey, flows: &Flows, estimator: &str, precision: Precision) -> Result<()> {

@@ -89,13 +89,17 @@ pub struct Job {
 }
 
 impl Job {
-    /// The flow's frames and cache key.
+    /// The flow's frames and cache key (recorded in the cache's key index, for the quick
+    /// start of a `--flow-cache-only` run).
     pub fn input(&self, media: &MotionMedia) -> Result<(MotionMedia, FlowInput)> {
         let media = match self.limits {
             Some(limits) => media.limited(limits),
             None => media.clone(),
         };
         let input = media.flow_input(&self.video)?;
+        if let Some((settings, index)) = media.key_settings() {
+            index.record(&self.video, &settings, &input.key);
+        }
         Ok((media, input))
     }
 

@@ -10,6 +10,7 @@ pub mod error;
 pub mod estimator;
 pub mod extract;
 pub mod kernels;
+pub mod key_index;
 pub mod media;
 pub mod memflow;
 pub mod mofnet;

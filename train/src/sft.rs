@@ -25,7 +25,7 @@ use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
-use rayon::prelude::*;
+use motionvl_flow::key_index::check_cached;
 use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
@@ -389,7 +389,10 @@ impl Trainer {
         }
         require_usable(&check.report, recipe)?;
         if let Some(media) = flow_media.as_ref().filter(|m| m.cache_only) {
-            check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar && rank == 0)?;
+            let decoded = check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar && rank == 0)?;
+            if let Some(log) = &mut text_log {
+                writeln!(log, "flow cache: every flow present ({decoded} video(s) decoded to key them)").map_err(io(&out))?;
+            }
         }
 
         let micro_per_epoch = loader.len().div_ceil(recipe.optim.batch_size.max(1));
@@ -1073,43 +1076,35 @@ pub(crate) fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()>
     )))
 }
 
-/// Every video of every trained sample, at the size it will be trained at, must have its
-/// flow in the cache (`--flow-cache-only`); the first miss is an error naming it.
-fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Option<SampleFit>], show: bool) -> Result<()> {
-    let jobs: Vec<(&std::path::Path, Option<VideoLimits>)> = samples
+/// Every flow a `--flow-cache-only` run will read is in the cache, checked before the first
+/// step: keys of unchanged videos come from the cache's key index (a sample of them decoded to
+/// verify it), entries are checked by their header. Returns how many videos were decoded.
+fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], fits: &[Option<SampleFit>], show: bool) -> Result<usize> {
+    let jobs: Vec<(PathBuf, MotionMedia)> = samples
         .iter()
         .zip(fits.iter().chain(std::iter::repeat(&None)))
         .filter(|(sample, fit)| sample.with_motion && !matches!(fit, Some(SampleFit::TooLong { .. })))
         .flat_map(|(sample, fit)| {
-            let limits = match fit {
-                Some(SampleFit::Fitted { limits, .. }) => Some(*limits),
-                _ => None,
+            let media = match fit {
+                Some(SampleFit::Fitted { limits, .. }) => media.limited(*limits),
+                _ => media.clone(),
             };
-            sample.videos.iter().map(move |v| (v.as_path(), limits))
+            sample.videos.iter().map(move |v| (v.clone(), media.clone()))
         })
         .collect();
     let bar = progress::bar(jobs.len() as u64, "cached flows checked", show);
-    let misses: Vec<TrainError> = jobs
-        .par_iter()
-        .filter_map(|(video, limits)| {
-            let media = limits.map_or_else(|| media.clone(), |l| media.limited(l));
-            let found = media.flow_input(video).and_then(|input| match media.cache.as_ref().map(|c| c.get(&input.key)) {
-                Some(Ok(Some(_))) => Ok(()),
-                Some(Err(e)) => Err(e),
-                _ => Err(media.miss_error(video, &input)),
-            });
-            bar.inc(1);
-            found.err().map(TrainError::from)
-        })
-        .collect();
+    let check = check_cached(&jobs, FLOW_KEYS_VERIFIED, &|| bar.inc(1))?;
     bar.finish();
-    let count = misses.len();
-    match misses.into_iter().next() {
-        None => Ok(()),
-        Some(first) if count == 1 => Err(first),
+    let count = check.missing.len();
+    match check.missing.into_iter().next() {
+        None => Ok(check.decoded),
+        Some(first) if count == 1 => Err(first.into()),
         Some(first) => Err(TrainError::Data(format!("{count} of {} flows are not in the cache; the first: {first}", jobs.len()))),
     }
 }
+
+/// Indexed flow keys decoded anyway at a cache-only start, to catch a stale index.
+const FLOW_KEYS_VERIFIED: usize = 16;
 
 /// `train sft --check-data`: how the training set meets `max_seq_len`, from media headers and
 /// the tokenizer alone (no model weights are loaded).
