@@ -5,7 +5,9 @@
 //!   `ffmpeg-next`. Frames are matched to a [`FramePlan`]'s timestamps by their presentation
 //!   timestamps, so variable-frame-rate files sample the right moments; the decoder seeks to
 //!   near each far-away target and decodes forward, so a 32-frame plan over a long video
-//!   decodes a few GOPs, not the whole file;
+//!   decodes a few GOPs, not the whole file. Frames become RGB with their own colour matrix and
+//!   range, or as PyAV 13 converts them for the official SIS-Motion code (BT.601 whatever the
+//!   tags), which the official plan picks ([`ColourConversion`]);
 //! - a folder of numbered JPEG/PNG/WebP frames (VisDrone sequences) with a declared fps, listed
 //!   in numeric order or the official code's name order ([`FolderListing`]); only the planned
 //!   files are read;
