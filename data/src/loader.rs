@@ -36,7 +36,7 @@ use crate::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image, 
 use crate::sampling::{resize_video, video_size};
 use crate::samples::TrainingSample;
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
-use crate::video::{DecodeOptions, FolderListing, VideoSource, load_image};
+use crate::video::{ColourConversion, DecodeOptions, FolderListing, VideoSource, load_image};
 
 /// Error type media processors may return; the loader wraps it with the sample's id and row.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
@@ -148,6 +148,15 @@ impl QwenMedia {
         let mut out = self.clone();
         out.video_policy = self.video_policy.with_max_frames(limits.max_frames);
         out.video_config.max_pixels = limits.max_pixels.clamp(self.video_config.min_pixels, self.video_config.max_pixels);
+        out
+    }
+
+    /// The same media converting decoded video with `colour` where no conversion is named yet
+    /// (in place of the frame policy's): for a pipeline that must see frames as the official
+    /// code does whatever the plan.
+    pub fn with_default_colour(&self, colour: ColourConversion) -> QwenMedia {
+        let mut out = self.clone();
+        out.decode.colour = Some(self.decode.colour.unwrap_or(colour));
         out
     }
 

@@ -7,7 +7,8 @@
 //! it, so an entry extracted ahead of time is exactly the one training and evaluation look up.
 //!
 //! [`MotionPipeline::Official`] swaps every step for the SIS-Motion authors' (see
-//! [`crate::official`]): the flow is MOFNet's on the decoded frames resized to 320×480, in one
+//! [`crate::official`]): the flow is MOFNet's on the decoded frames (converted to RGB as PyAV 13
+//! does, [`ColourConversion::Pyav13`]) resized to 320×480, in one
 //! pass per clip, kept at 1/8 resolution and in f32, under keys of its own; the motion pixels
 //! are float pseudo-images resized onto the video's grid.
 
@@ -20,6 +21,7 @@ use motionvl_data::frames::FramePlan;
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, PixelInput, ProcessedMedia, QwenMedia};
 use motionvl_data::preprocess::normalize_patchify;
 use motionvl_data::samples::TrainingSample;
+use motionvl_data::video::ColourConversion;
 use ndarray::Array4;
 
 use crate::cache::{CacheKey, CacheStatus, Precision};
@@ -93,7 +95,10 @@ impl MotionMedia {
                 Ok(FlowInput { plan, frames, mofnet_frames: None, key })
             }
             MotionPipeline::Official => {
-                let planned = self.qwen.load_planned_frames(path).map_err(bad)?;
+                // The official code converts every decoded frame with PyAV 13's `to_image()`,
+                // whatever plan picked them (C13); the flows' keys hash the frames, so the two
+                // conversions never share an entry.
+                let planned = self.qwen.with_default_colour(ColourConversion::Pyav13).load_planned_frames(path).map_err(bad)?;
                 // The processor pads the clip to whole temporal patches; the reference resamples
                 // the MOFNet frames to that count.
                 let tp = self.qwen.video_config.temporal_patch_size;
@@ -220,5 +225,40 @@ impl MediaProcessor for MotionMedia {
 
     fn process_limited(&self, sample: &TrainingSample, limits: VideoLimits) -> std::result::Result<ProcessedMedia, BoxError> {
         self.limited(limits).process(sample)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::zero::ZeroFlow;
+    use motionvl_data::frames::FramePolicy;
+
+    /// A BT.709-tagged clip of `tests/fixtures/pyav_colour`, where the two conversions differ.
+    fn bt709_clip() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/pyav_colour/bt709_limited_h264/clip.mp4")
+    }
+
+    fn media(policy: FramePolicy, colour: Option<ColourConversion>, pseudo: PseudoImageConfig) -> MotionMedia {
+        let mut qwen = QwenMedia { video_policy: policy, ..QwenMedia::default() };
+        qwen.decode.colour = colour;
+        MotionMedia::new(qwen, Arc::new(ZeroFlow), None, pseudo)
+    }
+
+    /// The official pipeline sees frames as PyAV 13 converts them even under a plan of
+    /// motionvl's (the 3B recipe's), unless a conversion is named; keys tell the two apart.
+    #[test]
+    fn official_pipeline_converts_like_pyav_13_and_keys_the_conversion() {
+        let clip = bt709_clip();
+        let policy = FramePolicy::Uniform { frames: 4 };
+        let official = media(policy, None, PseudoImageConfig::official()).flow_input(&clip).expect("official");
+        let named = media(policy, Some(ColourConversion::Pyav13), PseudoImageConfig::official()).flow_input(&clip).expect("named");
+        let tagged = media(policy, Some(ColourConversion::FrameTagged), PseudoImageConfig::official()).flow_input(&clip).expect("tagged");
+        assert_eq!((&official.frames, &official.key), (&named.frames, &named.key));
+        assert_ne!(official.frames, tagged.frames);
+        assert_ne!(official.key, tagged.key);
+        // motionvl's pipeline keeps the plan's conversion: the frame's tags.
+        let motionvl = media(policy, None, PseudoImageConfig::default()).flow_input(&clip).expect("motionvl");
+        assert_eq!(motionvl.frames, tagged.frames);
     }
 }

@@ -1,4 +1,5 @@
-//! Conversion of decoded frames to packed RGB with the frame's own colour matrix and range.
+//! Conversion of decoded frames to packed RGB: with the frame's own colour matrix and range, or
+//! as PyAV 13 does it for the official SIS-Motion code ([`ColourConversion`]).
 
 
 use ffmpeg::format::Pixel;
@@ -6,19 +7,54 @@ use ffmpeg::software::scaling;
 use ffmpeg::{color, frame};
 use ffmpeg_next as ffmpeg;
 use ndarray::Array3;
+use serde::{Deserialize, Serialize};
+
+use crate::frames::FramePolicy;
 
 
-/// Turns decoded frames of any pixel format into packed RGB24 at the first frame's size,
-/// honouring the frame's colour matrix (BT.709 HD footage would otherwise be converted with
-/// BT.601 coefficients) and range.
+/// How decoded YUV frames become RGB (`frame_tagged` | `pyav13`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ColourConversion {
+    /// The frame's own matrix (BT.709 for HD footage) and range, bicubic scaler.
+    #[default]
+    FrameTagged,
+    /// The official SIS-Motion code's `frame.to_image()` under PyAV 13.1.0
+    /// (`motion/src/uav/data/data_processor.py:232`, `motion/src/eval/dataset_utils.py:160`;
+    /// transformers' torchvision path calls the same `reformat(format="rgb24")`): PyAV passes no
+    /// colour details, so swscale converts with its defaults — the BT.601 matrix whatever the
+    /// tags, full range only for the `yuvj*` formats (a full-range tag on `yuv420p` is read as
+    /// limited) — and `SWS_BILINEAR`. Pinned by `tests/fixtures/pyav_colour`.
+    Pyav13,
+}
+
+impl ColourConversion {
+    /// The conversion a frame policy goes with: the official plan converts as the official code
+    /// does, every other plan with the frame's tags.
+    pub fn for_policy(policy: &FramePolicy) -> Self {
+        if matches!(policy, FramePolicy::Official { .. }) { ColourConversion::Pyav13 } else { ColourConversion::FrameTagged }
+    }
+
+    fn scaler_flags(self) -> scaling::Flags {
+        match self {
+            ColourConversion::FrameTagged => scaling::Flags::BICUBIC,
+            ColourConversion::Pyav13 => scaling::Flags::BILINEAR,
+        }
+    }
+}
+
+/// Turns decoded frames of any pixel format into packed RGB24 at the first frame's size, with
+/// the matrix and range its [`ColourConversion`] picks.
 pub(super) struct RgbConverter {
+    conversion: ColourConversion,
     scaler: Option<(scaling::Context, Pixel, u32, u32)>,
     out_size: Option<(u32, u32)>,
 }
 
 impl RgbConverter {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(conversion: ColourConversion) -> Self {
         Self {
+            conversion,
             scaler: None,
             out_size: None,
         }
@@ -29,8 +65,12 @@ impl RgbConverter {
         let (ow, oh) = *self.out_size.get_or_insert((fw, fh));
         let stale = !matches!(&self.scaler, Some((_, f, w, h)) if *f == fmt && *w == fw && *h == fh);
         if stale {
-            let mut ctx = scaling::Context::get(fmt, fw, fh, Pixel::RGB24, ow, oh, scaling::Flags::BICUBIC)?;
-            set_colorspace(&mut ctx, frame);
+            let mut ctx = scaling::Context::get(fmt, fw, fh, Pixel::RGB24, ow, oh, self.conversion.scaler_flags())?;
+            match self.conversion {
+                ColourConversion::FrameTagged => set_colorspace(&mut ctx, frame),
+                // PyAV 13's `reformat` leaves a fresh context's details alone.
+                ColourConversion::Pyav13 => {}
+            }
             self.scaler = Some((ctx, fmt, fw, fh));
         }
         let Some((scaler, ..)) = self.scaler.as_mut() else {

@@ -400,7 +400,7 @@ impl DecodeSession {
     /// the stream start without seeking, so the nearest frame is never skipped. A target is
     /// sought at most once.
     fn run(&mut self, sink: &mut dyn FrameSink, options: &DecodeOptions) -> Result<(), VideoError> {
-        let mut convert = RgbConverter::new();
+        let mut convert = RgbConverter::new(options.colour.unwrap_or_default());
         let mut seeking_enabled = !sink.wants_all();
         let mut last_t: Option<f64> = None;
         // After a seek: (time before the seek, target sought).

@@ -5,7 +5,9 @@
 //!   `ffmpeg-next`. Frames are matched to a [`FramePlan`]'s timestamps by their presentation
 //!   timestamps, so variable-frame-rate files sample the right moments; the decoder seeks to
 //!   near each far-away target and decodes forward, so a 32-frame plan over a long video
-//!   decodes a few GOPs, not the whole file;
+//!   decodes a few GOPs, not the whole file. Frames become RGB with their own colour matrix and
+//!   range, or as PyAV 13 converts them for the official SIS-Motion code (BT.601 whatever the
+//!   tags), which the official plan picks ([`ColourConversion`]);
 //! - a folder of numbered JPEG/PNG/WebP frames (VisDrone sequences) with a declared fps, listed
 //!   in numeric order or the official code's name order ([`FolderListing`]); only the planned
 //!   files are read;
@@ -28,6 +30,7 @@ use ndarray::Array4;
 
 use crate::frames::{ClipTiming, FramePlan, FramePolicy, PlanError};
 
+pub use colour::ColourConversion;
 pub use decode::{decode_all, decode_video, decode_video_with, probe_video};
 pub use encode::{EncodeSettings, VideoWriter};
 pub use images::{FolderListing, FrameFolder, OFFICIAL_FRAME_EXTENSIONS, load_image};
@@ -167,6 +170,9 @@ pub struct DecodeOptions {
     pub threads: usize,
     /// Seek when the next planned frame is more than this many seconds ahead.
     pub seek_min_gap_s: f64,
+    /// How frames become RGB; `None`: as the frame policy says ([`ColourConversion::for_policy`])
+    /// in [`VideoSource::load`], with the frame's tags in plain decodes.
+    pub colour: Option<ColourConversion>,
 }
 
 impl Default for DecodeOptions {
@@ -174,7 +180,15 @@ impl Default for DecodeOptions {
         Self {
             threads: 1,
             seek_min_gap_s: SEEK_MIN_GAP_S,
+            colour: None,
         }
+    }
+}
+
+impl DecodeOptions {
+    /// These options with the colour conversion settled for `policy` (an explicit one stays).
+    pub fn for_policy(&self, policy: &FramePolicy) -> DecodeOptions {
+        DecodeOptions { colour: Some(self.colour.unwrap_or_else(|| ColourConversion::for_policy(policy))), ..*self }
     }
 }
 
@@ -208,7 +222,8 @@ impl VideoSource {
     }
 
     /// Probe, plan, decode: the frames a sample feeds the model and the plan that says at
-    /// which rate they are (for `second_per_grid_ts`).
+    /// which rate they are (for `second_per_grid_ts`), converted to RGB as `policy` says unless
+    /// `options` name a conversion.
     pub fn load(
         &self,
         policy: &FramePolicy,
@@ -219,7 +234,7 @@ impl VideoSource {
             path: self.path().to_path_buf(),
             source,
         })?;
-        let frames = self.decode(&plan, options)?;
+        let frames = self.decode(&plan, &options.for_policy(policy))?;
         Ok((plan, frames))
     }
 }
