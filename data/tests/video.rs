@@ -450,3 +450,32 @@ fn frame_folder_listings_numeric_and_official() {
     // Any other policy keeps motionvl's numeric order.
     assert_eq!(QwenMedia::default().source(dir.path()), VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 15.0, listing: FolderListing::Numeric });
 }
+
+/// A "video" that is really a playlist or a concat list never makes FFmpeg open the files it
+/// names (only media containers are demuxed), and a header declaring frames beyond 8K is
+/// refused before a frame is decoded.
+#[test]
+fn playlists_in_disguise_and_oversized_frames_are_refused() {
+    let dir = tmp();
+    let real = dir.path().join("segment.mp4");
+    write_clip(&real, 6, &mpeg4((15, 1), 5));
+    assert!(decode_all(&real).is_ok(), "the segment itself decodes");
+    for (name, text) in [
+        ("playlist.mp4", "#EXTM3U\n#EXT-X-VERSION:3\n#EXT-X-TARGETDURATION:1\n#EXTINF:1.0,\nsegment.mp4\n#EXT-X-ENDLIST\n".to_owned()),
+        ("concat.mp4", "ffconcat version 1.0\nfile 'segment.mp4'\n".to_owned()),
+    ] {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).expect("write");
+        let err = probe_video(&path).err().unwrap_or_else(|| panic!("{name} was read through the file it names"));
+        assert!(matches!(err, VideoError::Open { .. }), "{name}: {err}");
+        assert!(decode_all(&path).is_err(), "{name} decoded");
+    }
+    // A raw-video header (YUV4MPEG2) announcing 8000 × 5000 frames.
+    let huge = dir.path().join("huge.y4m");
+    let mut bytes = b"YUV4MPEG2 W8000 H5000 F25:1 Ip A1:1 C420jpeg\nFRAME\n".to_vec();
+    bytes.extend(std::iter::repeat_n(16u8, 4096));
+    std::fs::write(&huge, bytes).expect("write");
+    let err = probe_video(&huge).err().expect("refused");
+    assert!(matches!(err, VideoError::TooLarge { width: 8000, height: 5000, .. }), "{err}");
+    assert!(err.to_string().contains("huge.y4m"), "{err}");
+}

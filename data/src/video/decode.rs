@@ -11,9 +11,31 @@ use crate::frames::{FramePlan, PlanError};
 use super::colour::RgbConverter;
 use super::*;
 
+/// Containers a dataset's videos come in. Playlists (HLS, DASH), concat lists and image-sequence
+/// patterns are not among them: a "video" that is really one would make FFmpeg open other
+/// files, or URLs.
+const DEMUXERS: &str = "mov,mp4,m4a,3gp,3g2,mj2,matroska,webm,avi,mpegts,mpeg,flv,ogg,asf,h264,hevc,m4v,mjpeg,gif,ivf,yuv4mpegpipe";
+
+/// The largest frame decoded (8K): what a frame of a bogus header would cost in memory, at
+/// 32 frames a clip and a clip per loader worker, is bounded.
+pub const MAX_DECODE_PIXELS: usize = 7680 * 4320;
+
 fn open_input(path: &Path) -> Result<ffmpeg::format::context::Input, VideoError> {
     init_ffmpeg()?;
-    ffmpeg::format::input(path).map_err(|source| VideoError::Open { path: path.to_path_buf(), source })
+    let mut options = ffmpeg::Dictionary::new();
+    // Only the local file itself: no network and no other protocol.
+    options.set("protocol_whitelist", "file");
+    options.set("format_whitelist", DEMUXERS);
+    ffmpeg::format::input_with_dictionary(path, options).map_err(|source| VideoError::Open { path: path.to_path_buf(), source })
+}
+
+/// Refuses frames over [`MAX_DECODE_PIXELS`] before any is decoded.
+fn check_frame_size(path: &Path, width: u32, height: u32) -> Result<(), VideoError> {
+    let pixels = width as usize * height as usize;
+    if pixels > MAX_DECODE_PIXELS {
+        return Err(VideoError::TooLarge { path: path.to_path_buf(), width, height, max: MAX_DECODE_PIXELS });
+    }
+    Ok(())
 }
 
 fn best_video_stream<'a>(ictx: &'a ffmpeg::format::context::Input, path: &Path) -> Result<ffmpeg::Stream<'a>, VideoError> {
@@ -42,6 +64,7 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
             source,
         })?;
 
+    check_frame_size(path, decoder.width(), decoder.height())?;
     let fps = stream_fps(&stream, path)?;
     let stream_duration = (stream.duration() > 0).then(|| stream.duration() as f64 * f64::from(stream.time_base()));
     let container_duration =
@@ -355,6 +378,7 @@ impl DecodeSession {
             path: path.to_path_buf(),
             source,
         })?;
+        check_frame_size(path, decoder.width(), decoder.height())?;
         Ok(Self {
             path: path.to_path_buf(),
             ictx,

@@ -101,6 +101,8 @@ pub enum VideoError {
     },
     #[error("{}: cannot encode: {detail}", path.display())]
     Encode { path: PathBuf, detail: String },
+    #[error("{}: frames of {width}x{height} exceed the {max} pixels decoded at most", path.display())]
+    TooLarge { path: PathBuf, width: u32, height: u32, max: usize },
 }
 
 /// Initialises FFmpeg once per process and quiets its per-frame warnings (decoder chatter
