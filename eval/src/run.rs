@@ -35,6 +35,9 @@ pub const RUN_FILE: &str = "run.json";
 pub struct RunRecord {
     pub bench: String,
     pub manifest: PathBuf,
+    /// SHA-256 of the manifest's bytes: a file edited in place is another benchmark.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest_sha256: Option<String>,
     pub checkpoint: String,
     pub adapter: Option<PathBuf>,
     pub limit: Option<usize>,
@@ -85,6 +88,7 @@ impl RunRecord {
         RunRecord {
             bench: bench.name().to_string(),
             manifest: std::fs::canonicalize(&config.manifest).unwrap_or_else(|_| config.manifest.clone()),
+            manifest_sha256: motionvl_data::digest::sha256_contents(&config.manifest).ok(),
             // A local folder by its absolute path, so a resume from another directory matches.
             checkpoint: match std::fs::canonicalize(&config.model.checkpoint) {
                 Ok(p) if p.is_dir() => p.display().to_string(),
@@ -124,9 +128,10 @@ impl RunRecord {
         let same_if_known = |a: &Option<String>, b: &Option<String>| a.is_none() || b.is_none() || a == b;
         let same_weights = self.weights.is_empty() || other.weights.is_empty() || self.weights == other.weights;
         let kind = |r: &RunRecord| r.protocol_kind.unwrap_or(ProtocolKind::Paper);
-        let checks: [(&'static str, bool); 16] = [
+        let checks: [(&'static str, bool); 17] = [
             ("bench", self.bench == other.bench),
             ("manifest", self.manifest == other.manifest),
+            ("manifest contents", same_if_known(&self.manifest_sha256, &other.manifest_sha256)),
             ("checkpoint", self.checkpoint == other.checkpoint),
             ("adapter", self.adapter == other.adapter),
             ("limit", self.limit == other.limit),

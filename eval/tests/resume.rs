@@ -282,3 +282,18 @@ fn a_stop_finishes_the_batch_in_flight_and_resume_asks_the_rest() {
     let r = &summary.results;
     assert_eq!((r.overall.n, r.overall.correct, r.overall.unanswered), (5, 3, 1), "scored as an uninterrupted run");
 }
+
+/// A manifest edited in place (same path, other questions) is another benchmark: its answers
+/// on file are not continued.
+#[test]
+fn a_manifest_edited_in_place_is_not_resumed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cfg = setup(dir.path());
+    let asked = Arc::new(Mutex::new(Vec::new()));
+    run_scripted(&cfg, &asked, Some(1)).expect_err("a crash after the first batch");
+    let text = std::fs::read_to_string(&cfg.manifest).expect("manifest");
+    std::fs::write(&cfg.manifest, text.replace("up", "upward")).expect("edited");
+    cfg.resume = true;
+    let err = run_scripted(&cfg, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("manifest contents"), "{err}");
+}
