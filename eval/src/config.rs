@@ -487,6 +487,17 @@ impl RunConfig {
         self.protocol_kind.unwrap_or(ProtocolKind::Paper)
     }
 
+    /// The model's dtype: `[model] dtype`, else the default of its device (f32 on the CPU, bf16
+    /// on CUDA), read from the device's name so that `flow extract --config` resolves the same
+    /// precision on any machine.
+    pub fn model_dtype(&self) -> Result<DType> {
+        match self.model.dtype.as_deref() {
+            Some(name) => Ok(motionvl_models::device::parse_dtype(Some(name), &candle_core::Device::Cpu)?),
+            None if self.model.device.trim().eq_ignore_ascii_case("cpu") => Ok(DType::F32),
+            None => Ok(DType::BF16),
+        }
+    }
+
     /// Whether the run reproduces the official evaluation in bf16, the one precision it runs in
     /// (`eval.py:131`): what the official defaults of the precision options key on.
     fn official_bf16(&self, dtype: DType) -> bool {
@@ -536,6 +547,29 @@ mod tests {
         );
         assert_eq!(cfg.generation.max_new_tokens, 128);
         assert_eq!(cfg.model.device, "cpu");
+    }
+
+    /// The official protocol in bf16 merges the adapter and rounds MOFNet, as `eval.py` does in
+    /// the one dtype it runs in; f32, another protocol, or an explicit choice keep what is asked.
+    #[test]
+    fn precision_options_follow_the_official_bf16_evaluation() {
+        let read = |text: &str| toml::from_str::<RunConfig>(text).unwrap_or_else(|e| panic!("{e}"));
+        let official_cuda = read("protocol_kind = \"official\"\n[model]\ndevice = \"cuda\"");
+        let dtype = official_cuda.model_dtype().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dtype, DType::BF16);
+        assert_eq!(official_cuda.adapter_merge(dtype), AdapterMerge::Merged);
+        assert_eq!(official_cuda.estimator_weights(dtype), WeightPrecision::Bf16Rounded);
+        let official_cpu = read("protocol_kind = \"official\"");
+        let dtype = official_cpu.model_dtype().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((dtype, official_cpu.adapter_merge(dtype), official_cpu.estimator_weights(dtype)), (DType::F32, AdapterMerge::Unmerged, WeightPrecision::F32));
+        let paper_bf16 = read("protocol_kind = \"paper\"\n[model]\ndtype = \"bf16\"");
+        assert_eq!((paper_bf16.adapter_merge(DType::BF16), paper_bf16.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
+        let chosen = read("protocol_kind = \"official\"\n[model]\ndtype = \"bf16\"\nadapter_merge = \"unmerged\"\n[motion]\nestimator_weights = \"f32\"");
+        assert_eq!((chosen.adapter_merge(DType::BF16), chosen.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
+        let chosen = read("[model]\nadapter_merge = \"merged\"\n[motion]\nestimator_weights = \"bf16-rounded\"");
+        assert_eq!((chosen.adapter_merge(DType::F32), chosen.estimator_weights(DType::F32)), (AdapterMerge::Merged, WeightPrecision::Bf16Rounded));
+        let err = toml::from_str::<RunConfig>("[model]\nadapter_merge = \"folded\"").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("folded") && err.contains("merged"), "{err}");
     }
 
     #[test]

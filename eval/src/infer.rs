@@ -20,7 +20,7 @@ use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
-use motionvl_models::device::{parse_device, parse_dtype};
+use motionvl_models::device::parse_device;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -452,7 +452,7 @@ fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Res
 /// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
 pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenPreparer, QwenGenerator)> {
     let device = parse_device(&config.model.device)?;
-    let dtype = parse_dtype(config.model.dtype.as_deref(), &device)?;
+    let dtype = config.model_dtype()?;
     let checkpoint = config.model.checkpoint.as_str();
     let files = checkpoint_files(config)?;
     let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?.ok_or_else(|| {
@@ -716,7 +716,7 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
         )));
     }
     let name = requested.unwrap_or(&meta.estimator);
-    let dtype = parse_dtype(config.model.dtype.as_deref(), device)?;
+    let dtype = config.model_dtype()?;
     // The official default rounds MOFNet, the only network the official code runs; asking for
     // rounded weights of another estimator stays an error of the registry's.
     let weight_precision =
@@ -797,7 +797,7 @@ fn package_motion(
             weights.display()
         )));
     }
-    let dtype = parse_dtype(config.model.dtype.as_deref(), device)?;
+    let dtype = config.model_dtype()?;
     let mofnet = MofNetEstimator::from_checkpoint(
         &weights,
         mofnet_config,
