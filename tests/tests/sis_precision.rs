@@ -154,3 +154,65 @@ fn adapter_merged_into_bf16_weights_as_peft_merges() {
     }
     assert!(double_rounding_differs > 0, "no dump tells a single rounding from a double one");
 }
+
+/// An evaluation rounds MOFNet by its own dtype and protocol, whatever the run was trained with
+/// (the official training and evaluation each round by the dtype they run in), and the rounding
+/// is no settings mismatch; other settings still are.
+#[test]
+fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
+    use motionvl_eval::config::{ProtocolKind, RunConfig};
+    use motionvl_eval::infer::evaluation_inputs;
+    use motionvl_flow::{estimator_from_spec, EstimatorSpec, PseudoImageConfig};
+    use motionvl_models::motion::MotionMeta;
+
+    let weights = fixtures_root().join("flow/mofnet/tiny/model.safetensors");
+    let sis = fixtures_root().join("sis_motion/tiny-b");
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let run = tmp.path().join("checkpoint-1");
+    std::fs::create_dir_all(&run).unwrap_or_else(|e| panic!("{e}"));
+    for file in ["adapter_config.json", "adapter_model.safetensors"] {
+        std::fs::copy(sis.join("package").join(file), run.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    }
+    let key = motionvl_flow::estimator::WEIGHT_PRECISION_KEY;
+    let write_meta = |settings: serde_json::Value| {
+        let meta = MotionMeta {
+            estimator: "mofnet".into(),
+            estimator_settings: settings,
+            pseudo_images: serde_json::to_value(PseudoImageConfig::official()).unwrap_or_else(|e| panic!("{e}")),
+            own_encoder: false,
+            connector: None,
+        };
+        meta.write(&run).unwrap_or_else(|e| panic!("{e}"));
+    };
+    let config = |protocol: ProtocolKind, dtype: &str| {
+        let mut c = RunConfig { out: tmp.path().join("out"), protocol_kind: Some(protocol), ..RunConfig::default() };
+        c.model.checkpoint = sis.join("base").display().to_string();
+        c.model.adapter = Some(run.clone());
+        c.model.dtype = Some(dtype.into());
+        c.motion.weights = Some(weights.clone());
+        c
+    };
+    let evaluated = |c: &RunConfig| {
+        let inputs = evaluation_inputs(c, &Device::Cpu).unwrap_or_else(|e| panic!("{e}"));
+        inputs.motion.unwrap_or_else(|| panic!("no motion branch")).media.estimator.settings()
+    };
+    for trained in [WeightPrecision::F32, WeightPrecision::Bf16Rounded] {
+        let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), weight_precision: trained, ..EstimatorSpec::default() };
+        write_meta(estimator_from_spec(&spec, &Device::Cpu).unwrap_or_else(|e| panic!("{e}")).settings());
+        for (protocol, dtype, expected) in [
+            (ProtocolKind::Official, "bf16", Some("bf16-rounded")),
+            (ProtocolKind::Official, "f32", None),
+            (ProtocolKind::Paper, "bf16", None),
+        ] {
+            let settings = evaluated(&config(protocol, dtype));
+            assert_eq!(settings.get(key).and_then(|v| v.as_str()), expected, "trained {}, {protocol:?} {dtype}: {settings}", trained.as_str());
+        }
+    }
+    let mut other = estimator_from_spec(&EstimatorSpec { name: "mofnet", weights: Some(&weights), ..EstimatorSpec::default() }, &Device::Cpu)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .settings();
+    other["iters"] = 5.into();
+    write_meta(other);
+    let err = evaluation_inputs(&config(ProtocolKind::Official, "bf16"), &Device::Cpu).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("differ from those it was trained with"), "{err}");
+}
