@@ -293,7 +293,7 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &
         skip_bad: false,
         resume: eval_dir.join("predictions.jsonl").is_file(),
         limit: None,
-        model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), dtype: None, device: "cpu".into() },
+        model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), device: "cpu".into(), ..ModelConfig::default() },
         generation: config.eval.generation.clone(),
         protocol: config.eval.protocol.clone(),
         // The visual-only run's adapter has no motion branch, by design.

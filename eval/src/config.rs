@@ -10,7 +10,9 @@
 
 use std::path::{Path, PathBuf};
 
+use candle_core::DType;
 pub use motionvl_data::media_config::ProtocolConfig;
+use motionvl_flow::WeightPrecision;
 use motionvl_data::manifest::ChoiceAnswer;
 use serde::{Deserialize, Serialize};
 
@@ -186,6 +188,14 @@ pub struct MotionConfig {
     /// adapter without a motion branch, which is otherwise an error.
     #[serde(default)]
     pub no_motion: bool,
+    /// What MOFNet computes with (`--estimator-weights`): `f32` or `bf16-rounded`. Default:
+    /// `bf16-rounded` under the official protocol when the model runs in bf16 — the official
+    /// `load_model` builds the whole model, MOFNet included, in bf16 and loads `MOF_kitti.pth`
+    /// into it before casting MOFNet to f32 (`eval.py:127-131, 161-162`) — else `f32`. Not a
+    /// mismatch with the precision a run was trained with: the official training and evaluation
+    /// each round by their own dtype.
+    #[serde(default)]
+    pub estimator_weights: Option<motionvl_flow::WeightPrecision>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -203,6 +213,45 @@ pub struct ModelConfig {
     /// `cpu`, `cuda` or `cuda:N`.
     #[serde(default = "default_device")]
     pub device: String,
+    /// How the adapter reaches the model (`--adapter-merge`): `unmerged` (f32 adapters beside
+    /// the frozen weights) or `merged` (folded into the weights in the model's dtype, as PEFT's
+    /// `merge_and_unload` does). Default: `merged` under the official protocol when the model
+    /// runs in bf16 (`eval.py:176-178` merges into the bf16 model), else `unmerged`.
+    #[serde(default)]
+    pub adapter_merge: Option<AdapterMerge>,
+}
+
+/// How a LoRA adapter is applied at evaluation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AdapterMerge {
+    /// `x Wᵀ + scale · (x Aᵀ) Bᵀ` with the adapter in f32 at run time.
+    Unmerged,
+    /// `W ← round(W + scale · B A)` once at load, in the weights' dtype, then plain layers:
+    /// PEFT 0.18.1's `merge_and_unload` after `PeftModel.from_pretrained`, which keeps the
+    /// adapter in f32 (`autocast_adapter_dtype`), so the f32 delta is added to the bf16 weight
+    /// and the sum rounded once (`tuners/lora/layer.py` `merge`; checked on the weights of
+    /// `tests/fixtures/lora_merge`).
+    Merged,
+}
+
+impl AdapterMerge {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AdapterMerge::Unmerged => "unmerged",
+            AdapterMerge::Merged => "merged",
+        }
+    }
+}
+
+impl std::str::FromStr for AdapterMerge {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [AdapterMerge::Unmerged, AdapterMerge::Merged]
+            .into_iter()
+            .find(|m| m.as_str() == s)
+            .ok_or_else(|| format!("--adapter-merge {s} is not known; use unmerged or merged"))
+    }
 }
 
 fn default_device() -> String {
@@ -216,6 +265,7 @@ impl Default for ModelConfig {
             adapter: None,
             dtype: None,
             device: default_device(),
+            adapter_merge: None,
         }
     }
 }
@@ -437,6 +487,33 @@ impl RunConfig {
         self.protocol_kind.unwrap_or(ProtocolKind::Paper)
     }
 
+    /// The model's dtype: `[model] dtype`, else the default of its device (f32 on the CPU, bf16
+    /// on CUDA), read from the device's name so that `flow extract --config` resolves the same
+    /// precision on any machine.
+    pub fn model_dtype(&self) -> Result<DType> {
+        match self.model.dtype.as_deref() {
+            Some(name) => Ok(motionvl_models::device::parse_dtype(Some(name), &candle_core::Device::Cpu)?),
+            None if self.model.device.trim().eq_ignore_ascii_case("cpu") => Ok(DType::F32),
+            None => Ok(DType::BF16),
+        }
+    }
+
+    /// Whether the run reproduces the official evaluation in bf16, the one precision it runs in
+    /// (`eval.py:131`): what the official defaults of the precision options key on.
+    fn official_bf16(&self, dtype: DType) -> bool {
+        self.protocol_kind() == ProtocolKind::Official && dtype == DType::BF16
+    }
+
+    /// The adapter's application for a model in `dtype` (see [`ModelConfig::adapter_merge`]).
+    pub fn adapter_merge(&self, dtype: DType) -> AdapterMerge {
+        self.model.adapter_merge.unwrap_or(if self.official_bf16(dtype) { AdapterMerge::Merged } else { AdapterMerge::Unmerged })
+    }
+
+    /// MOFNet's weight precision for a model in `dtype` (see [`MotionConfig::estimator_weights`]).
+    pub fn estimator_weights(&self, dtype: DType) -> WeightPrecision {
+        self.motion.estimator_weights.unwrap_or(if self.official_bf16(dtype) { WeightPrecision::Bf16Rounded } else { WeightPrecision::F32 })
+    }
+
     /// The answer extraction of the run (see [`RunConfig::extract`]).
     pub fn extract_mode(&self) -> ExtractMode {
         self.extract.unwrap_or(match self.protocol_kind() {
@@ -470,6 +547,29 @@ mod tests {
         );
         assert_eq!(cfg.generation.max_new_tokens, 128);
         assert_eq!(cfg.model.device, "cpu");
+    }
+
+    /// The official protocol in bf16 merges the adapter and rounds MOFNet, as `eval.py` does in
+    /// the one dtype it runs in; f32, another protocol, or an explicit choice keep what is asked.
+    #[test]
+    fn precision_options_follow_the_official_bf16_evaluation() {
+        let read = |text: &str| toml::from_str::<RunConfig>(text).unwrap_or_else(|e| panic!("{e}"));
+        let official_cuda = read("protocol_kind = \"official\"\n[model]\ndevice = \"cuda\"");
+        let dtype = official_cuda.model_dtype().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(dtype, DType::BF16);
+        assert_eq!(official_cuda.adapter_merge(dtype), AdapterMerge::Merged);
+        assert_eq!(official_cuda.estimator_weights(dtype), WeightPrecision::Bf16Rounded);
+        let official_cpu = read("protocol_kind = \"official\"");
+        let dtype = official_cpu.model_dtype().unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((dtype, official_cpu.adapter_merge(dtype), official_cpu.estimator_weights(dtype)), (DType::F32, AdapterMerge::Unmerged, WeightPrecision::F32));
+        let paper_bf16 = read("protocol_kind = \"paper\"\n[model]\ndtype = \"bf16\"");
+        assert_eq!((paper_bf16.adapter_merge(DType::BF16), paper_bf16.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
+        let chosen = read("protocol_kind = \"official\"\n[model]\ndtype = \"bf16\"\nadapter_merge = \"unmerged\"\n[motion]\nestimator_weights = \"f32\"");
+        assert_eq!((chosen.adapter_merge(DType::BF16), chosen.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
+        let chosen = read("[model]\nadapter_merge = \"merged\"\n[motion]\nestimator_weights = \"bf16-rounded\"");
+        assert_eq!((chosen.adapter_merge(DType::F32), chosen.estimator_weights(DType::F32)), (AdapterMerge::Merged, WeightPrecision::Bf16Rounded));
+        let err = toml::from_str::<RunConfig>("[model]\nadapter_merge = \"folded\"").err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("folded") && err.contains("merged"), "{err}");
     }
 
     #[test]

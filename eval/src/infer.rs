@@ -19,8 +19,8 @@ use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions
 use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
-use motionvl_flow::{FlowCache, FlowEstimator, PseudoImageConfig, estimator_by_name};
-use motionvl_models::device::{parse_device, parse_dtype};
+use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
+use motionvl_models::device::parse_device;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -29,7 +29,7 @@ use motionvl_models::{CheckpointFiles, HubOptions};
 use rayon::prelude::*;
 
 use crate::bench::Bench;
-use crate::config::{AnswerMode, Continuation, Normalisation, ProtocolKind, RunConfig};
+use crate::config::{AdapterMerge, AnswerMode, Continuation, Normalisation, ProtocolKind, RunConfig};
 use crate::error::{EvalError, Result};
 use crate::item::Item;
 use crate::likelihood::{OptionRow, best, chosen_output, encode_options, option_log_likelihoods};
@@ -452,7 +452,7 @@ fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Res
 /// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
 pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenPreparer, QwenGenerator)> {
     let device = parse_device(&config.model.device)?;
-    let dtype = parse_dtype(config.model.dtype.as_deref(), &device)?;
+    let dtype = config.model_dtype()?;
     let checkpoint = config.model.checkpoint.as_str();
     let files = checkpoint_files(config)?;
     let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?.ok_or_else(|| {
@@ -467,8 +467,11 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
     check_token_ids(&model, &tokenizer)?;
     if let Some(adapter) = &config.model.adapter {
-        let dir = adapter_dir(adapter)?;
-        LoraWeights::load_peft(&dir, &device)?.attach(model.linears_mut())?;
+        let lora = LoraWeights::load_peft(&adapter_dir(adapter)?, &device)?;
+        match config.adapter_merge(dtype) {
+            AdapterMerge::Unmerged => lora.attach(model.linears_mut())?,
+            AdapterMerge::Merged => lora.merge_into_linears(model.linears_mut())?,
+        }
     }
     let media = inputs.media;
     let kind = config.protocol_kind();
@@ -713,8 +716,13 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
         )));
     }
     let name = requested.unwrap_or(&meta.estimator);
-    let estimator: std::sync::Arc<dyn FlowEstimator> =
-        estimator_by_name(name, config.motion.weights.as_deref(), device)?.into();
+    let dtype = config.model_dtype()?;
+    // The official default rounds MOFNet, the only network the official code runs; asking for
+    // rounded weights of another estimator stays an error of the registry's.
+    let weight_precision =
+        if name == "mofnet" { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
+    let spec = EstimatorSpec { name, weights: config.motion.weights.as_deref(), weight_precision, ..EstimatorSpec::default() };
+    let estimator: std::sync::Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     if !config.motion.force {
         if estimator.name() != meta.estimator {
             return Err(EvalError::Config(format!(
@@ -725,7 +733,10 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
                 meta.estimator
             )));
         }
-        if estimator.settings() != meta.estimator_settings {
+        // The weights' rounding is no mismatch: the official code trains and evaluates MOFNet on
+        // weights rounded by the dtype each runs in, so a run's evaluation follows its own
+        // dtype and protocol (`RunConfig::estimator_weights`), not the training's precision.
+        if settings_without_precision(&estimator.settings()) != settings_without_precision(&meta.estimator_settings) {
             return Err(EvalError::Config(format!(
                 "{}: the `{}` estimator's settings {} differ from those it was trained with, {} (add \
                  --force-motion to go on)",
@@ -786,7 +797,14 @@ fn package_motion(
             weights.display()
         )));
     }
-    let mofnet = MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, device)?;
+    let dtype = config.model_dtype()?;
+    let mofnet = MofNetEstimator::from_checkpoint(
+        &weights,
+        mofnet_config,
+        package.config.motion_config.decoder_depth,
+        config.estimator_weights(dtype),
+        device,
+    )?;
     // A package is the SIS-Motion authors' model: its connector learnt the official pseudo-images
     // (B1-B6 of the official-code note), so it always runs through that pipeline.
     Ok(Some(ResolvedMotion { estimator: std::sync::Arc::new(mofnet), pseudo: PseudoImageConfig::official(), source: BranchSource::Package(package) }))

@@ -81,7 +81,7 @@ fn main() -> Result<()> {
     let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
 
     eprintln!("Candle: {runs} runs + warm-up…");
-    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, &device)?;
+    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, motionvl_flow::WeightPrecision::F32, &device)?;
     let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {

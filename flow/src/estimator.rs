@@ -9,7 +9,9 @@
 
 use std::path::Path;
 
+use candle_core::{DType, Tensor};
 use ndarray::{s, Array4, ArrayView4};
+use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowError, Result};
 
@@ -124,6 +126,88 @@ pub struct EstimatorSpec<'a> {
     pub weights: Option<&'a Path>,
     /// Refinement iterations for RAFT (default 12, torchvision's default).
     pub iters: Option<usize>,
+    /// The values the checkpoint's weights are computed with.
+    pub weight_precision: WeightPrecision,
+}
+
+/// The values a network estimator computes with, in f32 either way.
+///
+/// The SIS-Motion code builds its model under `from_pretrained(torch_dtype=torch.bfloat16)`, so
+/// MOFNet's parameters are created in bf16 and `load_state_dict` rounds the f32 `MOF_*.pth`
+/// into them (`motion_encoder.py:107`), before `.to(torch.float32)` brings them back
+/// (`train_qwen.py:339-347`, `eval.py:127-131, 161-162`); in training DeepSpeed's bf16 engine
+/// then calls `module.bfloat16()` on the whole model (deepspeed 0.18.9 `runtime/engine.py:1463`,
+/// an identity on values already rounded) and the forward casts back with `self.mofnet.float()`
+/// (`motion_encoder.py:135`).
+/// MOFNet therefore runs in f32 on bf16-rounded weights whenever the official code runs in bf16.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WeightPrecision {
+    /// The checkpoint's values as stored (f16 and f32 are exact in f32).
+    #[default]
+    F32,
+    /// Every floating tensor rounded to bf16 (round to nearest, ties to even, as torch's
+    /// `.bfloat16()`) and back to f32: what the official SIS-Motion code computes with in bf16.
+    Bf16Rounded,
+}
+
+impl WeightPrecision {
+    /// The value as configs spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            WeightPrecision::F32 => "f32",
+            WeightPrecision::Bf16Rounded => "bf16-rounded",
+        }
+    }
+
+    /// A checkpoint tensor as the estimator computes with it: f32, rounded through bf16 when
+    /// asked. Integer tensors are left alone, as `Module.bfloat16()` leaves them.
+    pub fn apply(self, tensor: Tensor) -> Result<Tensor> {
+        if !tensor.dtype().is_float() {
+            return Ok(tensor);
+        }
+        // f16 → f32 is exact, so f16 → f32 → bf16 is torch's direct f16 → bf16 copy.
+        let exact = tensor.to_dtype(DType::F32)?;
+        Ok(match self {
+            WeightPrecision::F32 => exact,
+            WeightPrecision::Bf16Rounded => exact.to_dtype(DType::BF16)?.to_dtype(DType::F32)?,
+        })
+    }
+
+    /// `settings` (an estimator's [`FlowEstimator::settings`]) with this precision recorded:
+    /// nothing is added for [`WeightPrecision::F32`], so caches and runs made before the choice
+    /// existed keep their keys.
+    pub fn record(self, mut settings: serde_json::Value) -> serde_json::Value {
+        if self != WeightPrecision::F32
+            && let Some(map) = settings.as_object_mut()
+        {
+            map.insert(WEIGHT_PRECISION_KEY.to_owned(), self.as_str().into());
+        }
+        settings
+    }
+}
+
+impl std::str::FromStr for WeightPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        [WeightPrecision::F32, WeightPrecision::Bf16Rounded]
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| format!("estimator weights `{s}` is not known; use f32 or bf16-rounded"))
+    }
+}
+
+/// Where [`WeightPrecision::record`] puts a precision other than f32 in an estimator's settings.
+pub const WEIGHT_PRECISION_KEY: &str = "weight_precision";
+
+/// `settings` without the weight precision: the same network, weights and iterations, whatever
+/// the values were rounded to.
+pub fn settings_without_precision(settings: &serde_json::Value) -> serde_json::Value {
+    let mut out = settings.clone();
+    if let Some(map) = out.as_object_mut() {
+        map.remove(WEIGHT_PRECISION_KEY);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -27,7 +27,7 @@ pub mod zero;
 pub use cache::{CacheKey, CacheStatus, FlowCache};
 pub use dis::{Dis, DisParams, DisPreset};
 pub use error::{FlowError, Result};
-pub use estimator::{EstimatorSpec, FlowEstimator, Flows, Padding};
+pub use estimator::{settings_without_precision, EstimatorSpec, FlowEstimator, Flows, Padding, WeightPrecision};
 pub use registry::{estimator_by_name, estimator_from_spec, known_estimators};
 pub use pseudo::{Alignment, MotionPipeline, PseudoImageConfig, PseudoImages};
 pub use raft::{Raft, RaftArch, RaftConfig, RaftEstimator};

@@ -30,7 +30,7 @@ pub use network::MofNet;
 
 use crate::error::{FlowError, Result};
 use crate::state_dict::weights_id;
-use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::estimator::{EstimatorSpec, FlowEstimator, Flows, WeightPrecision};
 
 /// Iterations of VideoFlow's sintel/kitti evaluation configs (its submission config uses 32).
 pub const DEFAULT_ITERS: usize = 12;
@@ -90,33 +90,39 @@ pub struct MofNetEstimator {
     device: Device,
     /// Names the weights in cache keys ([`crate::state_dict::weights_id`]).
     weights_id: String,
+    /// What the weights were rounded to when loaded (part of the settings).
+    precision: WeightPrecision,
 }
 
 impl MofNetEstimator {
     /// The estimator behind `--motion mofnet`: weights from `--weights` (required), the sintel
     /// config unless a `config.json` with `"arch": "mofnet"` sits beside them (reduced test
-    /// models), `--iters` or [`DEFAULT_ITERS`].
+    /// models), `--iters` or [`DEFAULT_ITERS`], the spec's weight precision.
     pub fn from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Self> {
         let Some(weights) = spec.weights else {
             return Err(FlowError::MissingWeights { name: spec.name.to_string(), expected: MofConfig::EXPECTED_WEIGHTS.to_string() });
         };
         let cfg = config_beside(weights)?.unwrap_or_default();
-        Self::from_checkpoint(weights, cfg, spec.iters.unwrap_or(DEFAULT_ITERS), device)
+        Self::from_checkpoint(weights, cfg, spec.iters.unwrap_or(DEFAULT_ITERS), spec.weight_precision, device)
     }
 
-    /// Loads `MOF_*.pth` or its safetensors conversion (`module.` prefix or not).
-    pub fn from_checkpoint(path: &Path, cfg: MofConfig, iters: usize, device: &Device) -> Result<Self> {
-        let tensors = weights::load_checkpoint(path, device)?;
+    /// Loads `MOF_*.pth` or its safetensors conversion (`module.` prefix or not), its floating
+    /// tensors at `precision`.
+    pub fn from_checkpoint(path: &Path, cfg: MofConfig, iters: usize, precision: WeightPrecision, device: &Device) -> Result<Self> {
+        let tensors = weights::load_checkpoint(path, precision, device)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
         let model = MofNet::new(vb, &cfg).map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit the MOFNet config: {e}") })?;
-        Self::from_model(model, iters, device, weights_id(path)?)
+        let mut estimator = Self::from_model(model, iters, device, weights_id(path)?)?;
+        estimator.precision = precision;
+        Ok(estimator)
     }
 
+    /// An estimator over a model built by the caller, whose weights are taken as they are (f32).
     pub fn from_model(model: MofNet, iters: usize, device: &Device, weights_id: String) -> Result<Self> {
         if iters == 0 {
             return Err(FlowError::InvalidParameter("MOFNet needs at least one iteration".into()));
         }
-        Ok(MofNetEstimator { model, iters, device: device.clone(), weights_id })
+        Ok(MofNetEstimator { model, iters, device: device.clone(), weights_id, precision: WeightPrecision::F32 })
     }
 
     pub fn model(&self) -> &MofNet {
@@ -143,7 +149,8 @@ impl FlowEstimator for MofNetEstimator {
     }
 
     fn settings(&self) -> serde_json::Value {
-        serde_json::json!({ "iters": self.iters, "weights": self.weights_id, "config": format!("{:?}", self.model.config()), "windows": "videoflow-stride3" })
+        let settings = serde_json::json!({ "iters": self.iters, "weights": self.weights_id, "config": format!("{:?}", self.model.config()), "windows": "videoflow-stride3" });
+        self.precision.record(settings)
     }
 
     fn size_multiple(&self) -> usize {

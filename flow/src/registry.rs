@@ -7,7 +7,7 @@ use candle_core::Device;
 
 use crate::dis::Dis;
 use crate::error::{FlowError, Result};
-use crate::estimator::{EstimatorSpec, FlowEstimator};
+use crate::estimator::{EstimatorSpec, FlowEstimator, WeightPrecision};
 use crate::memflow::MemFlowEstimator;
 use crate::mofnet::MofNetEstimator;
 use crate::raft::RaftEstimator;
@@ -39,7 +39,7 @@ pub fn known_estimators() -> Vec<&'static str> {
 /// The estimator behind `--motion NAME`. `dis` (alias `classic`) needs no weights; the networks
 /// need a checkpoint.
 pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    estimator_from_spec(&EstimatorSpec { name, weights, iters: None }, device)
+    estimator_from_spec(&EstimatorSpec { name, weights, ..EstimatorSpec::default() }, device)
 }
 
 /// [`estimator_by_name`] with the extra knobs of [`EstimatorSpec`].
@@ -47,6 +47,14 @@ pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<
     let Some((_, build)) = REGISTRY.iter().find(|(names, _)| names.contains(&spec.name)) else {
         return Err(FlowError::UnknownEstimator { name: spec.name.to_string(), known: known_estimators().join(", ") });
     };
+    // Only MOFNet's rounding is the official code's (SIS-Motion runs no other network).
+    if spec.weight_precision != WeightPrecision::F32 && spec.name != "mofnet" {
+        return Err(FlowError::InvalidParameter(format!(
+            "estimator weights `{}` reproduce the SIS-Motion code's MOFNet; `{}` computes with its weights as stored (use f32)",
+            spec.weight_precision.as_str(),
+            spec.name
+        )));
+    }
     build(spec, device)
 }
 
@@ -65,6 +73,9 @@ mod tests {
         assert!(missing.contains("--weights") && missing.contains("`dis`") && missing.contains("raft_small"), "{missing}");
         let extra = estimator_by_name("dis", Some(Path::new("x.pth")), &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(extra.contains("takes no weights"), "{extra}");
+        let rounded = EstimatorSpec { name: "dis", weight_precision: WeightPrecision::Bf16Rounded, ..EstimatorSpec::default() };
+        let refused = estimator_from_spec(&rounded, &dev).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(refused.contains("bf16-rounded") && refused.contains("`dis`"), "{refused}");
     }
 
 }

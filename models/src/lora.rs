@@ -155,18 +155,42 @@ impl LoraWeights {
         for (module, pair) in &self.modules {
             let name = format!("{module}.weight");
             let weight = tensors.get(&name).ok_or_else(|| ModelError::AdapterExtraModule { module: module.clone() })?;
-            let rank = pair.a.dim(0)?;
-            let (a, b) = (pair.a.dims().to_vec(), pair.b.dims().to_vec());
-            let fits = a.len() == 2 && b.len() == 2 && b[1] == a[0] && [b[0], a[1]] == weight.dims();
-            if !fits {
-                let found = [b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)];
-                return Err(ModelError::AdapterMismatch { module: module.clone(), update: format!("lora_B {b:?} × lora_A {a:?} = {found:?}"), base: format!("{:?}", weight.dims()) });
-            }
-            let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
-            let merged = (weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?;
+            let merged = self.merged_weight(module, pair, weight)?;
             tensors.insert(name, merged);
         }
         Ok(())
+    }
+
+    /// Folds every adapter into the weights of a model's layers (`linears`: its
+    /// `linears_mut()`), as [`LoraWeights::merge_into`] does into a checkpoint's tensors; the
+    /// layers then run without an adapter.
+    pub fn merge_into_linears(&self, linears: Vec<(String, &mut Linear)>) -> Result<()> {
+        let mut remaining: BTreeMap<&str, &LoraPair> = self.modules.iter().map(|(k, v)| (k.as_str(), v)).collect();
+        for (name, linear) in linears {
+            linear.set_adapter(None);
+            let Some(pair) = remaining.remove(name.as_str()) else { continue };
+            let merged = self.merged_weight(&name, pair, linear.weight())?;
+            linear.set_weight(merged);
+        }
+        if let Some(name) = remaining.keys().next() {
+            return Err(ModelError::Input(format!("the adapter targets `{name}`, which the model does not have")));
+        }
+        Ok(())
+    }
+
+    /// `W + scale · B A` with the update in f32, rounded once to W's dtype: PEFT's
+    /// `merge_and_unload` after `PeftModel.from_pretrained`, whose adapters are f32, adds the
+    /// f32 delta to a bf16 weight in place (the sum computed in f32, then stored in bf16).
+    fn merged_weight(&self, module: &str, pair: &LoraPair, weight: &Tensor) -> Result<Tensor> {
+        let rank = pair.a.dim(0)?;
+        let (a, b) = (pair.a.dims().to_vec(), pair.b.dims().to_vec());
+        let fits = a.len() == 2 && b.len() == 2 && b[1] == a[0] && [b[0], a[1]] == weight.dims();
+        if !fits {
+            let found = [b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)];
+            return Err(ModelError::AdapterMismatch { module: module.to_owned(), update: format!("lora_B {b:?} × lora_A {a:?} = {found:?}"), base: format!("{:?}", weight.dims()) });
+        }
+        let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
+        Ok((weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?)
     }
 
     /// Writes `adapter_config.json` and `adapter_model.safetensors` as PEFT does.

@@ -81,6 +81,12 @@ impl Linear {
         &self.weight
     }
 
+    /// Replaces the weight by one of the same shape (an adapter merged into it).
+    pub fn set_weight(&mut self, weight: Tensor) {
+        debug_assert_eq!(weight.dims(), self.weight.dims());
+        self.weight = weight;
+    }
+
     pub fn bias(&self) -> Option<&Tensor> {
         self.bias.as_ref()
     }

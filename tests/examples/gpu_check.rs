@@ -41,7 +41,7 @@ fn estimator(dump: &FlowDump, device: &Device) -> Result<Box<dyn FlowEstimator>>
         "memflow" => Box::new(MemFlowEstimator::from_checkpoint(&weights, MemFlowConfig::from_json(&config)?, device)?),
         "mofnet" => {
             let (cfg, iters) = MofConfig::from_json(&config)?;
-            Box::new(MofNetEstimator::from_checkpoint(&weights, cfg, iters.ok_or_else(no_iters)?, device)?)
+            Box::new(MofNetEstimator::from_checkpoint(&weights, cfg, iters.ok_or_else(no_iters)?, motionvl_flow::WeightPrecision::F32, device)?)
         }
         other => bail!("{}: no estimator for fixture family {other}", dump.dump.label),
     })

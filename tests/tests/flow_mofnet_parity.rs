@@ -19,7 +19,7 @@ fn mofnet_matches_videoflow_on_every_dump() {
     for fx in dumps("flow/mofnet").into_iter().map(FlowDump::open) {
         let (cfg, iters) = MofConfig::from_json(&fx.config_json()).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
         let iters = iters.unwrap_or_else(|| panic!("{}: config.json names no iterations", fx.dump.label));
-        let est = MofNetEstimator::from_checkpoint(&fx.dump.path("model.safetensors"), cfg, iters, &Device::Cpu)
+        let est = MofNetEstimator::from_checkpoint(&fx.dump.path("model.safetensors"), cfg, iters, motionvl_flow::WeightPrecision::F32, &Device::Cpu)
             .unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
         let flows = fx.expected("flows");
         let window = fx.expected("window");
@@ -41,7 +41,7 @@ fn mofnet_matches_videoflow_on_every_dump() {
 #[test]
 fn pth_checkpoint_reads_like_the_safetensors() {
     let dir = fixtures_root().join("flow/mofnet/tiny");
-    let from_pth = motionvl_flow::mofnet::weights::load_checkpoint(&dir.join("checkpoint_sample.pth"), &Device::Cpu).expect("pth");
+    let from_pth = motionvl_flow::mofnet::weights::load_checkpoint(&dir.join("checkpoint_sample.pth"), motionvl_flow::WeightPrecision::F32, &Device::Cpu).expect("pth");
     let reference = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).expect("model.safetensors");
     let mut names: Vec<&String> = from_pth.keys().collect();
     names.sort();
@@ -63,7 +63,7 @@ fn registry_builds_mofnet_and_handles_short_odd_clips() {
 
     let dir = fixtures_root().join("flow/mofnet/tiny");
     let weights = dir.join("model.safetensors");
-    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(2) };
+    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(2), ..EstimatorSpec::default() };
     let est = motionvl_flow::estimator_from_spec(&spec, &Device::Cpu).expect("mofnet from the registry");
     assert_eq!(est.name(), "mofnet");
     let frames = Array4::from_shape_fn((2, 61, 90, 3), |(t, y, x, c)| ((x * 7 + y * 3 + t * 5 + c * 11) % 256) as u8);

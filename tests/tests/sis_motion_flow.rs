@@ -146,7 +146,7 @@ fn dump_mofnet(dump: &Dump) -> MofNetEstimator {
     let widths = config.get("mofnet").unwrap_or_else(|| panic!("{}: sis_motion_config.json has no `mofnet` key", dump.label));
     let (cfg, iters) = MofConfig::from_json(&widths.to_string()).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
     let iters = iters.unwrap_or_else(|| panic!("{}: the `mofnet` key names no iterations", dump.label));
-    MofNetEstimator::from_checkpoint(&dump.path("package/MOF_kitti.pth"), cfg, iters, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", dump.label))
+    MofNetEstimator::from_checkpoint(&dump.path("package/MOF_kitti.pth"), cfg, iters, motionvl_flow::WeightPrecision::F32, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", dump.label))
 }
 
 /// One evaluated question of a dump: the frames the official reader returned and its grid.
@@ -243,7 +243,7 @@ fn official_pipeline_through_motion_media() {
     // iteration keeps the test short (our kernels are not optimised in test builds).
     let video = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tiny-sft/right-red.mp4");
     let weights = fixtures_root().join("flow/mofnet/tiny/model.safetensors");
-    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(1) };
+    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(1), ..EstimatorSpec::default() };
     let estimator: Arc<dyn FlowEstimator> = estimator_from_spec(&spec, &Device::Cpu).expect("tiny MOFNet").into();
     let qwen = QwenMedia {
         video_policy: FramePolicy::Uniform { frames: 3 },

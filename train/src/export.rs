@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Var};
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
+use motionvl_flow::WeightPrecision;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, MOTION_WEIGHTS_FILE, MotionMeta};
 use motionvl_models::sis_package::{ADAPTER_CONFIG_FILE, OFFICIAL_CONNECTOR_HIDDEN, SIS_CONFIG_FILE, SisMotionConfig, SisPackage, write_connector};
@@ -194,7 +195,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
         )));
     }
     // Reading them as `evaluate` does proves they are MOFNet's at the config's widths.
-    MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, &Device::Cpu)?;
+    MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, WeightPrecision::F32, &Device::Cpu)?;
 
     let tmp = prepare_target(out)?;
     lora.save_peft(&tmp, Some(&base))?;

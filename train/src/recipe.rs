@@ -80,6 +80,10 @@ pub struct MotionSection {
     pub estimator: String,
     /// Weights of a network estimator (RAFT, …).
     pub weights: Option<PathBuf>,
+    /// What MOFNet computes with: `f32` (its weights as stored) or `bf16-rounded` (each weight
+    /// rounded to bf16 and back, as the official training's bf16 model holds MOFNet; see
+    /// [`motionvl_flow::WeightPrecision`]). Recorded in `motion.json`'s estimator settings.
+    pub estimator_weights: motionvl_flow::WeightPrecision,
     /// The connector's learning rate (its own parameter group; the paper uses 2e-5).
     pub connector_lr: f64,
     /// Where computed flows are cached (default `<output_dir>/flow-cache`).
@@ -101,6 +105,7 @@ impl Default for MotionSection {
         Self {
             estimator: "none".into(),
             weights: None,
+            estimator_weights: motionvl_flow::WeightPrecision::F32,
             connector_lr: 2e-5,
             cache_dir: None,
             cache_only: false,

@@ -26,7 +26,7 @@ use motionvl_data::samples::tokenizer_for_fresh_model;
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::{CacheCounts, MotionMedia};
 use motionvl_flow::key_index::check_cached;
-use motionvl_flow::{estimator_by_name, FlowCache, FlowEstimator};
+use motionvl_flow::{estimator_from_spec, EstimatorSpec, FlowCache, FlowEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
 use motionvl_models::qwen25vl::Qwen25Vl;
@@ -961,7 +961,13 @@ pub fn motion_media(recipe: &Recipe, device: &Device) -> Result<Option<MotionMed
     if !recipe.motion.enabled() {
         return Ok(None);
     }
-    let estimator: Arc<dyn FlowEstimator> = estimator_by_name(&recipe.motion.estimator, recipe.motion.weights.as_deref(), device)?.into();
+    let spec = EstimatorSpec {
+        name: &recipe.motion.estimator,
+        weights: recipe.motion.weights.as_deref(),
+        weight_precision: recipe.motion.estimator_weights,
+        ..EstimatorSpec::default()
+    };
+    let estimator: Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| recipe.output_dir.join("flow-cache"));
     let mut media = MotionMedia::new(recipe.data.media(), estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
     media.cache_only = recipe.motion.cache_only;

@@ -43,8 +43,30 @@ fn official_recipes_hold_the_official_scripts_settings() {
         if motion {
             assert_eq!((r.motion.estimator.as_str(), r.motion.connector_lr), ("mofnet", 2e-5), "{name}");
             assert!(r.motion.weights.as_ref().is_some_and(|w| w.ends_with("MOF_kitti.pth")), "{name}");
+            // B7: the official bf16 model holds MOFNet's weights rounded to bf16.
+            assert_eq!(r.motion.estimator_weights, motionvl_flow::WeightPrecision::Bf16Rounded, "{name}");
         }
     }
+}
+
+/// Only the recipe of the official training rounds MOFNet's weights; every other keeps them
+/// exact, and the key reads its two spellings.
+#[test]
+fn mofnet_weight_precision_is_the_official_recipes_alone() {
+    use motionvl_flow::WeightPrecision;
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/sft");
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "toml") && !path.ends_with("sis-motion-7b.toml") {
+            let r = Recipe::load(&path, &[]).unwrap_or_else(|e| panic!("{e}"));
+            assert_eq!(r.motion.estimator_weights, WeightPrecision::F32, "{}", path.display());
+        }
+    }
+    let tiny = dir.join("tiny.toml");
+    let r = Recipe::load(&tiny, &[("motion.estimator_weights".into(), "bf16-rounded".into())]).unwrap();
+    assert_eq!(r.motion.estimator_weights, WeightPrecision::Bf16Rounded);
+    let err = Recipe::load(&tiny, &[("motion.estimator_weights".into(), "bf16".into())]).unwrap_err().to_string();
+    assert!(err.contains("bf16-rounded"), "{err}");
 }
 
 #[test]

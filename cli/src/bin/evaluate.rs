@@ -6,7 +6,8 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use motionvl_data::samples::ReadOptions;
-use motionvl_eval::config::{ExtractMode, ProtocolKind, RunConfig};
+use motionvl_eval::config::{AdapterMerge, ExtractMode, ProtocolKind, RunConfig};
+use motionvl_flow::WeightPrecision;
 use motionvl_eval::results::Results;
 use motionvl_data::cvaa::{read_pairs, UavView};
 use motionvl_models::device::parse_device;
@@ -212,6 +213,11 @@ struct RunArgs {
     /// f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long)]
     dtype: Option<String>,
+    /// How the adapter is applied: `merged` (folded into the weights in the model's dtype, as
+    /// PEFT's merge_and_unload; the default of --protocol official in bf16) or `unmerged` (f32
+    /// adapters at run time; the default otherwise).
+    #[arg(long)]
+    adapter_merge: Option<String>,
     /// cpu, cuda or cuda:N.
     #[arg(long)]
     device: Option<String>,
@@ -230,6 +236,11 @@ struct RunArgs {
     /// Weights file of a network flow estimator.
     #[arg(long)]
     motion_weights: Option<PathBuf>,
+    /// What MOFNet computes with: `bf16-rounded` (its weights rounded to bf16 and back, as the
+    /// official code's bf16 model holds them; the default of --protocol official in bf16) or
+    /// `f32` (the default otherwise).
+    #[arg(long)]
+    estimator_weights: Option<String>,
     /// Flow cache folder (default: <out>/flow-cache).
     #[arg(long)]
     flow_cache: Option<PathBuf>,
@@ -330,6 +341,9 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     if let Some(v) = args.dtype {
         cfg.model.dtype = Some(v);
     }
+    if let Some(v) = args.adapter_merge {
+        cfg.model.adapter_merge = Some(v.parse::<AdapterMerge>().map_err(anyhow::Error::msg)?);
+    }
     if let Some(v) = args.device {
         cfg.model.device = v;
     }
@@ -347,6 +361,9 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
     }
     if let Some(v) = args.motion_weights {
         cfg.motion.weights = Some(v);
+    }
+    if let Some(v) = args.estimator_weights {
+        cfg.motion.estimator_weights = Some(v.parse::<WeightPrecision>().map_err(anyhow::Error::msg)?);
     }
     if let Some(v) = args.flow_cache {
         cfg.motion.cache_dir = Some(v);

@@ -164,7 +164,7 @@ fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
 }
 
 fn build_named_estimator(name: &str, weights: Option<&Path>, iters: Option<usize>) -> Result<Arc<dyn FlowEstimator>> {
-    let spec = EstimatorSpec { name, weights, iters };
+    let spec = EstimatorSpec { name, weights, iters, ..EstimatorSpec::default() };
     Ok(Arc::from(estimator_from_spec(&spec, &Device::Cpu)?))
 }
 

@@ -7,6 +7,7 @@ use std::path::Path;
 use candle_core::{DType, Device, Tensor};
 
 use crate::error::{FlowError, Result};
+use crate::estimator::WeightPrecision;
 
 /// Tensors the official checkpoints carry but MOFNet's forward never reads: the Twins final
 /// norm (its stages 3–4 are cut), GMA's relative position embedding (VideoFlow uses content
@@ -19,8 +20,8 @@ pub fn is_unused(name: &str) -> bool {
     UNUSED.iter().any(|u| dotted.contains(u))
 }
 
-/// All tensors MOFNet reads, as f32 on `device`, names without `module.`.
-pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
+/// All tensors MOFNet reads, as f32 on `device` at `precision`, names without `module.`.
+pub fn load_checkpoint(path: &Path, precision: WeightPrecision, device: &Device) -> Result<HashMap<String, Tensor>> {
     let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
     if !path.is_file() {
         return Err(fail("no such file".into()));
@@ -35,7 +36,7 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, T
         if is_unused(&name) {
             continue;
         }
-        out.insert(name, tensor.to_dtype(DType::F32)?.to_device(device)?);
+        out.insert(name, precision.apply(tensor)?.to_dtype(DType::F32)?.to_device(device)?);
     }
     if !out.keys().any(|k| k.starts_with("fnet.svt.")) || !out.keys().any(|k| k.starts_with("update_block.encoder.")) {
         return Err(fail("not a MOFNet checkpoint: no fnet.svt.* / update_block.encoder.* tensors".into()));
@@ -62,7 +63,7 @@ mod tests {
         let tensors: HashMap<String, Tensor> = names.iter().map(|n| Ok((n.to_string(), t(4)?))).collect::<Result<_>>()?;
         let path = dir.path().join("mof.safetensors");
         candle_core::safetensors::save(&tensors, &path)?;
-        let loaded = load_checkpoint(&path, &Device::Cpu)?;
+        let loaded = load_checkpoint(&path, WeightPrecision::F32, &Device::Cpu)?;
         let mut keys: Vec<&str> = loaded.keys().map(String::as_str).collect();
         keys.sort();
         assert_eq!(keys, vec!["fnet.svt.patch_embeds.0.norm.weight", "update_block.encoder.init_hidden_state"]);
@@ -71,7 +72,7 @@ mod tests {
         let raft: HashMap<String, Tensor> = [("feature_encoder.conv.weight".to_string(), t(2)?)].into_iter().collect();
         let other = dir.path().join("raft.safetensors");
         candle_core::safetensors::save(&raft, &other)?;
-        let err = load_checkpoint(&other, &Device::Cpu).err().map(|e| e.to_string()).unwrap_or_default();
+        let err = load_checkpoint(&other, WeightPrecision::F32, &Device::Cpu).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("not a MOFNet checkpoint"), "{err}");
         Ok(())
     }
