@@ -61,12 +61,9 @@ fn extract_reads_every_video_of_a_manifest_and_fills_the_cache() {
     assert_eq!(cached, 8, "one cache entry per video");
 }
 
-/// Flow entries under a cache folder (its key index aside).
+/// Flow entries in a cache folder.
 fn walk(dir: &std::path::Path) -> usize {
-    let entry = |p: &std::path::Path| usize::from(p.extension().is_some_and(|e| e == "safetensors"));
-    std::fs::read_dir(dir)
-        .map(|entries| entries.flatten().map(|e| if e.path().is_dir() { walk(&e.path()) } else { entry(&e.path()) }).sum())
-        .unwrap_or(0)
+    motionvl_flow::FlowCache::new(dir).and_then(|c| c.entry_count()).unwrap_or(0)
 }
 
 /// `flow extract --config RECIPE --shard I/N` fills exactly the entries the recipe's run looks

@@ -20,11 +20,9 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// Flow files (not folders, not the weights' digest notes) under `dir`.
+/// Flow entries in the cache at `dir`.
 fn cached_flows(dir: &Path) -> usize {
-    std::fs::read_dir(dir).map_or(0, |entries| {
-        entries.flatten().map(|e| if e.path().is_dir() { cached_flows(&e.path()) } else { usize::from(!e.file_name().to_string_lossy().starts_with('.')) }).sum()
-    })
+    motionvl_flow::FlowCache::new(dir).and_then(|c| c.entry_count()).unwrap_or(0)
 }
 
 // "Network flow estimators: extract once, train and evaluate from the cache", steps 1–4.

@@ -415,8 +415,11 @@ impl QwenTokenizer {
     /// Loads `tokenizer.json` from a file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, TextError> {
         let path = path.as_ref();
-        let tokenizer = Tokenizer::from_file(path)
-            .map_err(|e| TextError::Load { path: path.to_path_buf(), message: e.to_string() })?;
+        // tokenizers 0.23 panics on some malformed files (an `unwrap` in its decoder
+        // deserialiser, found by tests/tests/fuzz.rs): a damaged file is an error like any other.
+        let loaded = std::panic::catch_unwind(|| Tokenizer::from_file(path))
+            .map_err(|_| TextError::Load { path: path.to_path_buf(), message: "not a tokenizer.json the tokenizers library can read (it panicked)".into() })?;
+        let tokenizer = loaded.map_err(|e| TextError::Load { path: path.to_path_buf(), message: e.to_string() })?;
         Self::from_tokenizer_named(tokenizer, &path.display().to_string())
     }
 

@@ -121,6 +121,21 @@ impl FlowCache {
         &self.root
     }
 
+    /// How many entries the cache holds (its key index and temporaries aside).
+    pub fn entry_count(&self) -> Result<usize> {
+        let mut count = 0;
+        for shard in fs::read_dir(&self.root).map_err(|e| FlowError::io(&self.root, e))?.flatten() {
+            let name = shard.file_name();
+            // Entry folders are the first two hex digits of their keys.
+            if name.len() != 2 || !shard.path().is_dir() {
+                continue;
+            }
+            let entries = fs::read_dir(shard.path()).map_err(|e| FlowError::io(&shard.path(), e))?;
+            count += entries.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.') && e.path().extension().is_some_and(|x| x == "safetensors")).count();
+        }
+        Ok(count)
+    }
+
     pub fn path_of(&self, key: &CacheKey) -> PathBuf {
         self.root.join(&key.0[..2]).join(format!("{}.safetensors", key.0))
     }
