@@ -61,8 +61,13 @@ fn restarting_without_resume_is_refused_and_overwrite_starts_clean() {
     let err = err_text(Trainer::new(&tiny(dir.path(), &[]), None));
     assert!(err.contains("already holds a run") && err.contains("--resume auto") && err.contains("--overwrite"), "{err}");
 
-    let logs = Trainer::start(&tiny(dir.path(), &[]), Start::Overwrite).expect("overwrite").run().expect("trains");
+    std::fs::write(dir.path().join("notes.txt"), "mine").expect("a file of the user's");
+    let overwriting = Trainer::start(&tiny(dir.path(), &[]), Start::Overwrite).expect("overwrite");
+    let said = overwriting.note().unwrap_or_default().to_owned();
+    assert!(said.contains("--overwrite removed") && said.contains("checkpoint-1") && said.contains("trainer_log.jsonl") && !said.contains("notes.txt"), "{said}");
+    let logs = overwriting.run().expect("trains");
     assert_eq!(logs.len(), 2);
+    assert!(dir.path().join("notes.txt").is_file(), "only the run's own files are removed");
     let log = std::fs::read_to_string(dir.path().join("trainer_log.jsonl")).expect("log");
     assert_eq!(log.lines().count(), 2, "the old run's lines are gone: {log}");
 }

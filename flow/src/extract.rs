@@ -97,7 +97,7 @@ impl Job {
             None => media.clone(),
         };
         let input = media.flow_input(&self.video)?;
-        if let Some((settings, index)) = media.key_settings() {
+        if let Some((settings, index)) = crate::key_index::key_settings(&media) {
             index.record(&self.video, &settings, &input.key);
         }
         Ok((media, input))

@@ -81,6 +81,14 @@ impl KeyIndex {
     }
 }
 
+/// What besides the frames a key of `media` covers, and the key index of its cache (none
+/// without a cache).
+pub fn key_settings(media: &MotionMedia) -> Option<(String, KeyIndex)> {
+    let cache = media.cache.as_ref()?;
+    let settings = format!("{:?}|{:?}|{}|{}", media.qwen, media.pseudo, media.estimator.name(), media.estimator.settings());
+    Some((settings, KeyIndex::new(cache.root())))
+}
+
 /// What [`check_cached`] found and did.
 #[derive(Debug, Default)]
 pub struct CachedCheck {
@@ -102,7 +110,7 @@ pub fn check_cached(jobs: &[(PathBuf, MotionMedia)], verify: usize, progress: &(
         .par_iter()
         .enumerate()
         .map(|(i, (video, media))| {
-            let (settings, index) = media.key_settings().ok_or_else(|| FlowError::InvalidInput("the run has no flow cache".into()))?;
+            let (settings, index) = key_settings(media).ok_or_else(|| FlowError::InvalidInput("the run has no flow cache".into()))?;
             let indexed = index.lookup(video, &settings);
             let sampled = i % stride == 0 && indexed.is_some();
             let key = match (&indexed, sampled) {

@@ -112,14 +112,6 @@ impl MotionMedia {
         }
     }
 
-    /// What besides the frames a key of this media covers, and the key index of its cache
-    /// (none without a cache).
-    pub fn key_settings(&self) -> Option<(String, crate::key_index::KeyIndex)> {
-        let cache = self.cache.as_ref()?;
-        let settings = format!("{:?}|{:?}|{}|{}", self.qwen, self.pseudo, self.estimator.name(), self.estimator.settings());
-        Some((settings, crate::key_index::KeyIndex::new(cache.root())))
-    }
-
     /// Whether the cache holds a readable entry for `path`'s flow.
     pub fn is_cached(&self, path: &Path) -> Result<bool> {
         let Some(cache) = &self.cache else { return Ok(false) };

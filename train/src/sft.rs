@@ -275,7 +275,10 @@ impl Trainer {
                 None
             }
             Start::Overwrite => {
-                clear_run(&out)?;
+                let removed = clear_run(&out)?;
+                if !removed.is_empty() {
+                    note = Some(format!("--overwrite removed the previous run's {} from {}", removed.join(", "), out.display()));
+                }
                 None
             }
             Start::Resume("auto") if ckpt::latest_complete(&out)?.is_none() => {
@@ -391,7 +394,7 @@ impl Trainer {
         if let Some(media) = flow_media.as_ref().filter(|m| m.cache_only) {
             let decoded = check_flow_cache(media, loader.samples(), &check.fits, recipe.logging.progress_bar && rank == 0)?;
             if let Some(log) = &mut text_log {
-                writeln!(log, "flow cache: every flow present ({decoded} video(s) decoded to key them)").map_err(io(&out))?;
+                writeln!(log, "flow cache check: every flow present ({decoded} video(s) decoded to key them)").map_err(io(&out))?;
             }
         }
 
@@ -998,13 +1001,15 @@ fn is_progress(path: &Path) -> bool {
     name == "trainer_log.jsonl" || name == hf_layout::ADAPTER_FILES[0] || name.starts_with("checkpoint-")
 }
 
-/// Removes a previous run's files from `out`, nothing else.
-fn clear_run(out: &Path) -> Result<()> {
+/// Removes a previous run's files from `out`, nothing else; returns their names.
+fn clear_run(out: &Path) -> Result<Vec<String>> {
+    let mut names = Vec::new();
     for path in run_artefacts(out) {
         let removed = if path.is_dir() { std::fs::remove_dir_all(&path) } else { std::fs::remove_file(&path) };
         removed.map_err(io(&path))?;
+        names.push(path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default());
     }
-    Ok(())
+    Ok(names)
 }
 
 fn data_digest(recipe: &Recipe) -> Result<String> {

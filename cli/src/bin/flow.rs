@@ -307,17 +307,31 @@ fn load(source: &VideoSource, input: &Input) -> Result<(FramePlan, Array4<u8>)> 
     let options = DecodeOptions::default();
     let (plan, decoded) = match policy(input.plan.as_deref().unwrap_or("training"))? {
         Some(p) => source.load(&p, &options)?,
-        None => {
-            let info = source.probe()?;
-            let p = FramePolicy::Uniform { frames: info.frame_count.max(2) };
-            source.load(&p, &options)?
-        }
+        // Every frame the stream holds, decoded to its end: the header's frame count is not
+        // trusted to size the plan (a bogus one would ask for billions of frames).
+        None => match source {
+            VideoSource::File(path) => {
+                let all = motionvl_data::video::decode_all(path)?;
+                let span = all.timestamps.last().zip(all.timestamps.first()).map_or(0.0, |(l, f)| l - f);
+                let fps = if all.timestamps.len() > 1 && span > 0.0 { (all.timestamps.len() - 1) as f64 / span } else { input.fps };
+                let plan = FramePlan { indices: (0..all.timestamps.len()).collect(), timestamps: all.timestamps, fps };
+                return Ok((plan, downscaled(all.frames, input.max_side)));
+            }
+            // A folder's frames are its files, counted.
+            _ => {
+                let info = source.probe()?;
+                source.load(&FramePolicy::Uniform { frames: info.frame_count.max(2) }, &options)?
+            }
+        },
     };
-    let frames = match input.max_side {
-        Some(side) => downscale(decoded.frames, side),
-        None => decoded.frames,
-    };
-    Ok((plan, frames))
+    Ok((plan, downscaled(decoded.frames, input.max_side)))
+}
+
+fn downscaled(frames: Array4<u8>, max_side: Option<u32>) -> Array4<u8> {
+    match max_side {
+        Some(side) => downscale(frames, side),
+        None => frames,
+    }
 }
 
 fn downscale(frames: Array4<u8>, max_side: u32) -> Array4<u8> {
