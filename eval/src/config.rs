@@ -221,39 +221,6 @@ pub struct ModelConfig {
     pub adapter_merge: Option<AdapterMerge>,
 }
 
-/// How a LoRA adapter is applied at evaluation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AdapterMerge {
-    /// `x Wᵀ + scale · (x Aᵀ) Bᵀ` with the adapter in f32 at run time.
-    Unmerged,
-    /// `W ← round(W + scale · B A)` once at load, in the weights' dtype, then plain layers:
-    /// PEFT 0.18.1's `merge_and_unload` after `PeftModel.from_pretrained`, which keeps the
-    /// adapter in f32 (`autocast_adapter_dtype`), so the f32 delta is added to the bf16 weight
-    /// and the sum rounded once (`tuners/lora/layer.py` `merge`; checked on the weights of
-    /// `tests/fixtures/lora_merge`).
-    Merged,
-}
-
-impl AdapterMerge {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AdapterMerge::Unmerged => "unmerged",
-            AdapterMerge::Merged => "merged",
-        }
-    }
-}
-
-impl std::str::FromStr for AdapterMerge {
-    type Err = String;
-    fn from_str(s: &str) -> std::result::Result<Self, String> {
-        [AdapterMerge::Unmerged, AdapterMerge::Merged]
-            .into_iter()
-            .find(|m| m.as_str() == s)
-            .ok_or_else(|| format!("--adapter-merge {s} is not known; use unmerged or merged"))
-    }
-}
-
 fn default_device() -> String {
     "cpu".to_string()
 }
@@ -305,7 +272,7 @@ pub struct GenerationConfig {
 /// Rejects a value that is not one of `allowed`, naming the key and the allowed values.
 fn unknown_value(key: &str, value: &str, allowed: &[&str]) -> String {
     let allowed: Vec<String> = allowed.iter().map(|a| format!("\"{a}\"")).collect();
-    format!("generation.{key} = \"{value}\" is not known; use {}", allowed.join(" or "))
+    format!("{key} = \"{value}\" is not known; use {}", allowed.join(" or "))
 }
 
 /// A config value written as one of a few strings: read with an error naming the key and the
@@ -349,7 +316,7 @@ macro_rules! string_enum {
 
 string_enum!(
     /// See [`GenerationConfig::answer`].
-    AnswerMode, key = "answer", {
+    AnswerMode, key = "generation.answer", {
         #[default]
         Generate = "generate",
         Likelihood = "likelihood",
@@ -358,7 +325,7 @@ string_enum!(
 
 string_enum!(
     /// See [`GenerationConfig::likelihood_continuation`].
-    Continuation, key = "likelihood_continuation", {
+    Continuation, key = "generation.likelihood_continuation", {
         #[default]
         Text = "text",
         Letter = "letter",
@@ -368,10 +335,25 @@ string_enum!(
 
 string_enum!(
     /// See [`GenerationConfig::likelihood_normalisation`].
-    Normalisation, key = "likelihood_normalisation", {
+    Normalisation, key = "generation.likelihood_normalisation", {
         #[default]
         Sum = "sum",
         PerToken = "per-token",
+    }
+);
+
+string_enum!(
+    /// How a LoRA adapter is applied at evaluation ([`ModelConfig::adapter_merge`]).
+    AdapterMerge, key = "model.adapter_merge", {
+        /// `x Wᵀ + scale · (x Aᵀ) Bᵀ` with the adapter in f32 at run time.
+        #[default]
+        Unmerged = "unmerged",
+        /// `W ← round(W + scale · B A)` once at load, in the weights' dtype, then plain layers:
+        /// PEFT 0.18.1's `merge_and_unload` after `PeftModel.from_pretrained`, which keeps the
+        /// adapter in f32 (`autocast_adapter_dtype`), so the f32 delta is added to the bf16
+        /// weight and the sum rounded once (`tuners/lora/layer.py` `merge`; checked on
+        /// `tests/fixtures/sis_precision`).
+        Merged = "merged",
     }
 );
 

@@ -15,6 +15,7 @@ pub mod output_dir;
 pub mod parallel;
 pub mod pretrain;
 pub mod recipe;
+pub mod rendezvous;
 pub mod sft;
 pub mod tensorboard;
 pub mod threads;

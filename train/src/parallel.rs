@@ -4,19 +4,17 @@
 //! implementations: [`ThreadExchange`], ranks as threads of one process (`train sft
 //! --data-parallel N` on CPU, and the tests that prove the semantics), and `NcclExchange`
 //! (feature `nccl`), one process per GPU launched by torchrun or SLURM ([`Launch`]), with rank 0
-//! handing NCCL's unique id to the others over TCP ([`share_unique_id`]).
+//! handing NCCL's unique id to the others ([`crate::rendezvous`]).
 //!
 //! The trainer reduces the accumulated gradients in buckets ([`reduce_grads`]) before
 //! clipping and the optimiser step, so every rank takes the identical step.
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant};
 
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 
 use crate::optim::Grads;
+pub use crate::rendezvous::{share_unique_id, Launch};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParallelError {
@@ -24,10 +22,8 @@ pub enum ParallelError {
     Candle(#[from] candle_core::Error),
     #[error("data parallel: rank {0} left the group (it failed; its error is above)")]
     PeerGone(usize),
-    #[error("data parallel: environment variable {key}: {problem}")]
-    Env { key: &'static str, problem: String },
-    #[error("data parallel: rendezvous with rank 0 at {addr}: {source}")]
-    Rendezvous { addr: String, source: std::io::Error },
+    #[error(transparent)]
+    Rendezvous(#[from] crate::rendezvous::RendezvousError),
     #[error("data parallel: {0}")]
     Setup(String),
 }
@@ -233,85 +229,6 @@ impl InplaceOp1 for ThreadSum<'_> {
     }
 }
 
-/// Where this process sits in a launched group: torchrun's `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
-/// `MASTER_ADDR`, `MASTER_PORT`, or SLURM's `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` (with
-/// `MASTER_ADDR` exported by the job script, and `MASTER_PORT` defaulting to 29500).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Launch {
-    pub rank: usize,
-    pub world_size: usize,
-    /// The GPU of this process on its node.
-    pub local_rank: usize,
-    pub master_addr: String,
-    pub master_port: u16,
-}
-
-impl Launch {
-    /// The launch described by `var` (the process environment: `|k| std::env::var(k).ok()`);
-    /// `None` when there is no launcher or the world is one process.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
-        let keys: [(&'static str, &'static str, &'static str); 2] =
-            [("WORLD_SIZE", "RANK", "LOCAL_RANK"), ("SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")];
-        let Some((world_key, rank_key, local_key)) = keys.into_iter().find(|(world, _, _)| var(world).is_some()) else {
-            return Ok(None);
-        };
-        let number = |key: &'static str| -> Result<usize> {
-            let value = var(key).ok_or_else(|| ParallelError::Env { key, problem: format!("not set, but {world_key} is") })?;
-            value.trim().parse().map_err(|_| ParallelError::Env { key, problem: format!("`{value}` is not a number") })
-        };
-        let world_size = number(world_key)?;
-        if world_size <= 1 {
-            return Ok(None);
-        }
-        let rank = number(rank_key)?;
-        if rank >= world_size {
-            return Err(ParallelError::Env { key: rank_key, problem: format!("{rank} is not below {world_key} = {world_size}") });
-        }
-        let local_rank = number(local_key)?;
-        let master_addr = var("MASTER_ADDR").ok_or_else(|| ParallelError::Env {
-            key: "MASTER_ADDR",
-            problem: "not set: export the host of rank 0 (under SLURM: `export MASTER_ADDR=$(scontrol show hostnames | head -n1)`)".into(),
-        })?;
-        let master_port = match var("MASTER_PORT") {
-            None => 29500,
-            Some(p) => p.trim().parse().map_err(|_| ParallelError::Env { key: "MASTER_PORT", problem: format!("`{p}` is not a port") })?,
-        };
-        Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port }))
-    }
-}
-
-/// How long a rank keeps trying to reach rank 0, which may start later.
-const RENDEZVOUS_TIMEOUT: Duration = Duration::from_secs(300);
-
-/// Rank 0 sends `id` (NCCL's unique id, 128 bytes) to every other rank over TCP and returns
-/// it; the others connect to `MASTER_ADDR:MASTER_PORT` (retrying until rank 0 listens) and
-/// return what they receive.
-pub fn share_unique_id(launch: &Launch, id: Option<[u8; 128]>) -> Result<[u8; 128]> {
-    let addr = format!("{}:{}", launch.master_addr, launch.master_port);
-    let fail = |source| ParallelError::Rendezvous { addr: addr.clone(), source };
-    if launch.rank == 0 {
-        let id = id.ok_or_else(|| ParallelError::Setup("rank 0 needs the unique id to share".into()))?;
-        // Rank 0 listens on every interface: MASTER_ADDR names it from the others' side.
-        let listener = TcpListener::bind(("0.0.0.0", launch.master_port)).map_err(fail)?;
-        for _ in 1..launch.world_size {
-            let (mut stream, _) = listener.accept().map_err(fail)?;
-            stream.write_all(&id).map_err(fail)?;
-        }
-        return Ok(id);
-    }
-    let started = Instant::now();
-    let mut stream = loop {
-        match TcpStream::connect(&addr) {
-            Ok(stream) => break stream,
-            Err(e) if started.elapsed() > RENDEZVOUS_TIMEOUT => return Err(fail(e)),
-            Err(_) => std::thread::sleep(Duration::from_millis(200)),
-        }
-    };
-    let mut id = [0u8; 128];
-    stream.read_exact(&mut id).map_err(fail)?;
-    Ok(id)
-}
-
 #[cfg(feature = "nccl")]
 pub use nccl::NcclExchange;
 
@@ -386,12 +303,6 @@ mod nccl {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k| map.get(k).cloned()
-    }
 
     #[test]
     fn threads_sum_buckets_identically_on_every_rank() {
@@ -436,43 +347,5 @@ mod tests {
         let t = Tensor::new(&[1f32], &Device::Cpu).expect("tensor");
         let err = survivor.all_reduce_sum(&t).expect_err("rank 0 is gone");
         assert!(err.to_string().contains("rank 0 left"), "{err}");
-    }
-
-    #[test]
-    fn launches_from_torchrun_and_slurm() {
-        let torch = vars(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "29400")]);
-        let launch = Launch::from_vars(torch).expect("valid").expect("a group");
-        assert_eq!(launch, Launch { rank: 1, world_size: 4, local_rank: 1, master_addr: "node0".into(), master_port: 29400 });
-        let slurm = vars(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1"), ("MASTER_ADDR", "gpu12")]);
-        let launch = Launch::from_vars(slurm).expect("valid").expect("a group");
-        assert_eq!((launch.rank, launch.world_size, launch.local_rank, launch.master_port), (5, 8, 1, 29500));
-        assert_eq!(Launch::from_vars(vars(&[])).expect("no launcher"), None);
-        assert_eq!(Launch::from_vars(vars(&[("WORLD_SIZE", "1"), ("RANK", "0")])).expect("one process"), None);
-    }
-
-    #[test]
-    fn bad_launch_variables_are_named() {
-        let no_addr = vars(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0")]);
-        assert!(Launch::from_vars(no_addr).expect_err("no address").to_string().contains("MASTER_ADDR"));
-        let rank_too_big = vars(&[("RANK", "2"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "h")]);
-        assert!(Launch::from_vars(rank_too_big).expect_err("rank ≥ world").to_string().contains("RANK: 2 is not below"));
-        let junk = vars(&[("SLURM_NTASKS", "two")]);
-        assert!(Launch::from_vars(junk).expect_err("not a number").to_string().contains("SLURM_NTASKS: `two`"));
-    }
-
-    #[test]
-    fn rank_zero_hands_the_unique_id_to_every_rank() {
-        // A free port, released before rank 0 binds it.
-        let port = TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).expect("free port").port();
-        let id: [u8; 128] = std::array::from_fn(|i| i as u8);
-        let handles: Vec<_> = (0..3)
-            .map(|rank| {
-                let launch = Launch { rank, world_size: 3, local_rank: rank, master_addr: "127.0.0.1".into(), master_port: port };
-                std::thread::spawn(move || share_unique_id(&launch, (rank == 0).then_some(id)))
-            })
-            .collect();
-        for h in handles {
-            assert_eq!(h.join().expect("rank thread").expect("rendezvous"), id);
-        }
     }
 }

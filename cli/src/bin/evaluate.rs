@@ -342,7 +342,7 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         cfg.model.dtype = Some(v);
     }
     if let Some(v) = args.adapter_merge {
-        cfg.model.adapter_merge = Some(v.parse::<AdapterMerge>().map_err(anyhow::Error::msg)?);
+        cfg.model.adapter_merge = Some(AdapterMerge::try_from(v).map_err(anyhow::Error::msg)?);
     }
     if let Some(v) = args.device {
         cfg.model.device = v;

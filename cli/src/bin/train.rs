@@ -165,7 +165,7 @@ fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_t
     if !recipe.model.device.starts_with("cuda") {
         bail!("a launch of {} processes trains on GPUs: set model.device = \"cuda\" (each rank takes cuda:LOCAL_RANK)", launch.world_size);
     }
-    recipe.model.device = format!("cuda:{}", launch.local_rank);
+    recipe.model.device = format!("cuda:{}", launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
     let device = motionvl_models::device::parse_device(&recipe.model.device)?;
     let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
         .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
