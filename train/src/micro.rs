@@ -34,6 +34,18 @@ impl MicroPlan {
     }
 
     /// Micro-batches one optimiser step takes over all ranks.
+    /// A digest of the numbering every rank must share (which samples are usable, batch,
+    /// accumulation, world size), for the ranks to check they agree.
+    pub fn layout_digest(&self) -> [u8; 32] {
+        use sha2::Digest;
+        let mut h = sha2::Sha256::new();
+        for n in [self.batch as u64, self.per_epoch, self.accum as u64, self.world as u64, self.usable.len() as u64] {
+            h.update(n.to_le_bytes());
+        }
+        h.update(self.usable.iter().map(|&u| u8::from(u)).collect::<Vec<u8>>());
+        h.finalize().into()
+    }
+
     pub fn per_step(&self) -> u64 {
         (self.accum * self.world) as u64
     }

@@ -95,6 +95,19 @@ pub fn barrier(exchange: &dyn GradExchange) -> Result<()> {
     exchange.all_reduce_sum(&Tensor::zeros(1, DType::F32, exchange.device())?)
 }
 
+/// Whether every rank holds the same `fingerprint`, in one all-reduce: each of its bytes and
+/// its square are summed over the ranks, and the bytes agree exactly when, for each,
+/// world · Σb² = (Σb)² (equality in Cauchy–Schwarz). The sums stay exact in f32 up to 256 ranks.
+pub fn all_agree(exchange: &dyn GradExchange, fingerprint: u64) -> Result<bool> {
+    let bytes = fingerprint.to_le_bytes();
+    let values: Vec<f32> = bytes.iter().map(|&b| f32::from(b)).chain(bytes.iter().map(|&b| f32::from(b) * f32::from(b))).collect();
+    let sums = Tensor::from_vec(values, 16, exchange.device())?;
+    exchange.all_reduce_sum(&sums)?;
+    let sums: Vec<f32> = sums.to_vec1()?;
+    let world = exchange.world_size() as f64;
+    Ok((0..8).all(|i| world * f64::from(sums[8 + i]) == f64::from(sums[i]) * f64::from(sums[i])))
+}
+
 /// Ranks as threads of one process: each deposits its buffer, waits for all, and sums every
 /// rank's buffer in rank order, so all ranks compute the same sum bit for bit.
 pub struct ThreadExchange {

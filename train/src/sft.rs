@@ -39,7 +39,7 @@ use crate::batch::{collate, TrainBatch};
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::guard::{require_gradients, TrainedGroup};
 use crate::micro::{MicroPlan, RankBatches};
-use crate::parallel::{barrier, reduce_grads, GradExchange};
+use crate::parallel::{all_agree, barrier, reduce_grads, GradExchange};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{LossAverage, Recipe};
@@ -437,11 +437,43 @@ impl Trainer {
         if let Some(arg) = resume {
             trainer.restore(arg)?;
         }
+        trainer.check_ranks_agree()?;
         if let Some(note) = &trainer.note {
             let line = note.clone();
             trainer.log_line(&line)?;
         }
         Ok(trainer)
+    }
+
+    /// Every rank starts from the same state: step, next micro-batch, data, sample numbering
+    /// and LoRA weights. A rank that resumed elsewhere (a node-local `output_dir`, a stale NFS
+    /// view) or numbered the samples otherwise would add gradients of another run, silently.
+    fn check_ranks_agree(&self) -> Result<()> {
+        let Some(exchange) = &self.exchange else { return Ok(()) };
+        use sha2::Digest;
+        let data = data_digest(&self.recipe)?;
+        let mut h = sha2::Sha256::new();
+        h.update((self.step as u64).to_le_bytes());
+        h.update(self.micro.to_le_bytes());
+        h.update(data.as_bytes());
+        h.update(self.batches.plan().layout_digest());
+        for (name, var) in self.lora.named_vars() {
+            h.update(name.as_bytes());
+            let values: Vec<f32> = var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?;
+            h.update(values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>());
+        }
+        let digest: [u8; 32] = h.finalize().into();
+        let fingerprint = u64::from_le_bytes(digest[..8].try_into().unwrap_or_default());
+        if all_agree(exchange.as_ref(), fingerprint)? {
+            return Ok(());
+        }
+        Err(TrainError::Setup(format!(
+            "the data-parallel ranks start from different states (rank {}: step {}, next micro-batch {}, data sha256 {}): every rank must read the same output_dir (a shared filesystem, not a node-local one) and the same data",
+            exchange.rank(),
+            self.step,
+            self.micro,
+            data.chars().take(12).collect::<String>()
+        )))
     }
 
     /// Stops the run at a checkpoint once `stop` is requested (see [`crate::stop`]).

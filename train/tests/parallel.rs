@@ -137,3 +137,26 @@ fn a_stop_seen_by_one_rank_stops_both_at_one_checkpoint_and_resumes_exactly() {
     let adapter = |dir: &Path| std::fs::read(dir.join("adapter_model.safetensors")).unwrap();
     assert_eq!(adapter(split.path()), adapter(whole.path()), "the same final adapter, byte for byte");
 }
+
+/// Ranks that resumed different states (rank 1 reads a node-local folder without the
+/// checkpoint rank 0 resumes) refuse to train together, naming what they start from.
+#[test]
+fn ranks_that_resume_different_states_refuse_to_train_together() {
+    let settings = [("optim.max_steps", "4"), ("optim.grad_accum", "2"), ("checkpoint.every", "2")];
+    let shared = tempfile::tempdir().unwrap();
+    train_threads(&tiny(shared.path(), &[("optim.max_steps", "2"), settings[1], settings[2]]), Start::Fresh, 2, &StopFlag::new()).unwrap();
+    let local = tempfile::tempdir().unwrap();
+    let recipes = [tiny(shared.path(), &settings), tiny(local.path(), &settings)];
+    let outcomes: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ThreadExchange::group(2)
+            .into_iter()
+            .zip(&recipes)
+            .map(|(exchange, recipe)| scope.spawn(move || Trainer::start_parallel(recipe, Start::Resume("auto"), Some(Box::new(exchange))).err().map(|e| e.to_string()).unwrap_or_default()))
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (rank, err) in outcomes.iter().enumerate() {
+        assert!(err.contains("start from different states") && err.contains(&format!("rank {rank}")), "rank {rank}: {err}");
+    }
+    assert!(outcomes[0].contains("step 2") && outcomes[1].contains("step 0"), "{outcomes:?}");
+}
