@@ -27,7 +27,7 @@ fn cached_flows(dir: &Path) -> usize {
 
 // "Network flow estimators: extract once, train and evaluate from the cache", steps 1–4.
 // `configs/sft/sis-motion-3b.toml` needs SIS-Motion-54K and Qwen2.5-VL-3B, and MOFNet needs
-// `MOF_sintel.pth`: the recipe here is `configs/sft/tiny.toml` (its eight clips, a model trained
+// `MOF_kitti.pth`: the recipe here is `configs/sft/tiny.toml` (its eight clips, a model trained
 // from scratch) with the 3B recipe's `[motion]` section naming `dis`, which needs no weights, so
 // `--weights`/`--flow-weights` are left out. The evaluation config is the same substitute of
 // `configs/eval/sisbench-3b.toml`: the tiny run's adapter on 4 frames of 56×56.
