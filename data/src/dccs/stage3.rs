@@ -265,7 +265,10 @@ pub fn write_stage3(
     let mut samples = Vec::new();
     let mut requests = Vec::new();
     for m in missions {
-        write_json_atomic(&out.join(trajectory_path(m)), &m.planned.trajectory.to_json())?;
+        // Confined like the media the render step writes: no link planted in `out` is followed.
+        let path = crate::confine::confined_join(out, &trajectory_path(m))
+            .map_err(|e| DccsError::Config(format!("mission `{}`: trajectory path {e}", m.id)))?;
+        write_json_atomic(&path, &m.planned.trajectory.to_json())?;
         let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4733, fnv(&m.id)));
         let lm = &landmarks[m.landmark];
         let rows = match m.kind {
