@@ -90,9 +90,13 @@ pub fn reduce_grads(exchange: &dyn GradExchange, grads: Grads<'_>, bucket_elems:
     Ok(())
 }
 
-/// Returns once every rank has called it.
-pub fn barrier(exchange: &dyn GradExchange) -> Result<()> {
-    exchange.all_reduce_sum(&Tensor::zeros(1, DType::F32, exchange.device())?)
+/// A barrier that carries each rank's outcome: returns how many ranks vote `ok = false`, the
+/// same on every rank, so that one rank's failure ends all of them instead of leaving the others
+/// waiting in the next collective.
+pub fn vote(exchange: &dyn GradExchange, ok: bool) -> Result<usize> {
+    let failed = Tensor::new(&[f32::from(u8::from(!ok))], exchange.device())?;
+    exchange.all_reduce_sum(&failed)?;
+    Ok(failed.to_vec1::<f32>()?[0].round() as usize)
 }
 
 /// Whether every rank holds the same `fingerprint`, in one all-reduce: each of its bytes and

@@ -39,7 +39,7 @@ use crate::batch::{collate, TrainBatch};
 use crate::checkpoint::{self as ckpt, Checkpoints};
 use crate::guard::{require_gradients, TrainedGroup};
 use crate::micro::{MicroPlan, RankBatches};
-use crate::parallel::{all_agree, barrier, reduce_grads, GradExchange};
+use crate::parallel::{all_agree, reduce_grads, vote, GradExchange};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
 use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
 use crate::recipe::{LossAverage, Recipe};
@@ -225,6 +225,16 @@ pub struct Trainer {
     _lock: Option<RunLock>,
 }
 
+/// What rank 0's preparation of the run directory yields ([`Trainer::prepare`]).
+struct Prepared<'a> {
+    lock: RunLock,
+    /// The checkpoint to resume (`auto` or a folder), if any.
+    resume: Option<&'a str>,
+    note: Option<String>,
+    samples: Vec<TrainingSample>,
+    files: CheckpointFiles,
+}
+
 /// How a run starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Start<'a> {
@@ -255,11 +265,28 @@ impl Trainer {
     /// alone). Rank 0 owns the run directory (lock, logs, checkpoints) and prepares it before
     /// the others read from it.
     pub fn start_parallel(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
-        let out = recipe.output_dir.clone();
         let (rank, world) = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
         if rank != 0 {
             return Self::follow(recipe, start, exchange);
         }
+        // Rank 0 prepares the run directory while the others wait at the barrier; it votes there
+        // whether it succeeded, so that its refusal (a busy lock, a run without --resume, bad
+        // data) ends every rank rather than leaving them in a collective.
+        let prepared = Self::prepare(recipe, start);
+        if let Some(exchange) = &exchange {
+            let failed = vote(exchange.as_ref(), prepared.is_ok())?;
+            if failed > 0 && prepared.is_ok() {
+                return Err(TrainError::Setup(format!("{failed} data-parallel rank(s) failed to start; their errors are above")));
+            }
+        }
+        let Prepared { lock, resume, note, samples, files } = prepared?;
+        Self::build(recipe, samples, files, resume, note, Some(lock), exchange, (rank, world))
+    }
+
+    /// Rank 0's preparation of the run directory: its lock, the start's decision (resume,
+    /// clear, refuse), the recipe beside it, the data and the base model.
+    fn prepare<'a>(recipe: &Recipe, start: Start<'a>) -> Result<Prepared<'a>> {
+        let out = recipe.output_dir.clone();
         let lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut note = None;
         let resume = match start {
@@ -291,17 +318,17 @@ impl Trainer {
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
         let samples = read_samples(recipe)?;
         let files = base_model_files(recipe, &samples)?;
-        if let Some(exchange) = &exchange {
-            barrier(exchange.as_ref())?;
-        }
-        Self::build(recipe, samples, files, resume, note, Some(lock), exchange, (rank, world))
+        Ok(Prepared { lock, resume, note, samples, files })
     }
 
     /// A rank other than 0: waits for rank 0 to prepare the run directory, then reads it.
     fn follow(recipe: &Recipe, start: Start<'_>, exchange: Option<Box<dyn GradExchange>>) -> Result<Self> {
         let ranks = exchange.as_ref().map_or((0, 1), |e| (e.rank(), e.world_size()));
         if let Some(exchange) = &exchange {
-            barrier(exchange.as_ref())?;
+            let failed = vote(exchange.as_ref(), true)?;
+            if failed > 0 {
+                return Err(TrainError::Setup(format!("rank 0 failed to prepare {} (its error is in its output); this rank stops too", recipe.output_dir.display())));
+            }
         }
         // Rank 0 has cleared a run that `--resume auto` found without a checkpoint.
         let resume = match start {

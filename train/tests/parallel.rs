@@ -160,3 +160,28 @@ fn ranks_that_resume_different_states_refuse_to_train_together() {
     }
     assert!(outcomes[0].contains("step 2") && outcomes[1].contains("step 0"), "{outcomes:?}");
 }
+
+/// Rank 0's refusal to start (here: the folder holds a run and no --resume was given) ends
+/// rank 1 too, at the start barrier, with an error saying so.
+#[test]
+fn rank_zeros_refusal_to_start_ends_every_rank() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny(dir.path(), &[("optim.max_steps", "2"), ("checkpoint.every", "2")]);
+    train_threads(&recipe, Start::Fresh, 2, &StopFlag::new()).unwrap();
+    let outcomes: Vec<String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ThreadExchange::group(2)
+            .into_iter()
+            .map(|exchange| {
+                let recipe = &recipe;
+                // Each rank keeps its exchange after failing: only the vote can tell rank 1.
+                scope.spawn(move || {
+                    let outcome = Trainer::start_parallel(recipe, Start::Fresh, Some(Box::new(exchange)));
+                    outcome.err().map(|e| e.to_string()).unwrap_or_default()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert!(outcomes[0].contains("already holds a run"), "{}", outcomes[0]);
+    assert!(outcomes[1].contains("rank 0 failed to prepare"), "{}", outcomes[1]);
+}
