@@ -234,6 +234,12 @@ pub struct SpecialTokens {
 }
 
 impl SpecialTokens {
+    /// `image_pad`, `video_pad`, `vision_start`, `vision_end`: the ids a checkpoint's config
+    /// must name alike.
+    pub fn vision_ids(&self) -> [u32; 4] {
+        [self.image_pad, self.video_pad, self.vision_start, self.vision_end]
+    }
+
     fn lookup(tokenizer: &Tokenizer, origin: &str) -> Result<Self, TextError> {
         let id = |token: &'static str| {
             tokenizer

@@ -465,7 +465,9 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     // Settings are checked (and MOFNet loaded) before the model, which takes longest.
     let inputs = inputs_of(config, &files, &device)?;
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
-    check_token_ids(&model, &tokenizer)?;
+    if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
+        return Err(EvalError::Config(mismatch));
+    }
     if let Some(adapter) = &config.model.adapter {
         let lora = LoraWeights::load_peft(&adapter_dir(adapter)?, &device)?;
         match config.adapter_merge(dtype) {
@@ -599,27 +601,6 @@ fn official_media(config: &RunConfig, base: &PreprocessConfig) -> QwenMedia {
     }
 }
 
-/// The model's vision token ids must be the tokenizer's, or the vision features land nowhere.
-fn check_token_ids(model: &Qwen25Vl, tokenizer: &QwenTokenizer) -> Result<()> {
-    let cfg = model.config();
-    let special = tokenizer.special();
-    let pairs = [
-        ("image_token_id", cfg.image_token_id, special.image_pad),
-        ("video_token_id", cfg.video_token_id, special.video_pad),
-        ("vision_start_token_id", cfg.vision_start_token_id, special.vision_start),
-        ("vision_end_token_id", cfg.vision_end_token_id, special.vision_end),
-    ];
-    for (key, model_id, tokenizer_id) in pairs {
-        if model_id != tokenizer_id {
-            return Err(EvalError::Config(format!(
-                "the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints"
-            )));
-        }
-    }
-    Ok(())
-}
-
-/// A loaded motion branch and how to make its inputs.
 /// The flow estimator and pseudo-images of a motion-aware checkpoint, and where its branch is.
 struct ResolvedMotion {
     estimator: std::sync::Arc<dyn FlowEstimator>,

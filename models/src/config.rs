@@ -172,6 +172,21 @@ struct RawConfig {
 }
 
 impl Qwen25VlConfig {
+    /// Where this config's vision token ids differ from a tokenizer's (`image_pad`,
+    /// `video_pad`, `vision_start`, `vision_end`, in that order), as a message: the checkpoint and
+    /// the tokenizer come from different models, and vision features would land nowhere.
+    pub fn vision_token_mismatch(&self, tokenizer: [u32; 4]) -> Option<String> {
+        let ours = [
+            ("image_token_id", self.image_token_id),
+            ("video_token_id", self.video_token_id),
+            ("vision_start_token_id", self.vision_start_token_id),
+            ("vision_end_token_id", self.vision_end_token_id),
+        ];
+        ours.into_iter().zip(tokenizer).find(|((_, model_id), tokenizer_id)| model_id != tokenizer_id).map(|((key, model_id), tokenizer_id)| {
+            format!("the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints")
+        })
+    }
+
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
             path: path.to_path_buf(),
@@ -355,5 +370,22 @@ impl Qwen25VlConfig {
                 "hidden_act": v.hidden_act.name(),
             },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first vision id that differs from the tokenizer's is named with both values.
+    #[test]
+    fn a_tokenizer_of_another_checkpoint_is_named() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/models/tiny.json");
+        let cfg = Qwen25VlConfig::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let same = [cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id, cfg.vision_end_token_id];
+        assert_eq!(cfg.vision_token_mismatch(same), None);
+        let shifted = [same[0], same[1] + 7, same[2], same[3] + 1];
+        let said = cfg.vision_token_mismatch(shifted).unwrap_or_default();
+        assert_eq!(said, format!("the model's video_token_id is {} but the tokenizer gives {}: they come from different checkpoints", same[1], same[1] + 7));
     }
 }

@@ -370,7 +370,9 @@ impl Trainer {
         }
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
         let mut model = Qwen25Vl::load(&files, parse_dtype(Some(&recipe.model.dtype), &device)?, &device)?;
-        check_token_ids(model.config(), &tokenizer)?;
+        if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
+            return Err(TrainError::Setup(mismatch));
+        }
         let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
         let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, &device)?;
         lora.attach(model.linears_mut())?;
@@ -957,22 +959,6 @@ fn base_model_name(recipe: &Recipe, files: &CheckpointFiles) -> String {
         Some(id) if recipe.model.init_config.is_none() && !Path::new(id).is_dir() => id.split_once('@').map_or(id, |(repo, _)| repo).to_owned(),
         _ => files.dir.display().to_string(),
     }
-}
-
-fn check_token_ids(cfg: &Qwen25VlConfig, tokenizer: &QwenTokenizer) -> Result<()> {
-    let special = tokenizer.special();
-    let pairs = [
-        ("image_token_id", cfg.image_token_id, special.image_pad),
-        ("video_token_id", cfg.video_token_id, special.video_pad),
-        ("vision_start_token_id", cfg.vision_start_token_id, special.vision_start),
-        ("vision_end_token_id", cfg.vision_end_token_id, special.vision_end),
-    ];
-    for (key, model_id, tokenizer_id) in pairs {
-        if model_id != tokenizer_id {
-            return Err(TrainError::Setup(format!("the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints")));
-        }
-    }
-    Ok(())
 }
 
 /// The base checkpoint: the recipe's own, or a fresh random model with a tokenizer trained on
