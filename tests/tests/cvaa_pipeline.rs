@@ -45,7 +45,7 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
             epochs: 2,
             max_steps: Some(max_steps),
             warmup_ratio: 0.25,
-            schedule: "cosine".into(),
+            schedule: motionvl_train::optim::LrSchedule::Cosine,
             max_grad_norm: 1.0,
             label_smoothing: 0.1,
         },

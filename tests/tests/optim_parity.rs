@@ -10,7 +10,7 @@
 
 use candle_core::{Tensor, Var};
 use motionvl_tests::fixtures::{Dump, Tensors, dumps, max_rel_diff};
-use motionvl_train::optim::{AdamW, AdamWConfig, decays, lr_scale, warmup_steps};
+use motionvl_train::optim::{AdamW, AdamWConfig, LrSchedule, decays, lr_scale, warmup_steps};
 
 /// Weights and moments, relative to the reference's largest magnitude. Measured over the three
 /// dumps (2026-12-02): weights 7.8e-8 at worst, moments 3.9e-7 (the tensor path); the
@@ -95,7 +95,7 @@ fn replay(fx: &Fixture, run: Run) -> Worst {
     let label = format!("{} ({run:?})", fx.dump.label);
     let (steps, accum, total) = (fx.usize("steps"), fx.usize("accum"), fx.usize("total_steps"));
     let max_norm = fx.f64("max_grad_norm");
-    let schedule = fx.meta["schedule"].as_str().expect("schedule");
+    let schedule: LrSchedule = serde_json::from_value(fx.meta["schedule"].clone()).expect("a schedule motionvl knows");
     let warmup = warmup_steps(fx.f64("warmup_ratio"), total);
     assert_eq!(warmup, fx.usize("warmup_steps"), "{label}: transformers' get_warmup_steps rounds the ratio differently");
 

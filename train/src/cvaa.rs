@@ -142,8 +142,8 @@ pub struct OptimSection {
     pub max_steps: Option<usize>,
     #[serde(default)]
     pub warmup_ratio: f64,
-    #[serde(default = "default_schedule")]
-    pub schedule: String,
+    #[serde(default)]
+    pub schedule: crate::optim::LrSchedule,
     #[serde(default = "default_clip")]
     pub max_grad_norm: f64,
     /// Sample4Geo uses 0.1.
@@ -165,9 +165,6 @@ fn default_eps() -> f64 {
 }
 fn default_epochs() -> usize {
     1
-}
-fn default_schedule() -> String {
-    "cosine".into()
 }
 fn default_clip() -> f64 {
     1.0
@@ -601,7 +598,7 @@ impl CvaaTrainer {
         }
         let groups = [TrainedGroup::CvaaHeads, TrainedGroup::CvaaBackbone];
         require_gradients(&self.optim.reach()?, &groups, &format!("step {}", self.step + 1))?;
-        let lr_mult = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
+        let lr_mult = lr_scale(self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(lr_mult, self.recipe.optim.max_grad_norm)?;
         self.step += 1;
         let log = CvaaStepLog {

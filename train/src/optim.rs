@@ -343,15 +343,26 @@ impl AdamW {
     }
 }
 
+/// The learning-rate schedule after warm-up (`[optim] schedule`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LrSchedule {
+    /// Half a cosine from the peak to 0 over the steps after warm-up.
+    #[default]
+    Cosine,
+    /// The peak, held.
+    Constant,
+}
+
 /// Learning-rate multiplier at optimiser step `step` (0-based, the step about to be taken), as
 /// transformers' `get_cosine_schedule_with_warmup` / `get_constant_schedule_with_warmup`.
-pub fn lr_scale(schedule: &str, step: usize, warmup: usize, total: usize) -> f64 {
+pub fn lr_scale(schedule: LrSchedule, step: usize, warmup: usize, total: usize) -> f64 {
     if step < warmup {
         return step as f64 / warmup.max(1) as f64;
     }
     match schedule {
-        "constant" => 1.0,
-        _ => {
+        LrSchedule::Constant => 1.0,
+        LrSchedule::Cosine => {
             // Clamped: a run longer than its schedule stays at the floor instead of re-warming.
             let progress = ((step - warmup) as f64 / (total.saturating_sub(warmup)).max(1) as f64).min(1.0);
             (0.5 * (1.0 + (std::f64::consts::PI * progress).cos())).max(0.0)
@@ -385,7 +396,7 @@ mod tests {
     #[test]
     fn cosine_never_rises_after_warmup_even_past_its_end() {
         let (warmup, total) = (3, 10);
-        let scales: Vec<f64> = (0..25).map(|s| lr_scale("cosine", s, warmup, total)).collect();
+        let scales: Vec<f64> = (0..25).map(|s| lr_scale(LrSchedule::Cosine, s, warmup, total)).collect();
         assert!(scales[..=warmup].windows(2).all(|w| w[1] > w[0]), "{scales:?}");
         assert!(scales[warmup..].windows(2).all(|w| w[1] <= w[0]), "{scales:?}");
         assert!(scales[total..].iter().all(|s| *s == 0.0), "{scales:?}");
@@ -433,11 +444,11 @@ mod tests {
         let total = 100;
         let warmup = warmup_steps(0.03, total);
         assert_eq!(warmup, 3);
-        assert_eq!(lr_scale("cosine", 0, warmup, total), 0.0);
-        assert!((lr_scale("cosine", 1, warmup, total) - 1.0 / 3.0).abs() < 1e-12);
-        assert_eq!(lr_scale("cosine", 3, warmup, total), 1.0);
-        assert!((lr_scale("cosine", 3 + 97 / 2, warmup, total) - 0.5).abs() < 0.02);
-        assert!(lr_scale("cosine", total, warmup, total).abs() < 1e-12);
-        assert_eq!(lr_scale("constant", 50, warmup, total), 1.0);
+        assert_eq!(lr_scale(LrSchedule::Cosine, 0, warmup, total), 0.0);
+        assert!((lr_scale(LrSchedule::Cosine, 1, warmup, total) - 1.0 / 3.0).abs() < 1e-12);
+        assert_eq!(lr_scale(LrSchedule::Cosine, 3, warmup, total), 1.0);
+        assert!((lr_scale(LrSchedule::Cosine, 3 + 97 / 2, warmup, total) - 0.5).abs() < 0.02);
+        assert!(lr_scale(LrSchedule::Cosine, total, warmup, total).abs() < 1e-12);
+        assert_eq!(lr_scale(LrSchedule::Constant, 50, warmup, total), 1.0);
     }
 }

@@ -149,7 +149,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         // batches): only a gradient that is zero as a whole is an error.
         reach.iter_mut().for_each(|r| r.unreached.clear());
         require_gradients(&reach, &[TrainedGroup::Pretrained], &format!("pretraining step {}", step + 1))?;
-        let scale = lr_scale(&recipe.optim.schedule, step, warmup, total);
+        let scale = lr_scale(recipe.optim.schedule, step, warmup, total);
         let grad_norm = optim.step_with_clip(scale, recipe.optim.max_grad_norm)?;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
         let lr = recipe.optim.lr * scale;

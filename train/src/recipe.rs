@@ -265,7 +265,7 @@ pub struct OptimSection {
     pub eps: f64,
     pub warmup_ratio: f64,
     /// `cosine` or `constant` (after warmup).
-    pub schedule: String,
+    pub schedule: crate::optim::LrSchedule,
     pub grad_accum: usize,
     /// Clip the global gradient norm to this (0 disables).
     pub max_grad_norm: f64,
@@ -289,7 +289,7 @@ impl Default for OptimSection {
             beta2: 0.999,
             eps: 1e-8,
             warmup_ratio: 0.03,
-            schedule: "cosine".into(),
+            schedule: crate::optim::LrSchedule::Cosine,
             grad_accum: 8,
             max_grad_norm: 1.0,
             epochs: 1,
@@ -404,7 +404,6 @@ impl Recipe {
         check((0.0..1.0).contains(&o.beta2), "optim.beta2", o.beta2, "in [0, 1)")?;
         check(positive(o.eps), "optim.eps", o.eps, "a positive number")?;
         check((0.0..=1.0).contains(&o.warmup_ratio), "optim.warmup_ratio", o.warmup_ratio, "in [0, 1]")?;
-        check(matches!(o.schedule.as_str(), "cosine" | "constant"), "optim.schedule", &o.schedule, "`cosine` or `constant`")?;
         check(o.grad_accum >= 1, "optim.grad_accum", o.grad_accum, "≥ 1")?;
         check(o.batch_size >= 1, "optim.batch_size", o.batch_size, "≥ 1")?;
         check(o.epochs >= 1, "optim.epochs", o.epochs, "≥ 1")?;

@@ -682,7 +682,7 @@ impl Trainer {
             return Err(TrainError::NonFinite { step: self.step + 1, what, samples: sample_ids });
         }
         self.require_gradients(&used, &format!("step {}", self.step + 1))?;
-        let scale = lr_scale(&self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
+        let scale = lr_scale(self.recipe.optim.schedule, self.step, self.warmup, self.total_steps);
         let grad_norm = self.optim.step_with_clip(scale, self.recipe.optim.max_grad_norm)?;
         self.step += 1;
         self.micro += per_step;
