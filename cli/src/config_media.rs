@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::Device;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::evaluation_inputs;

@@ -29,8 +29,7 @@ fn split_nav_and_sisbench_qa_run_and_refuse_bad_input() {
     let benchmark = std::fs::read_to_string(d.join("split/benchmark.txt")).unwrap_or_default();
     assert_eq!(benchmark, "00001_urbanvideo_test_A_1.mp4\n00003_WebUAV3M_test_W_1.mp4\n");
 
-    std::fs::write(d.join("bad.txt"), "00001_urbanvideo_test_A_1.mp4\n7_visdrone_test_X.mp4\n")
-        .unwrap_or_else(|e| panic!("{e}"));
+    std::fs::write(d.join("bad.txt"), "00001_urbanvideo_test_A_1.mp4\n7_visdrone_test_X.mp4\n").unwrap_or_else(|e| panic!("{e}"));
     let out = construct(&["split", "--input", "bad.txt", "--out", "split2"], d);
     assert!(!out.status.success());
     assert!(text(&out).contains("bad.txt: line 2") && text(&out).contains("visdrone"), "{}", text(&out));
@@ -40,8 +39,7 @@ fn split_nav_and_sisbench_qa_run_and_refuse_bad_input() {
     std::fs::write(d.join("flights.csv"), csv).unwrap_or_else(|e| panic!("{e}"));
     let out = construct(&["nav", "--input", "flights.csv", "--out", "nav"], d);
     assert!(out.status.success(), "{}", text(&out));
-    let rows: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(d.join("nav/nav.json")).unwrap_or_default()).unwrap_or_default();
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&std::fs::read_to_string(d.join("nav/nav.json")).unwrap_or_default()).unwrap_or_default();
     assert_eq!(rows.len(), 2);
     assert_eq!(rows[0]["segments"][0]["kind"], "take_off");
     std::fs::write(d.join("broken.csv"), "episode,x,y,z\na,0,0,0\na,1,up,0\n").unwrap_or_else(|e| panic!("{e}"));
@@ -58,8 +56,20 @@ fn split_nav_and_sisbench_qa_run_and_refuse_bad_input() {
 
 /// The world's flags of a small synthetic world (the defaults render 10 worlds of 224×168 clips).
 const SMALL_WORLD: [&str; 14] = [
-    "--train-worlds", "1", "--test-worlds", "1", "--clips-per-world", "2", "--concats-per-world", "0",
-    "--width", "64", "--height", "48", "--seconds", "1",
+    "--train-worlds",
+    "1",
+    "--test-worlds",
+    "1",
+    "--clips-per-world",
+    "2",
+    "--concats-per-world",
+    "0",
+    "--width",
+    "64",
+    "--height",
+    "48",
+    "--seconds",
+    "1",
 ];
 
 fn lines(path: &Path) -> usize {
@@ -83,7 +93,11 @@ fn synth_with_satellite_writes_the_world_and_its_pairs_into_a_fresh_folder() {
     };
     let out = construct(&args(&[]), d);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(text(&out).contains("synthetic world in fresh") && text(&out).contains("cross-view pairs: fresh/train/cvaa_pairs.jsonl (3 pairs)"), "{}", text(&out));
+    assert!(
+        text(&out).contains("synthetic world in fresh") && text(&out).contains("cross-view pairs: fresh/train/cvaa_pairs.jsonl (3 pairs)"),
+        "{}",
+        text(&out)
+    );
     assert!(d.join("fresh/synth.json").is_file() && d.join("fresh/test/sisbench.json").is_file(), "the world and its held-out manifest");
     assert_eq!((lines(&d.join("fresh/train/cvaa_pairs.jsonl")), lines(&d.join("fresh/test/cvaa_pairs.jsonl"))), (3, 2));
     let pairs = motionvl_data::cvaa::read_pairs(&d.join("fresh/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
@@ -113,5 +127,9 @@ fn synth_with_satellite_writes_the_world_and_its_pairs_into_a_fresh_folder() {
     let pairs = motionvl_data::cvaa::read_pairs(&d.join("pairs-first/test/cvaa_pairs.jsonl")).unwrap_or_else(|e| panic!("{e}"));
     assert!(pairs.iter().all(|p| p.satellite.is_file()), "and their images");
     let forced = construct(&[&world[..], &["--force"]].concat(), d);
-    assert!(forced.status.success() && d.join("pairs-first/test/satellite/world-00.png").is_file(), "--force replaces the world only: {}", text(&forced));
+    assert!(
+        forced.status.success() && d.join("pairs-first/test/satellite/world-00.png").is_file(),
+        "--force replaces the world only: {}",
+        text(&forced)
+    );
 }

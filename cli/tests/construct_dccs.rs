@@ -9,11 +9,7 @@ use motionvl_data::samples::ReadOptions;
 use serde_json::json;
 
 fn construct(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_construct"))
-        .args(args)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("construct runs")
+    Command::new(env!("CARGO_BIN_EXE_construct")).args(args).env("RUST_BACKTRACE", "0").output().expect("construct runs")
 }
 
 fn handoff(dir: &Path) -> (String, String) {
@@ -73,7 +69,22 @@ fn both_stages_from_handoff_files() {
     assert!(samples(&out).iter().all(|s| s["kinematics_checked"] == false && s["kinematics_feasible"].is_null()));
     let checked = dir.path().join("checked");
     let checked_s = checked.display().to_string();
-    let run = construct(&["dccs-video", "--instances", &instances, "--cloud", &cloud, "--out", &checked_s, "--seed", "3", "--width", "64", "--height", "48", "--check-kinematics"]);
+    let run = construct(&[
+        "dccs-video",
+        "--instances",
+        &instances,
+        "--cloud",
+        &cloud,
+        "--out",
+        &checked_s,
+        "--seed",
+        "3",
+        "--width",
+        "64",
+        "--height",
+        "48",
+        "--check-kinematics",
+    ]);
     assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
     for sample in samples(&checked) {
         let feasible = sample["kinematics_feasible"].as_bool().unwrap_or_else(|| panic!("no verdict: {sample}"));
@@ -96,11 +107,12 @@ fn both_stages_from_handoff_files() {
     let wide = construct(&[&["dccs-image"], &common[..], &["--width", "64", "--height", "32"]].concat());
     assert!(String::from_utf8_lossy(&wide.stderr).contains("4:3"));
     // A bad landmark is named with its file.
-    std::fs::write(&instances, r#"[{"instance_id": "x1", "landmark_category": "castle", "landmark_description": "d", "center_3d": [0,0,0], "bbox_3d": [0,0,0,1,1,1,0]}]"#).unwrap();
+    std::fs::write(
+        &instances,
+        r#"[{"instance_id": "x1", "landmark_category": "castle", "landmark_description": "d", "center_3d": [0,0,0], "bbox_3d": [0,0,0,1,1,1,0]}]"#,
+    )
+    .unwrap();
     let bad = construct(&[&["dccs-video"], &common[..]].concat());
     let err = String::from_utf8_lossy(&bad.stderr);
-    assert!(
-        !bad.status.success() && err.contains("valid_instances.json") && err.contains("`x1`") && err.contains("castle"),
-        "{err}"
-    );
+    assert!(!bad.status.success() && err.contains("valid_instances.json") && err.contains("`x1`") && err.contains("castle"), "{err}");
 }

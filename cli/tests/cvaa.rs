@@ -17,9 +17,9 @@ use std::sync::{Arc, Mutex};
 use motionvl_data::cvaa::read_pairs;
 use motionvl_data::text::QwenTokenizer;
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
+use motionvl_eval::Item;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::{Prepare, PreparedBatch, QwenPreparer, load_qwen};
-use motionvl_eval::Item;
 use serde_json::{Value, json};
 
 use common::{output, repo_root};
@@ -90,14 +90,42 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
 
     // README: construct synth --satellite-only --out data/synth (2 training worlds of 8 frames
     // and 1 held-out world of 4, instead of 8 + 2 worlds of 48).
-    let out = run(CONSTRUCT, &["synth", "--satellite-only", "--out", "data/synth", "--train-worlds", "2", "--test-worlds", "1", "--satellite-train-frames", "8", "--satellite-test-frames", "4"], d);
+    let out = run(
+        CONSTRUCT,
+        &[
+            "synth",
+            "--satellite-only",
+            "--out",
+            "data/synth",
+            "--train-worlds",
+            "2",
+            "--test-worlds",
+            "1",
+            "--satellite-train-frames",
+            "8",
+            "--satellite-test-frames",
+            "4",
+        ],
+        d,
+    );
     assert!(out.contains("cross-view pairs: data/synth/train/cvaa_pairs.jsonl (16 pairs), data/synth/test/cvaa_pairs.jsonl (4 pairs)"), "{out}");
     assert!(!d.join("data/synth/synth.json").exists(), "--satellite-only renders no clips");
 
     // README: both stages with the committed recipes (1 step each, batches of 8 for 16 pairs,
     // 56 px views instead of 112, which halves the time of every retrieval below; stage 2
     // starts from stage 1's checkpoint, which is checkpoint-1 here, not 480).
-    let small = ["--max-steps", "1", "--optim.batch_size", "8", "--model.uav_size", "[56, 56]", "--model.satellite_size", "56", "--model.init.image_size", "56"];
+    let small = [
+        "--max-steps",
+        "1",
+        "--optim.batch_size",
+        "8",
+        "--model.uav_size",
+        "[56, 56]",
+        "--model.satellite_size",
+        "56",
+        "--model.init.image_size",
+        "56",
+    ];
     let stage1 = config("configs/cvaa/synth.toml");
     let (_, log) = output(TRAIN, &[&["cvaa", "--config", &stage1][..], &small].concat(), d);
     assert!(log.contains("done: step 1"), "{log}");
@@ -150,7 +178,10 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     let (_, first_frame_score) = retrieve(d, ckpt, "clip.mp4@0", "data/synth/test/satellite/world-00.png", "1");
     // After one training step two frames may share their best window, not its score: the score
     // tells the middle frame from the first.
-    assert!((first_frame_score[0] - clip_score[0]).abs() > 1e-4, "the clip's first and middle frames score alike: {first_frame_score:?} {clip_score:?}");
+    assert!(
+        (first_frame_score[0] - clip_score[0]).abs() > 1e-4,
+        "the clip's first and middle frames score alike: {first_frame_score:?} {clip_score:?}"
+    );
 
     // README: evaluate run --config configs/eval/links2bench-3b.toml --manifest LINKS2.jsonl
     // --cvaa CKPT --out runs/links2-cvaa (with a tiny random checkpoint on the CPU, 4 new tokens
@@ -169,7 +200,8 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
         .map(|l| serde_json::from_str(l).expect("a JSON line"))
         .collect();
     let by_id = |id: &str| predictions.iter().find(|p| p["question_id"] == id).unwrap_or_else(|| panic!("no prediction for {id}"));
-    let recorded = |id: &str| -> [f64; 4] { serde_json::from_value(by_id(id)["cvaa_box"].clone()).unwrap_or_else(|e| panic!("{id}'s cvaa_box: {e}")) };
+    let recorded =
+        |id: &str| -> [f64; 4] { serde_json::from_value(by_id(id)["cvaa_box"].clone()).unwrap_or_else(|e| panic!("{id}'s cvaa_box: {e}")) };
     assert_eq!(predictions.len(), 3);
     assert_eq!(recorded("clip"), clip_box[0], "the clip's box is the one retrieved for its middle frame");
     assert_eq!(recorded("image"), image_box[0]);
@@ -180,8 +212,10 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     // README: evaluate prompts --bench links2 --cvaa CKPT --manifest FILE --out prompts.jsonl
     // writes the same boxes in the prompts, for a model outside the toolkit.
     run(EVALUATE, &["prompts", "--bench", "links2", "--cvaa", ckpt, "--manifest", "LINKS2.jsonl", "--out", "prompts.jsonl"], d);
-    let prompts: Vec<Value> = std::fs::read_to_string(d.join("prompts.jsonl")).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
-    let prompt_box = |id: &str| prompts.iter().find(|p| p["question_id"] == id).map(|p| p["box"].clone()).unwrap_or_else(|| panic!("no prompt for {id}"));
+    let prompts: Vec<Value> =
+        std::fs::read_to_string(d.join("prompts.jsonl")).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("a JSON line")).collect();
+    let prompt_box =
+        |id: &str| prompts.iter().find(|p| p["question_id"] == id).map(|p| p["box"].clone()).unwrap_or_else(|| panic!("no prompt for {id}"));
     assert_eq!((prompt_box("clip"), prompt_box("image"), prompt_box("video-only")), (json!(clip_box[0]), json!(image_box[0]), Value::Null));
 
     // The prompt the model saw: the same run in-process, recording the evaluator's own inputs.

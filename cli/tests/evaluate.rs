@@ -6,15 +6,8 @@ use std::process::Command;
 use serde_json::json;
 
 fn evaluate(args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_evaluate"))
-        .args(args)
-        .output()
-        .expect("evaluate runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = Command::new(env!("CARGO_BIN_EXE_evaluate")).args(args).output().expect("evaluate runs");
+    (out.status.success(), String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
 
 fn write(path: &Path, rows: &[serde_json::Value]) {
@@ -31,13 +24,7 @@ fn score_detects_the_benchmark_and_compare_reads_runs() {
     };
     write(&manifest, &[row("a", "A"), row("b", "B")]);
     let predictions = dir.path().join("p.jsonl");
-    write(
-        &predictions,
-        &[
-            json!({"question_id": "a", "prediction": "A"}),
-            json!({"question_id": "b", "prediction": "up"}),
-        ],
-    );
+    write(&predictions, &[json!({"question_id": "a", "prediction": "A"}), json!({"question_id": "b", "prediction": "up"})]);
     let out = dir.path().join("scored");
     let (ok, stdout, stderr) = evaluate(&[
         "score",
@@ -50,19 +37,13 @@ fn score_detects_the_benchmark_and_compare_reads_runs() {
     ]);
     assert!(ok, "{stderr}");
     assert!(stdout.contains("| p | 50.0 | 50.0 |"), "Table 2 row printed:\n{stdout}");
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results.json")).expect("json");
+    let results: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("results.json")).expect("json");
     assert_eq!(results["benchmark"], "sisbench", "detected from the rows");
 
     let out_str = out.to_str().expect("utf-8");
     let (ok, stdout, stderr) = evaluate(&["compare", out_str, out_str]);
     assert!(ok, "{stderr}");
-    assert!(
-        stdout
-            .lines()
-            .any(|l| l.starts_with("overall") && l.trim_end().ends_with("+0.0")),
-        "{stdout}"
-    );
+    assert!(stdout.lines().any(|l| l.starts_with("overall") && l.trim_end().ends_with("+0.0")), "{stdout}");
 }
 
 #[test]
@@ -70,15 +51,7 @@ fn run_without_an_output_folder_says_which_flag_is_missing() {
     let dir = tempfile::tempdir().expect("tempdir");
     let manifest = dir.path().join("m.jsonl");
     std::fs::write(&manifest, "").expect("write");
-    let (ok, _, stderr) = evaluate(&[
-        "run",
-        "--bench",
-        "sisbench",
-        "--checkpoint",
-        "x",
-        "--manifest",
-        manifest.to_str().expect("utf-8"),
-    ]);
+    let (ok, _, stderr) = evaluate(&["run", "--bench", "sisbench", "--checkpoint", "x", "--manifest", manifest.to_str().expect("utf-8")]);
     assert!(!ok);
     assert!(stderr.contains("--out"), "{stderr}");
     let (ok, stdout, _) = evaluate(&["benches"]);
@@ -123,6 +96,7 @@ fn score_with_the_official_extraction_writes_uav_accuracy_and_run_refuses_an_unk
     assert_eq!(acc["per_category"]["Path Planning"], json!({"correct": 1, "total": 2, "accuracy": 50.0}));
     assert_eq!(acc["per_split"]["val"], json!({"correct": 2, "total": 2, "accuracy": 100.0}));
 
-    let (ok, _, stderr) = evaluate(&["run", "--protocol", "vllm", "--bench", "sisbench", "--checkpoint", "x", "--manifest", manifest.to_str().expect("utf-8")]);
+    let (ok, _, stderr) =
+        evaluate(&["run", "--protocol", "vllm", "--bench", "sisbench", "--checkpoint", "x", "--manifest", manifest.to_str().expect("utf-8")]);
     assert!(!ok && stderr.contains("--protocol vllm is not known"), "{stderr}");
 }

@@ -17,7 +17,31 @@ fn an_exported_package_evaluates_and_a_bare_adapter_needs_no_motion() {
     let path = |p: &str| d.join(p).display().to_string();
     let mofnet = root.join("tests/fixtures/flow/mofnet/tiny/model.safetensors").display().to_string();
 
-    common::output(train, &["sft", "--config", "configs/sft/tiny.toml", "--motion", "mofnet", "--flow-weights", &mofnet, "--max-steps", "1", "--output-dir", &path("run"), "--logging.progress_bar", "false", "--motion.connector_hidden", "2048", "--motion.connector_init", "\"truncated-normal\"", "--motion.pseudo_images.pipeline", "\"official\""], &root);
+    common::output(
+        train,
+        &[
+            "sft",
+            "--config",
+            "configs/sft/tiny.toml",
+            "--motion",
+            "mofnet",
+            "--flow-weights",
+            &mofnet,
+            "--max-steps",
+            "1",
+            "--output-dir",
+            &path("run"),
+            "--logging.progress_bar",
+            "false",
+            "--motion.connector_hidden",
+            "2048",
+            "--motion.connector_init",
+            "\"truncated-normal\"",
+            "--motion.pseudo_images.pipeline",
+            "\"official\"",
+        ],
+        &root,
+    );
     let (_, said) = common::output(train, &["export", "--format", "sis-motion", &path("run"), "--out", &path("package")], &root);
     assert!(said.contains("connector hidden 2048") && said.contains("safetensors conversion"), "{said}");
     for file in ["adapter_config.json", "adapter_model.safetensors", "connector_weights.pt", "sis_motion_config.json", "MOF_kitti.pth"] {
@@ -29,12 +53,29 @@ fn an_exported_package_evaluates_and_a_bare_adapter_needs_no_motion() {
     std::fs::write(d.join("sis.jsonl"), format!("{row}\n")).expect("manifest");
     let evaluate_with = |out: &str, adapter: &str, extra: &[&str]| -> Vec<String> {
         let (base, adapter, manifest) = (path("run/base-model"), path(adapter), path("sis.jsonl"));
-        let mut args = vec!["run", "--out", out, "--checkpoint", &base, "--adapter", &adapter, "--manifest", &manifest, "--bench", "sisbench", "--protocol", "paper", "--answer", "likelihood"];
+        let mut args = vec![
+            "run",
+            "--out",
+            out,
+            "--checkpoint",
+            &base,
+            "--adapter",
+            &adapter,
+            "--manifest",
+            &manifest,
+            "--bench",
+            "sisbench",
+            "--protocol",
+            "paper",
+            "--answer",
+            "likelihood",
+        ];
         args.extend(["--max-frames", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"]);
         args.extend(extra);
         args.into_iter().map(str::to_owned).collect()
     };
-    let record = |out: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(d.join(out).join("run.json")).expect("run.json")).expect("JSON") };
+    let record =
+        |out: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(d.join(out).join("run.json")).expect("run.json")).expect("JSON") };
     let run_ok = |args: Vec<String>| common::output(evaluate, &args.iter().map(String::as_str).collect::<Vec<_>>(), &root);
     let run_failing = |args: Vec<String>| common::failure(evaluate, &args.iter().map(String::as_str).collect::<Vec<_>>(), &root);
 

@@ -2,7 +2,7 @@
 
 use std::process::Command;
 
-use motionvl_flow::synthetic::{synthetic_pair, Motion};
+use motionvl_flow::synthetic::{Motion, synthetic_pair};
 
 #[test]
 fn extract_and_viz_on_a_frame_folder() {
@@ -32,11 +32,23 @@ fn extract_and_viz_on_a_frame_folder() {
     assert!((u - 2.0).abs() < 0.2 && (v + 1.0).abs() < 0.2, "mean flow ({u}, {v})");
 
     let viz = dir.path().join("viz");
-    let status = Command::new(env!("CARGO_BIN_EXE_flow")).args(["viz", "--frames"]).arg(&frames_dir).args(["--plan", "all", "--out"]).arg(&viz).status().expect("runs");
+    let status = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["viz", "--frames"])
+        .arg(&frames_dir)
+        .args(["--plan", "all", "--out"])
+        .arg(&viz)
+        .status()
+        .expect("runs");
     assert!(status.success());
     assert!(viz.join("seq/flow_0000.png").is_file() && viz.join("seq/strip.png").is_file());
 
-    let status = Command::new(env!("CARGO_BIN_EXE_flow")).args(["extract", "--frames"]).arg(&frames_dir).args(["--motion", "raft-small", "--out"]).arg(&out).output().expect("runs");
+    let status = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["extract", "--frames"])
+        .arg(&frames_dir)
+        .args(["--motion", "raft-small", "--out"])
+        .arg(&out)
+        .output()
+        .expect("runs");
     assert!(!status.status.success());
     assert!(String::from_utf8_lossy(&status.stderr).contains("--weights"));
 }
@@ -72,7 +84,6 @@ fn walk(dir: &std::path::Path) -> usize {
 /// are disjoint and together complete, and a rerun computes nothing.
 #[test]
 fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
-
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     let data = root.join("tests/data/tiny-sft/train.jsonl");
     let dir = tempfile::tempdir().expect("tempdir");
@@ -130,9 +141,20 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     let after = check_cached(&jobs, 2, &|| {}).expect("check");
     assert_eq!(after.decoded, 3, "the sample and the changed video");
     assert_eq!(after.missing.len(), 1);
-    assert!(after.missing[0].to_string().contains("no cached flow for") && after.missing[0].to_string().contains(&videos[5].display().to_string()), "{}", after.missing[0]);
+    assert!(
+        after.missing[0].to_string().contains("no cached flow for") && after.missing[0].to_string().contains(&videos[5].display().to_string()),
+        "{}",
+        after.missing[0]
+    );
 
-    let bad = Command::new(env!("CARGO_BIN_EXE_flow")).args(["extract", "--config"]).arg(&recipe).arg("--manifest").arg(&data).args(["--shard", "3/3"]).output().expect("runs");
+    let bad = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["extract", "--config"])
+        .arg(&recipe)
+        .arg("--manifest")
+        .arg(&data)
+        .args(["--shard", "3/3"])
+        .output()
+        .expect("runs");
     assert!(!bad.status.success() && String::from_utf8_lossy(&bad.stderr).contains("0 <= I < N"));
 }
 
@@ -154,8 +176,10 @@ fn renamed_but_different_weights_miss_the_cache() {
             bytes[last] ^= 1;
         }
         std::fs::write(folder.join("model.safetensors"), bytes).expect("write");
-        let (cfg, _) = motionvl_flow::raft::RaftConfig::from_json(&std::fs::read_to_string(folder.join("config.json")).expect("config")).expect("config");
-        let estimator = motionvl_flow::raft::RaftEstimator::from_checkpoint(&folder.join("model.safetensors"), cfg, 2, &candle_core::Device::Cpu).expect("loads");
+        let (cfg, _) =
+            motionvl_flow::raft::RaftConfig::from_json(&std::fs::read_to_string(folder.join("config.json")).expect("config")).expect("config");
+        let estimator =
+            motionvl_flow::raft::RaftEstimator::from_checkpoint(&folder.join("model.safetensors"), cfg, 2, &candle_core::Device::Cpu).expect("loads");
         let frames = ndarray::Array4::<u8>::zeros((2, 32, 32, 3));
         keys.push(CacheKey::new(frames.view(), "plan", &estimator));
     }

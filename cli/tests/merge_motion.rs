@@ -35,9 +35,7 @@ fn option_scores(run_dir: &Path) -> BTreeMap<String, BTreeMap<String, f64>> {
 
 fn max_difference(a: &BTreeMap<String, BTreeMap<String, f64>>, b: &BTreeMap<String, BTreeMap<String, f64>>) -> f64 {
     assert_eq!(a.keys().collect::<Vec<_>>(), b.keys().collect::<Vec<_>>(), "the same questions");
-    a.iter()
-        .flat_map(|(id, scores)| scores.iter().map(move |(letter, s)| (s - b[id][letter]).abs()))
-        .fold(0.0, f64::max)
+    a.iter().flat_map(|(id, scores)| scores.iter().map(move |(letter, s)| (s - b[id][letter]).abs())).fold(0.0, f64::max)
 }
 
 #[test]
@@ -47,7 +45,22 @@ fn a_merged_motion_run_answers_as_its_adapter_and_connector_do() {
     let (train, evaluate) = (env!("CARGO_BIN_EXE_train"), env!("CARGO_BIN_EXE_evaluate"));
     let path = |p: &str| d.join(p).display().to_string();
 
-    run(train, &["sft", "--config", "configs/sft/tiny.toml", "--motion", "dis", "--max-steps", "3", "--output-dir", &path("run"), "--logging.progress_bar", "false"]);
+    run(
+        train,
+        &[
+            "sft",
+            "--config",
+            "configs/sft/tiny.toml",
+            "--motion",
+            "dis",
+            "--max-steps",
+            "3",
+            "--output-dir",
+            &path("run"),
+            "--logging.progress_bar",
+            "false",
+        ],
+    );
     // 1 MiB shards: the tiny model's 1.9 MB of weights are written in the sharded hub layout.
     run(train, &["merge", "--base", &path("run/base-model"), "--adapter", &path("run/checkpoint-3"), "--out", &path("merged"), "--shard-mib", "1"]);
     for file in ["motion.json", "motion.safetensors", "model.safetensors.index.json", "tokenizer.json"] {
@@ -68,7 +81,23 @@ fn a_merged_motion_run_answers_as_its_adapter_and_connector_do() {
         .collect();
     std::fs::write(d.join("sis.jsonl"), rows).expect("manifest");
     // The recipe's frames: 4 of 56×56.
-    let protocol = ["--manifest", &path("sis.jsonl"), "--bench", "sisbench", "--protocol", "paper", "--answer", "likelihood", "--max-frames", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"];
+    let protocol = [
+        "--manifest",
+        &path("sis.jsonl"),
+        "--bench",
+        "sisbench",
+        "--protocol",
+        "paper",
+        "--answer",
+        "likelihood",
+        "--max-frames",
+        "4",
+        "--min-pixels",
+        "3136",
+        "--max-pixels",
+        "3136",
+        "--quiet",
+    ];
     let evaluate_with = |out: &str, model: &[&str]| {
         let mut args = vec!["run", "--out", out];
         args.extend(model);

@@ -17,7 +17,8 @@ const FLOW: &str = env!("CARGO_BIN_EXE_flow");
 const EVALUATE: &str = env!("CARGO_BIN_EXE_evaluate");
 
 fn read_json(path: &Path) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// Flow entries in the cache at `dir`.
@@ -126,10 +127,31 @@ fn the_synthetic_dualcog_set_builds_and_evaluates() {
     let checkpoint = checkpoint.display().to_string();
     for (stage, out, rows) in [("stage3", "runs/dccs-video", 4), ("stage4", "runs/dccs-image", 8)] {
         let manifest = format!("data/synth/dccs/{stage}.json");
-        let args = ["run", "--checkpoint", &checkpoint, "--bench", "dualcog", "--manifest", &manifest, "--out", out, "--max-new-tokens", "4", "--min-pixels", "3136", "--max-pixels", "3136", "--quiet"];
+        let args = [
+            "run",
+            "--checkpoint",
+            &checkpoint,
+            "--bench",
+            "dualcog",
+            "--manifest",
+            &manifest,
+            "--out",
+            out,
+            "--max-new-tokens",
+            "4",
+            "--min-pixels",
+            "3136",
+            "--max-pixels",
+            "3136",
+            "--quiet",
+        ];
         output(EVALUATE, &args, d);
         let results = read_json(&d.join(out).join("results.json"));
-        assert_eq!((results["benchmark"].as_str(), results["questions"].as_u64(), results["missing"].as_u64()), (Some("dualcog"), Some(rows), Some(0)), "{results}");
+        assert_eq!(
+            (results["benchmark"].as_str(), results["questions"].as_u64(), results["missing"].as_u64()),
+            (Some("dualcog"), Some(rows), Some(0)),
+            "{results}"
+        );
     }
 }
 
@@ -157,7 +179,12 @@ fn flow_extract_takes_each_plans_frames_from_a_video() {
         }
         let bytes = std::fs::read(d.join(&out).join("right-red.safetensors")).expect("flow file");
         let (_, meta) = safetensors::SafeTensors::read_metadata(&bytes).expect("safetensors header");
-        let taken: Vec<usize> = meta.metadata().as_ref().and_then(|m| m.get("frame_indices")).and_then(|f| serde_json::from_str(f).ok()).unwrap_or_else(|| panic!("{plan}: no frame_indices"));
+        let taken: Vec<usize> = meta
+            .metadata()
+            .as_ref()
+            .and_then(|m| m.get("frame_indices"))
+            .and_then(|f| serde_json::from_str(f).ok())
+            .unwrap_or_else(|| panic!("{plan}: no frame_indices"));
         assert_eq!(taken, frames, "{plan}");
         let flows = safetensors::SafeTensors::deserialize(&bytes).expect("safetensors").tensor("flows").expect("flows").shape().to_vec();
         assert_eq!((flows[0], flows[1]), (frames.len() - 1, 2), "{plan}: one flow per consecutive pair");
@@ -167,7 +194,12 @@ fn flow_extract_takes_each_plans_frames_from_a_video() {
 /// `{question_id, prediction}` lines answering every question of a manifest with `answer`.
 fn predictions(manifest: &Path, out: &Path, answer: &dyn Fn(&Value) -> String) {
     let rows = read_json(manifest);
-    let lines: String = rows.as_array().expect("a JSON list").iter().map(|r| format!("{}\n", json!({"question_id": r["question_id"], "prediction": answer(r)}))).collect();
+    let lines: String = rows
+        .as_array()
+        .expect("a JSON list")
+        .iter()
+        .map(|r| format!("{}\n", json!({"question_id": r["question_id"], "prediction": answer(r)})))
+        .collect();
     std::fs::write(out, lines).expect("predictions");
 }
 
@@ -190,11 +222,21 @@ fn the_benchmark_builders_write_what_evaluate_scores() {
     for clip in ["right-red", "up-blue", "left-red", "down-blue"] {
         std::fs::copy(repo_root().join(format!("tests/data/tiny-sft/{clip}.mp4")), sequences.join(format!("{clip}.mp4"))).expect("clip");
     }
-    let (out, _) = output(CONSTRUCT, &["sisbench-videos", "--input", "visdrone/sequences", "--out", "bench", "--frame-folder-fps", "30", "--concatenated", "3", "--shuffled", "1"], d);
-    assert!(out.starts_with("10 videos from 5 sources in bench (10 encoded, 0 already there"), "5 single, 3 concatenated, 1 of each shuffled kind: {out}");
+    let (out, _) = output(
+        CONSTRUCT,
+        &["sisbench-videos", "--input", "visdrone/sequences", "--out", "bench", "--frame-folder-fps", "30", "--concatenated", "3", "--shuffled", "1"],
+        d,
+    );
+    assert!(
+        out.starts_with("10 videos from 5 sources in bench (10 encoded, 0 already there"),
+        "5 single, 3 concatenated, 1 of each shuffled kind: {out}"
+    );
     let index = std::fs::read_to_string(d.join("bench/videos.jsonl")).expect("videos.jsonl");
     let (categories, colours) = (["car", "truck", "bus", "person", "bicycle", "boat"], ["red", "blue", "white", "black", "green", "yellow"]);
-    let (landmarks, actions) = (["water tower", "church", "bridge", "stadium", "silo", "lighthouse", "factory", "school"], ["fly forward", "turn left", "ascend", "descend", "fly backward", "turn right"]);
+    let (landmarks, actions) = (
+        ["water tower", "church", "bridge", "stadium", "silo", "lighthouse", "factory", "school"],
+        ["fly forward", "turn left", "ascend", "descend", "fly backward", "turn right"],
+    );
     let annotations: String = index
         .lines()
         .enumerate()
@@ -227,14 +269,24 @@ fn the_benchmark_builders_write_what_evaluate_scores() {
 
     // construct split --input airscape/videos --out airscape/split --webuav-benchmark 700 (1 here).
     std::fs::create_dir_all(d.join("airscape/videos")).expect("clips folder");
-    for clip in ["00001_urbanvideo_test_A_1.mp4", "00002_NAT2021_train_N_1.mp4", "00005_NAT2021_test_N_2.mp4", "00003_WebUAV3M_test_W_1.mp4", "00004_WebUAV3M_train_W_1.mp4"] {
+    for clip in [
+        "00001_urbanvideo_test_A_1.mp4",
+        "00002_NAT2021_train_N_1.mp4",
+        "00005_NAT2021_test_N_2.mp4",
+        "00003_WebUAV3M_test_W_1.mp4",
+        "00004_WebUAV3M_train_W_1.mp4",
+    ] {
         std::fs::write(d.join("airscape/videos").join(clip), b"").expect("clip");
     }
     output(CONSTRUCT, &["split", "--input", "airscape/videos", "--out", "airscape/split", "--webuav-benchmark", "1"], d);
     let benchmark = std::fs::read_to_string(d.join("airscape/split/benchmark.txt")).expect("benchmark.txt");
     let benchmark: Vec<&str> = benchmark.lines().collect();
     assert!(benchmark.contains(&"00001_urbanvideo_test_A_1.mp4") && benchmark.contains(&"00005_NAT2021_test_N_2.mp4"), "{benchmark:?}");
-    assert_eq!((benchmark.len(), benchmark.iter().filter(|c| c.contains("WebUAV3M")).count()), (3, 1), "UrbanVideo, NAT2021's test clip and one WebUAV3M clip: {benchmark:?}");
+    assert_eq!(
+        (benchmark.len(), benchmark.iter().filter(|c| c.contains("WebUAV3M")).count()),
+        (3, 1),
+        "UrbanVideo, NAT2021's test clip and one WebUAV3M clip: {benchmark:?}"
+    );
 
     // construct nav --input merged_data.json --out bench/nav --video-pattern "videos/{id}.mp4",
     // then evaluate score --bench nav. The true paths, by the README's step rules: climb 9 m
@@ -247,11 +299,20 @@ fn the_benchmark_builders_write_what_evaluate_scores() {
     std::fs::write(d.join("merged_data.json"), episodes.to_string()).expect("episodes");
     output(CONSTRUCT, &["nav", "--input", "merged_data.json", "--out", "bench/nav", "--video-pattern", "videos/{id}.mp4"], d);
     let rows = read_json(&d.join("bench/nav/nav.json"));
-    let kinds = |row: &Value| row["segments"].as_array().expect("segments").iter().map(|s| s["kind"].as_str().expect("kind").to_string()).collect::<Vec<_>>();
-    assert_eq!((rows[0]["video_path"].as_str(), kinds(&rows[0])), (Some("videos/e1.mp4"), vec!["take_off".to_string(), "cruise".into(), "turn_left".into()]), "{rows}");
+    let kinds =
+        |row: &Value| row["segments"].as_array().expect("segments").iter().map(|s| s["kind"].as_str().expect("kind").to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        (rows[0]["video_path"].as_str(), kinds(&rows[0])),
+        (Some("videos/e1.mp4"), vec!["take_off".to_string(), "cruise".into(), "turn_left".into()]),
+        "{rows}"
+    );
     assert_eq!(kinds(&rows[1]), ["cruise", "turn_right", "landing"], "{rows}");
     predictions(&d.join("bench/nav/nav.json"), &d.join("nav-preds.jsonl"), &|r| r["answer"].as_str().expect("answer").to_string());
     output(EVALUATE, &["score", "--bench", "nav", "--manifest", "bench/nav/nav.json", "--predictions", "nav-preds.jsonl", "--out", "nav-scores"], d);
     let results = read_json(&d.join("nav-scores/results.json"));
-    assert_eq!((results["benchmark"].as_str(), results["overall"]["correct"].as_u64(), results["overall"]["n"].as_u64()), (Some("nav"), Some(2), Some(2)), "{results}");
+    assert_eq!(
+        (results["benchmark"].as_str(), results["overall"]["correct"].as_u64(), results["overall"]["n"].as_u64()),
+        (Some("nav"), Some(2), Some(2)),
+        "{results}"
+    );
 }

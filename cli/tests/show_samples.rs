@@ -12,12 +12,21 @@ use serde_json::Value;
 fn show_samples_prints_the_official_inputs_and_trains_nothing() {
     let root = repo_root();
     let family = root.join("tests/fixtures/sis_motion_samples");
-    let mut dumps: Vec<_> = std::fs::read_dir(&family).expect("the dumps").filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.join("expected.jsonl").is_file()).collect();
+    let mut dumps: Vec<_> = std::fs::read_dir(&family)
+        .expect("the dumps")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.join("expected.jsonl").is_file())
+        .collect();
     dumps.sort();
     // Sample dumps only: the family also holds other findings (d6) in their own layout.
     assert!(!dumps.is_empty(), "no dump with expected.jsonl under {}", family.display());
     for dump in dumps {
-        let expected: Vec<Value> = std::fs::read_to_string(dump.join("expected.jsonl")).expect("expected.jsonl").lines().map(|l| serde_json::from_str(l).expect("JSON")).collect();
+        let expected: Vec<Value> = std::fs::read_to_string(dump.join("expected.jsonl"))
+            .expect("expected.jsonl")
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("JSON"))
+            .collect();
         // Fewer than all rows: N is honoured.
         let n = expected.len() - 1;
         let run = tempfile::tempdir().expect("tempdir");

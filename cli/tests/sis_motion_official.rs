@@ -30,8 +30,10 @@ fn an_official_package_evaluates_to_the_official_generations() {
         common::assert_official_generations(&dump, &out, &name);
 
         // The official texts, extracted answers and accuracies, in the official file.
-        let official: BTreeMap<String, String> =
-            jsonl(&dump.join("predictions.jsonl")).into_iter().map(|p| (p["id"].as_str().expect("id").to_string(), p["response"].as_str().expect("response").to_string())).collect();
+        let official: BTreeMap<String, String> = jsonl(&dump.join("predictions.jsonl"))
+            .into_iter()
+            .map(|p| (p["id"].as_str().expect("id").to_string(), p["response"].as_str().expect("response").to_string()))
+            .collect();
         for p in jsonl(&out.join("predictions.jsonl")) {
             let id = p["question_id"].as_str().expect("question_id");
             assert_eq!(p["prediction"].as_str(), official.get(id).map(String::as_str), "{name}/{id}: the decoded text");

@@ -28,7 +28,8 @@ fn bits(tensors: impl IntoIterator<Item = (String, Tensor)>) -> Bits {
     tensors
         .into_iter()
         .map(|(name, t)| {
-            let values = t.to_dtype(DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let values =
+                t.to_dtype(DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>()).unwrap_or_else(|e| panic!("{name}: {e}"));
             (name, (t.dtype(), t.dims().to_vec(), values.iter().map(|v| v.to_bits()).collect()))
         })
         .collect()
@@ -80,7 +81,11 @@ fn an_official_package_round_trips_through_train_export() {
         }
 
         // Over a previous export, with another base; a folder holding anything else is refused.
-        common::output(train, &["export", "--format", "sis-motion", &arg(&input), "--out", &arg(&exported), "--base-model", "Qwen/Qwen2.5-VL-7B-Instruct"], &dump);
+        common::output(
+            train,
+            &["export", "--format", "sis-motion", &arg(&input), "--out", &arg(&exported), "--base-model", "Qwen/Qwen2.5-VL-7B-Instruct"],
+            &dump,
+        );
         assert_eq!(json(&exported.join("adapter_config.json"))["base_model_name_or_path"], "Qwen/Qwen2.5-VL-7B-Instruct", "{name}: --base-model");
         assert_eq!(adapter_bits(&exported), adapter_bits(&input), "{name}: the LoRA, exported over a previous export");
         std::fs::write(exported.join("notes.txt"), "mine").expect("stray file");

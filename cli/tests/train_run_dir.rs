@@ -64,7 +64,10 @@ fn restarting_without_resume_is_refused_and_overwrite_starts_clean() {
     std::fs::write(dir.path().join("notes.txt"), "mine").expect("a file of the user's");
     let overwriting = Trainer::start(&tiny(dir.path(), &[]), Start::Overwrite).expect("overwrite");
     let said = overwriting.note().unwrap_or_default().to_owned();
-    assert!(said.contains("--overwrite removed") && said.contains("checkpoint-1") && said.contains("trainer_log.jsonl") && !said.contains("notes.txt"), "{said}");
+    assert!(
+        said.contains("--overwrite removed") && said.contains("checkpoint-1") && said.contains("trainer_log.jsonl") && !said.contains("notes.txt"),
+        "{said}"
+    );
     let logs = overwriting.run().expect("trains");
     assert_eq!(logs.len(), 2);
     assert!(dir.path().join("notes.txt").is_file(), "only the run's own files are removed");
@@ -109,12 +112,20 @@ fn an_adapter_of_another_shape_names_tensor_and_file_and_merge_blames_the_adapte
     // A merge of an adapter trained on another model says the adapter is the wrong side.
     let wide = tempfile::tempdir().expect("tempdir");
     let config = wide.path().join("wide.json");
-    let json = std::fs::read_to_string(repo_root().join("configs/models/tiny.json")).expect("config").replace("\"intermediate_size\": 192", "\"intermediate_size\": 256");
+    let json = std::fs::read_to_string(repo_root().join("configs/models/tiny.json"))
+        .expect("config")
+        .replace("\"intermediate_size\": 192", "\"intermediate_size\": 256");
     std::fs::write(&config, json).expect("wide config");
     let run = wide.path().join("run");
-    Trainer::new(&tiny(&run, &[("model.init_config", &format!("{:?}", config.display().to_string()))]), None).expect("wide run").run().expect("trains");
+    Trainer::new(&tiny(&run, &[("model.init_config", &format!("{:?}", config.display().to_string()))]), None)
+        .expect("wide run")
+        .run()
+        .expect("trains");
     let base = CheckpointFiles::from_dir(&other.path().join("base-model")).expect("base");
-    let err = motionvl_train::merge::merge(&base, &run.join("checkpoint-2"), &wide.path().join("merged"), 1 << 30).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = motionvl_train::merge::merge(&base, &run.join("checkpoint-2"), &wide.path().join("merged"), 1 << 30)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(err.contains("the adapter does not fit the base model") && err.contains("trained on another model"), "{err}");
 }
 
@@ -161,12 +172,17 @@ fn step_logs(dir: &Path) -> Vec<StepLog> {
 fn checkpoints_and_the_run_root_hold_what_hf_trainer_peft_and_llama_factory_read() {
     let dir = tempfile::tempdir().expect("tempdir");
     let run = dir.path().join("run");
-    Trainer::new(&tiny(&run, &[("optim.max_steps", "3"), ("checkpoint.every", "2"), ("checkpoint.keep", "0")]), None).expect("run").run().expect("trains");
+    Trainer::new(&tiny(&run, &[("optim.max_steps", "3"), ("checkpoint.every", "2"), ("checkpoint.keep", "0")]), None)
+        .expect("run")
+        .run()
+        .expect("trains");
     let logs = step_logs(&run);
     assert_eq!(logs.iter().map(|l| l.step).collect::<Vec<_>>(), [1, 2, 3]);
 
     for (step, checkpoint) in [(2, run.join("checkpoint-2")), (3, run.join("checkpoint-3"))] {
-        for file in ["adapter_model.safetensors", "adapter_config.json", "trainer_state.json", "motionvl_state.json", "optimizer.safetensors", "config.toml"] {
+        for file in
+            ["adapter_model.safetensors", "adapter_config.json", "trainer_state.json", "motionvl_state.json", "optimizer.safetensors", "config.toml"]
+        {
             assert!(checkpoint.join(file).is_file(), "{} lacks {file}", checkpoint.display());
         }
         assert!(!checkpoint.join("adapter").exists(), "the adapter sits in the checkpoint itself");
@@ -181,13 +197,20 @@ fn checkpoints_and_the_run_root_hold_what_hf_trainer_peft_and_llama_factory_read
         assert_eq!(history.len(), step as usize);
         for (entry, log) in history.iter().zip(&logs) {
             assert_eq!(entry["step"].as_u64(), Some(log.step as u64));
-            assert_eq!((entry["loss"].as_f64(), entry["learning_rate"].as_f64(), entry["grad_norm"].as_f64()), (Some(log.loss), Some(log.lr), Some(log.grad_norm)));
+            assert_eq!(
+                (entry["loss"].as_f64(), entry["learning_rate"].as_f64(), entry["grad_norm"].as_f64()),
+                (Some(log.loss), Some(log.lr), Some(log.grad_norm))
+            );
         }
         assert_eq!(state["epoch"].as_f64(), Some(logs[step as usize - 1].epoch));
     }
     // The final adapter and state at the root, as Trainer.save_model() + save_state() leave them.
     for file in ["adapter_model.safetensors", "adapter_config.json", "trainer_state.json"] {
-        assert_eq!(std::fs::read(run.join(file)).expect("root file"), std::fs::read(run.join("checkpoint-3").join(file)).expect("checkpoint file"), "{file}");
+        assert_eq!(
+            std::fs::read(run.join(file)).expect("root file"),
+            std::fs::read(run.join("checkpoint-3").join(file)).expect("checkpoint file"),
+            "{file}"
+        );
     }
     let adapter = read_json(&run.join("adapter_config.json"));
     assert_eq!(adapter["base_model_name_or_path"].as_str(), Some(run.join("base-model").display().to_string().as_str()));
@@ -229,7 +252,15 @@ fn checkpoints_and_the_run_root_hold_what_hf_trainer_peft_and_llama_factory_read
         for key in ["bos_token_id", "pad_token_id", "eos_token_id"] {
             assert!(!config[key].is_null(), "{}: no {key}", model.display());
         }
-        for file in ["tokenizer.json", "tokenizer_config.json", "chat_template.json", "preprocessor_config.json", "video_preprocessor_config.json", "generation_config.json", "merges.txt"] {
+        for file in [
+            "tokenizer.json",
+            "tokenizer_config.json",
+            "chat_template.json",
+            "preprocessor_config.json",
+            "video_preprocessor_config.json",
+            "generation_config.json",
+            "merges.txt",
+        ] {
             assert!(model.join(file).is_file(), "{} lacks {file}", model.display());
         }
         let tokenizer_config = read_json(&model.join("tokenizer_config.json"));

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use motionvl_train::recipe::Recipe;
 use motionvl_data::stop::EXIT_STOPPED;
+use motionvl_train::recipe::Recipe;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")

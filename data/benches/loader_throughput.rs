@@ -11,7 +11,7 @@ use std::time::Instant;
 
 use motionvl_data::loader::{MediaProcessor, QwenMedia};
 use motionvl_data::samples::TrainingSample;
-use motionvl_data::text::{train_tokenizer, Message, TemplateOptions};
+use motionvl_data::text::{Message, TemplateOptions, train_tokenizer};
 use motionvl_data::video::{EncodeSettings, VideoWriter};
 use ndarray::Array3;
 

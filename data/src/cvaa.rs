@@ -14,7 +14,7 @@ use serde::Deserialize;
 
 use crate::frames::FramePlan;
 use crate::preprocess::resize_bicubic_aa;
-use crate::video::{decode_video, load_image, probe_video, VideoError};
+use crate::video::{VideoError, decode_video, load_image, probe_video};
 
 /// ImageNet statistics, which DINOv2 was trained with.
 pub const IMAGENET_MEAN: [f32; 3] = [0.485, 0.456, 0.406];
@@ -69,7 +69,11 @@ impl UavView {
                 let last = info.frame_count.saturating_sub(1);
                 let index = ((seconds * info.fps).round() as usize).min(last);
                 if *seconds > info.duration_s + 1.0 / info.fps.max(1e-9) {
-                    return Err(PairsError::Input(format!("{}: {seconds} s is past the end of the video ({:.2} s)", path.display(), info.duration_s)));
+                    return Err(PairsError::Input(format!(
+                        "{}: {seconds} s is past the end of the video ({:.2} s)",
+                        path.display(),
+                        info.duration_s
+                    )));
                 }
                 let plan = FramePlan { indices: vec![index], timestamps: vec![index as f64 / info.fps], fps: info.fps };
                 let decoded = decode_video(path, &plan)?;
@@ -121,9 +125,10 @@ pub fn read_pairs(path: &Path) -> Result<Vec<Pair>, PairsError> {
             }
         }
         if let Some(b) = raw.footprint
-            && !(b.iter().all(|v| (0.0..=1.0).contains(v)) && b[0] < b[2] && b[1] < b[3]) {
-                return Err(bad(format!("`box` {b:?} must be [x1, y1, x2, y2] inside [0, 1] with x1 < x2 and y1 < y2")));
-            }
+            && !(b.iter().all(|v| (0.0..=1.0).contains(v)) && b[0] < b[2] && b[1] < b[3])
+        {
+            return Err(bad(format!("`box` {b:?} must be [x1, y1, x2, y2] inside [0, 1] with x1 < x2 and y1 < y2")));
+        }
         let uav = match raw.timestamp {
             Some(t) if t >= 0.0 && t.is_finite() => UavView::VideoAt { path: uav_path, seconds: t },
             Some(t) => return Err(bad(format!("`timestamp` {t} must be a non-negative number of seconds"))),

@@ -110,12 +110,7 @@ pub struct TrainingPlan {
 impl Default for TrainingPlan {
     /// 2 FPS, 8–32 frames, motionvl's rate-exact plan (recipes name another).
     fn default() -> Self {
-        Self {
-            fps: 2.0,
-            min_frames: 8,
-            max_frames: 32,
-            sampling: Sampling::RateExact,
-        }
+        Self { fps: 2.0, min_frames: 8, max_frames: 32, sampling: Sampling::RateExact }
     }
 }
 
@@ -169,7 +164,9 @@ fn official_max_frames() -> usize {
 pub enum FramePolicy {
     Training(TrainingPlan),
     SisbenchEval(EvalProtocol),
-    Uniform { frames: usize },
+    Uniform {
+        frames: usize,
+    },
     /// The official SIS-Motion code's plan, for training and evaluation alike: see
     /// [`official_plan`].
     Official {
@@ -269,11 +266,9 @@ impl FramePolicy {
     /// The same policy keeping at most `max_frames` frames.
     pub fn with_max_frames(&self, max_frames: usize) -> FramePolicy {
         match *self {
-            FramePolicy::Training(p) => FramePolicy::Training(TrainingPlan {
-                max_frames: p.max_frames.min(max_frames),
-                min_frames: p.min_frames.min(max_frames),
-                ..p
-            }),
+            FramePolicy::Training(p) => {
+                FramePolicy::Training(TrainingPlan { max_frames: p.max_frames.min(max_frames), min_frames: p.min_frames.min(max_frames), ..p })
+            }
             FramePolicy::SisbenchEval(p) => FramePolicy::SisbenchEval(EvalProtocol { max_frames: p.max_frames.min(max_frames), ..p }),
             FramePolicy::Uniform { frames } => FramePolicy::Uniform { frames: frames.min(max_frames) },
             FramePolicy::Official { max_frames: own } => FramePolicy::Official { max_frames: own.min(max_frames) },
@@ -298,9 +293,7 @@ fn frames_at_rate(clip: ClipTiming, fps: f64) -> usize {
 /// Frame k nearest to `k / fps`, clamped to the last frame.
 fn rate_steps(clip: ClipTiming, fps: f64, n: usize) -> FramePlan {
     let last = clip.frame_count - 1;
-    let indices = (0..n)
-        .map(|k| ((k as f64 / fps * clip.fps).round() as usize).min(last))
-        .collect();
+    let indices = (0..n).map(|k| ((k as f64 / fps * clip.fps).round() as usize).min(last)).collect();
     with_frame_times(clip, indices, fps)
 }
 
@@ -321,11 +314,7 @@ fn spread(clip: ClipTiming, n: usize) -> FramePlan {
 /// constant-rate files instead of facing rounding ties.
 fn with_frame_times(clip: ClipTiming, indices: Vec<usize>, fps: f64) -> FramePlan {
     let timestamps = indices.iter().map(|i| *i as f64 / clip.fps).collect();
-    FramePlan {
-        indices,
-        timestamps,
-        fps,
-    }
+    FramePlan { indices, timestamps, fps }
 }
 
 /// The training plan. `n = ceil(duration * fps)` frames would keep the requested rate; it is
@@ -336,18 +325,12 @@ fn with_frame_times(clip: ClipTiming, indices: Vec<usize>, fps: f64) -> FramePla
 pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if !(plan.fps.is_finite() && plan.fps > 0.0) {
-        return Err(PlanError::BadPlan(format!(
-            "training fps {} must be positive",
-            plan.fps
-        )));
+        return Err(PlanError::BadPlan(format!("training fps {} must be positive", plan.fps)));
     }
     let min_even = plan.min_frames.div_ceil(2) * 2;
     let max_even = plan.max_frames / 2 * 2;
     if max_even < 2 || min_even > max_even {
-        return Err(PlanError::BadPlan(format!(
-            "training frames [{}, {}] hold no even count of at least 2",
-            plan.min_frames, plan.max_frames
-        )));
+        return Err(PlanError::BadPlan(format!("training frames [{}, {}] hold no even count of at least 2", plan.min_frames, plan.max_frames)));
     }
     if clip.frame_count < plan.min_frames {
         return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: plan.min_frames });
@@ -378,9 +361,7 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
         return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: EVAL_MIN_FRAMES });
     }
     if protocol.max_frames == 0 || !(protocol.short_fps > 0.0 && protocol.medium_fps > 0.0) {
-        return Err(PlanError::BadPlan(format!(
-            "evaluation protocol {protocol:?} keeps no frames"
-        )));
+        return Err(PlanError::BadPlan(format!("evaluation protocol {protocol:?} keeps no frames")));
     }
     let d = clip.duration_s();
     let fps = if d < protocol.short_below_s {
@@ -392,11 +373,7 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
     };
     let at_rate = frames_at_rate(clip, fps);
     let n = at_rate.min(protocol.max_frames).min(clip.frame_count);
-    if n == at_rate && fps <= clip.fps {
-        Ok(rate_steps(clip, fps, n))
-    } else {
-        Ok(spread(clip, n))
-    }
+    if n == at_rate && fps <= clip.fps { Ok(rate_steps(clip, fps, n)) } else { Ok(spread(clip, n)) }
 }
 
 /// The official code's frame indices of a clip of `total` frames: every frame when
@@ -418,8 +395,7 @@ pub fn official_indices(total: usize, max_frames: usize) -> Vec<usize> {
     }
     let last = total - 1;
     let step = last as f64 / (max_frames - 1) as f64;
-    let mut indices: Vec<usize> =
-        (0..max_frames).map(|i| if i + 1 == max_frames { last } else { (i as f64 * step).floor() as usize }).collect();
+    let mut indices: Vec<usize> = (0..max_frames).map(|i| if i + 1 == max_frames { last } else { (i as f64 * step).floor() as usize }).collect();
     indices.dedup();
     indices
 }
@@ -523,24 +499,10 @@ mod tests {
 
     #[test]
     fn training_rejects_bad_settings() {
-        let bad = TrainingPlan {
-            fps: 2.0,
-            min_frames: 9,
-            max_frames: 9,
-            ..TrainingPlan::default()
-        };
-        assert!(matches!(
-            training_plan(ClipTiming::new(100, 10.0), &bad),
-            Err(PlanError::BadPlan(_))
-        ));
-        assert_eq!(
-            training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()),
-            Err(PlanError::EmptyClip)
-        );
-        assert!(matches!(
-            training_plan(ClipTiming::new(10, 0.0), &TrainingPlan::default()),
-            Err(PlanError::BadClipFps(_))
-        ));
+        let bad = TrainingPlan { fps: 2.0, min_frames: 9, max_frames: 9, ..TrainingPlan::default() };
+        assert!(matches!(training_plan(ClipTiming::new(100, 10.0), &bad), Err(PlanError::BadPlan(_))));
+        assert_eq!(training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()), Err(PlanError::EmptyClip));
+        assert!(matches!(training_plan(ClipTiming::new(10, 0.0), &TrainingPlan::default()), Err(PlanError::BadClipFps(_))));
     }
 
     #[test]
@@ -606,7 +568,14 @@ mod tests {
             (40, 32, &[0, 1, 2, 3, 5, 6, 7, 8, 10, 11, 12, 13, 15, 16, 17, 18, 20, 21, 22, 23, 25, 26, 27, 28, 30, 31, 32, 33, 35, 36, 37, 39]),
             (33, 32, &[0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 32]),
             (100, 32, &[0, 3, 6, 9, 12, 15, 19, 22, 25, 28, 31, 35, 38, 41, 44, 47, 51, 54, 57, 60, 63, 67, 70, 73, 76, 79, 83, 86, 89, 92, 95, 99]),
-            (1500, 32, &[0, 48, 96, 145, 193, 241, 290, 338, 386, 435, 483, 531, 580, 628, 676, 725, 773, 822, 870, 918, 967, 1015, 1063, 1112, 1160, 1208, 1257, 1305, 1353, 1402, 1450, 1499]),
+            (
+                1500,
+                32,
+                &[
+                    0, 48, 96, 145, 193, 241, 290, 338, 386, 435, 483, 531, 580, 628, 676, 725, 773, 822, 870, 918, 967, 1015, 1063, 1112, 1160,
+                    1208, 1257, 1305, 1353, 1402, 1450, 1499,
+                ],
+            ),
             // f64 rounding: 7 × (122 / 14) lands under 61, and numpy floors it to 60.
             (123, 15, &[0, 8, 17, 26, 34, 43, 52, 60, 69, 78, 87, 95, 104, 113, 122]),
             (31, 23, &[0, 1, 2, 4, 5, 6, 8, 9, 10, 12, 13, 14, 16, 17, 19, 20, 21, 23, 24, 25, 27, 28, 30]),
@@ -641,22 +610,17 @@ mod tests {
         assert_eq!(policy.sampling(), Sampling::Transformers);
         assert_eq!(policy.with_max_frames(8), FramePolicy::Official { max_frames: 8 });
         assert_eq!(policy.min_frames(), None);
-        assert_eq!(FramePolicy::Official { max_frames: 0 }.plan(clip), Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into())));
+        assert_eq!(
+            FramePolicy::Official { max_frames: 0 }.plan(clip),
+            Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into()))
+        );
         assert_eq!(policy.plan(ClipTiming::new(0, 30.0)), Err(PlanError::EmptyClip));
     }
 
     #[test]
     fn policy_parses_from_recipe() {
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "training", "fps": 1.0}"#).unwrap();
-        assert_eq!(
-            p,
-            FramePolicy::Training(TrainingPlan {
-                fps: 1.0,
-                min_frames: 8,
-                max_frames: 32,
-                sampling: Sampling::RateExact
-            })
-        );
+        assert_eq!(p, FramePolicy::Training(TrainingPlan { fps: 1.0, min_frames: 8, max_frames: 32, sampling: Sampling::RateExact }));
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "uniform", "frames": 16}"#).unwrap();
         assert_eq!(p.plan(ClipTiming::new(100, 10.0)).unwrap().len(), 16);
         let p: FramePolicy = serde_json::from_str(r#"{"kind": "sisbench_eval"}"#).unwrap();

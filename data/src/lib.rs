@@ -5,13 +5,12 @@
 //! loader threads never touch a device.
 
 pub mod budget;
+pub mod confine;
 pub mod construct;
 pub mod cvaa;
 pub mod dccs;
 pub mod digest;
-pub mod confine;
 pub mod files;
-pub mod stop;
 pub mod frames;
 pub mod hub_files;
 pub mod loader;
@@ -24,6 +23,7 @@ pub mod rng;
 pub mod run_dir;
 pub mod samples;
 pub mod sampling;
+pub mod stop;
 pub mod synth;
 pub mod text;
 pub mod video;

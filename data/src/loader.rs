@@ -33,8 +33,8 @@ use serde::{Deserialize, Serialize};
 use crate::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits, fit_videos, vision_tokens};
 use crate::frames::{FramePlan, FramePolicy, TrainingPlan};
 use crate::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image, smart_resize};
-use crate::sampling::{resize_video, video_size};
 use crate::samples::TrainingSample;
+use crate::sampling::{resize_video, video_size};
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{ColourConversion, DecodeOptions, FolderListing, VideoSource, load_image};
 
@@ -285,14 +285,7 @@ pub struct LoaderConfig {
 
 impl Default for LoaderConfig {
     fn default() -> Self {
-        LoaderConfig {
-            workers: 4,
-            prefetch: 8,
-            seed: 0,
-            shuffle: true,
-            template: TemplateOptions::default(),
-            skip_errors: false,
-        }
+        LoaderConfig { workers: 4, prefetch: 8, seed: 0, shuffle: true, template: TemplateOptions::default(), skip_errors: false }
     }
 }
 
@@ -392,8 +385,8 @@ impl<P: MediaProcessor> Context<P> {
             return Ok(SampleFit::TooLong { tokens: full });
         };
         let budget = budget.map_err(|source| self.media_error(sample, source))?;
-        let fitted = fit_videos(&budget, max_seq_len, |videos| others + video_tokens(videos))
-            .map_err(|reason| self.media_error(sample, reason.into()))?;
+        let fitted =
+            fit_videos(&budget, max_seq_len, |videos| others + video_tokens(videos)).map_err(|reason| self.media_error(sample, reason.into()))?;
         let Some((limits, _)) = fitted else {
             let smallest = budget.candidates().last().map(|l| budget.grids(*l)).transpose();
             let smallest = smallest.map_err(|reason| self.media_error(sample, reason.into()))?.unwrap_or_default();
@@ -409,39 +402,25 @@ impl<P: MediaProcessor> Context<P> {
 
     fn load(&self, position: Position, dataset_index: usize) -> Result<Outcome, LoadError> {
         let sample = &self.samples[dataset_index];
-        let result = catch_unwind(AssertUnwindSafe(|| self.load_inner(position, dataset_index, sample)))
-            .unwrap_or_else(|panic| {
-                let message = panic
-                    .downcast_ref::<&str>()
-                    .map(|s| s.to_string())
-                    .or_else(|| panic.downcast_ref::<String>().cloned())
-                    .unwrap_or_else(|| "unknown panic".to_string());
-                Err(LoadError::Panicked { sample_id: sample.id.clone(), location: sample.location(), message })
-            });
+        let result = catch_unwind(AssertUnwindSafe(|| self.load_inner(position, dataset_index, sample))).unwrap_or_else(|panic| {
+            let message = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".to_string());
+            Err(LoadError::Panicked { sample_id: sample.id.clone(), location: sample.location(), message })
+        });
         match result {
-            Err(e) if self.skip_errors => Ok(Outcome::Skipped(SkippedSample {
-                position,
-                sample_id: sample.id.clone(),
-                location: sample.location(),
-                reason: e.to_string(),
-            })),
+            Err(e) if self.skip_errors => {
+                Ok(Outcome::Skipped(SkippedSample { position, sample_id: sample.id.clone(), location: sample.location(), reason: e.to_string() }))
+            }
             other => other,
         }
     }
 
-    fn load_inner(
-        &self,
-        position: Position,
-        dataset_index: usize,
-        sample: &TrainingSample,
-    ) -> Result<Outcome, LoadError> {
+    fn load_inner(&self, position: Position, dataset_index: usize, sample: &TrainingSample) -> Result<Outcome, LoadError> {
         let skipped = |e: TextError| {
-            Outcome::Skipped(SkippedSample {
-                position,
-                sample_id: sample.id.clone(),
-                location: sample.location(),
-                reason: e.to_string(),
-            })
+            Outcome::Skipped(SkippedSample { position, sample_id: sample.id.clone(), location: sample.location(), reason: e.to_string() })
         };
         // Length check before decoding, when the processor can predict its grids; a sample too
         // long is fitted by limiting its videos, and left out only when that cannot help.
@@ -463,18 +442,11 @@ impl<P: MediaProcessor> Context<P> {
             Some(l) => self.media.process_limited(sample, l),
         }
         .map_err(|source| self.media_error(sample, source))?;
-        for (kind, expected, got) in [
-            (MediaKind::Image, sample.images.len(), media.images.len()),
-            (MediaKind::Video, sample.videos.len(), media.videos.len()),
-        ] {
+        for (kind, expected, got) in
+            [(MediaKind::Image, sample.images.len(), media.images.len()), (MediaKind::Video, sample.videos.len(), media.videos.len())]
+        {
             if expected != got {
-                return Err(LoadError::MediaCount {
-                    sample_id: sample.id.clone(),
-                    location: sample.location(),
-                    kind,
-                    expected,
-                    got,
-                });
+                return Err(LoadError::MediaCount { sample_id: sample.id.clone(), location: sample.location(), kind, expected, got });
             }
         }
         let image_grids: Vec<[usize; 3]> = media.images.iter().map(|p| p.grid_thw).collect();
@@ -658,9 +630,8 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
                 let (order, visit) = (Arc::clone(&order), Arc::clone(&visit));
                 let shared = Arc::clone(&shared);
                 let tx: Sender<(usize, Result<Outcome, LoadError>)> = tx.clone();
-                let spawned = std::thread::Builder::new()
-                    .name(format!("motionvl-loader-{w}"))
-                    .spawn(move || worker(&ctx, &order, &visit, &shared, &tx, epoch));
+                let spawned =
+                    std::thread::Builder::new().name(format!("motionvl-loader-{w}")).spawn(move || worker(&ctx, &order, &visit, &shared, &tx, epoch));
                 match spawned {
                     Ok(h) => handles.push(h),
                     // Fewer threads still load everything; none at all is caught in `next`.
@@ -670,19 +641,7 @@ impl<P: MediaProcessor + 'static> DataLoader<P> {
             None
         };
         drop(tx);
-        EpochIter {
-            epoch,
-            next: 0,
-            len,
-            visit,
-            order_len,
-            shared,
-            rx,
-            buffer: BTreeMap::new(),
-            handles,
-            inline,
-            skipped: Vec::new(),
-        }
+        EpochIter { epoch, next: 0, len, visit, order_len, shared, rx, buffer: BTreeMap::new(), handles, inline, skipped: Vec::new() }
     }
 }
 

@@ -37,9 +37,7 @@ pub enum PreprocessError {
     AspectRatio { height: usize, width: usize },
     #[error("image of {height}x{width} is empty; nothing to resize")]
     Empty { height: usize, width: usize },
-    #[error(
-        "frames of {height}x{width} are not multiples of {factor} (patch_size * merge_size); call smart_resize + resize first"
-    )]
+    #[error("frames of {height}x{width} are not multiples of {factor} (patch_size * merge_size); call smart_resize + resize first")]
     NotAligned { height: usize, width: usize, factor: usize },
     #[error("expected 3 colour channels (RGB), got {channels}")]
     Channels { channels: usize },
@@ -137,32 +135,18 @@ impl<'de> Deserialize<'de> for PreprocessConfig {
 impl PreprocessConfig {
     /// The video settings of SIS-Motion training: 128·28·28 to 512·28·28 pixels per frame.
     pub fn sis_motion_training() -> Self {
-        Self {
-            min_pixels: 128 * 28 * 28,
-            max_pixels: 512 * 28 * 28,
-            ..Self::default()
-        }
+        Self { min_pixels: 128 * 28 * 28, max_pixels: 512 * 28 * 28, ..Self::default() }
     }
 
     /// The SIS-Bench evaluation protocol: 256·28·28 to 512·28·28 pixels per frame.
     pub fn sisbench_eval() -> Self {
-        Self {
-            min_pixels: 256 * 28 * 28,
-            max_pixels: 512 * 28 * 28,
-            ..Self::default()
-        }
+        Self { min_pixels: 256 * 28 * 28, max_pixels: 512 * 28 * 28, ..Self::default() }
     }
 
     /// Reads a checkpoint's `preprocessor_config.json`.
     pub fn from_json_file(path: &Path) -> Result<Self, PreprocessError> {
-        let text = std::fs::read_to_string(path).map_err(|source| PreprocessError::ConfigIo {
-            path: path.display().to_string(),
-            source,
-        })?;
-        serde_json::from_str(&text).map_err(|source| PreprocessError::ConfigParse {
-            path: path.display().to_string(),
-            source,
-        })
+        let text = std::fs::read_to_string(path).map_err(|source| PreprocessError::ConfigIo { path: path.display().to_string(), source })?;
+        serde_json::from_str(&text).map_err(|source| PreprocessError::ConfigParse { path: path.display().to_string(), source })
     }
 
     /// The resize granularity: sides are multiples of `patch_size * merge_size`.
@@ -185,10 +169,7 @@ impl PreprocessConfig {
             ));
         }
         if self.min_pixels > self.max_pixels {
-            return bad(format!(
-                "min_pixels {} exceeds max_pixels {}",
-                self.min_pixels, self.max_pixels
-            ));
+            return bad(format!("min_pixels {} exceeds max_pixels {}", self.min_pixels, self.max_pixels));
         }
         if self.image_std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
             return bad(format!("image_std {:?} must be finite and non-zero", self.image_std));
@@ -206,13 +187,7 @@ impl PreprocessConfig {
 /// keeping the aspect ratio. It reproduces the Python function operation by operation: `round()`
 /// is banker's rounding (`round(2.5) == 2`), the `max_pixels` branch floors and the
 /// `min_pixels` branch ceils, all in f64 like CPython's floats.
-pub fn smart_resize(
-    height: usize,
-    width: usize,
-    factor: usize,
-    min_pixels: usize,
-    max_pixels: usize,
-) -> Result<(usize, usize), PreprocessError> {
+pub fn smart_resize(height: usize, width: usize, factor: usize, min_pixels: usize, max_pixels: usize) -> Result<(usize, usize), PreprocessError> {
     if height == 0 || width == 0 || factor == 0 {
         return Err(PreprocessError::Empty { height, width });
     }
@@ -273,11 +248,7 @@ impl AxisFilter {
     fn new(in_size: usize, out_size: usize) -> Self {
         const INTERP_SIZE: f64 = 4.0; // bicubic
         let scale = in_size as f64 / out_size as f64;
-        let support = if scale >= 1.0 {
-            INTERP_SIZE * 0.5 * scale
-        } else {
-            INTERP_SIZE * 0.5
-        };
+        let support = if scale >= 1.0 { INTERP_SIZE * 0.5 * scale } else { INTERP_SIZE * 0.5 };
         let ksize = support.ceil() as usize * 2 + 1;
         let invscale = if scale >= 1.0 { 1.0 / scale } else { 1.0 };
 
@@ -323,21 +294,12 @@ impl AxisFilter {
                 (if v < 0.0 { (-0.5 + v) as i32 } else { (0.5 + v) as i32 }) as i16 as i32
             })
             .collect();
-        Self {
-            bounds,
-            coeffs,
-            ksize,
-            precision,
-        }
+        Self { bounds, coeffs, ksize, precision }
     }
 
     /// The rounding offset every fixed-point sum starts from (half of one output level).
     fn initial(&self) -> i32 {
-        if self.precision > 0 {
-            1 << (self.precision - 1)
-        } else {
-            0
-        }
+        if self.precision > 0 { 1 << (self.precision - 1) } else { 0 }
     }
 
     /// Back from fixed point: arithmetic shift, then saturate to u8 — ATen's AVX2 kernel does
@@ -501,11 +463,7 @@ pub fn normalize_patchify(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Res
     }
     let factor = cfg.factor();
     if h == 0 || w == 0 || h % factor != 0 || w % factor != 0 {
-        return Err(PreprocessError::NotAligned {
-            height: h,
-            width: w,
-            factor,
-        });
+        return Err(PreprocessError::NotAligned { height: h, width: w, factor });
     }
     let (p, tp_size, m) = (cfg.patch_size, cfg.temporal_patch_size, cfg.merge_size);
     let grid_t = t.div_ceil(tp_size);
@@ -544,9 +502,7 @@ pub fn normalize_patchify(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Res
             for wb in 0..mw_blocks {
                 for mh in 0..m {
                     for mw in 0..m {
-                        let Some(dst) = rows.next() else {
-                            unreachable!("n_patches rows are allocated")
-                        };
+                        let Some(dst) = rows.next() else { unreachable!("n_patches rows are allocated") };
                         let y0 = (hb * m + mh) * p;
                         let x0 = (wb * m + mw) * p;
                         for tp in 0..tp_size {
@@ -573,10 +529,7 @@ pub fn normalize_patchify(frames: ArrayView4<u8>, cfg: &PreprocessConfig) -> Res
         Ok(a) => a,
         Err(_) => unreachable!("buffer sized n_patches * patch_dim"),
     };
-    Ok(VisionInput {
-        pixel_values: out,
-        grid_thw: [grid_t, grid_h, grid_w],
-    })
+    Ok(VisionInput { pixel_values: out, grid_thw: [grid_t, grid_h, grid_w] })
 }
 
 /// The whole video path of the HF processor: smart resize, bicubic resize, normalise, patchify.
@@ -648,15 +601,9 @@ mod tests {
 
     #[test]
     fn smart_resize_rejects_bad_shapes() {
-        assert!(matches!(
-            smart_resize(1, 201, 28, 3136, 1_003_520),
-            Err(PreprocessError::AspectRatio { .. })
-        ));
+        assert!(matches!(smart_resize(1, 201, 28, 3136, 1_003_520), Err(PreprocessError::AspectRatio { .. })));
         assert!(smart_resize(1, 200, 28, 3136, 1_003_520).is_ok());
-        assert!(matches!(
-            smart_resize(0, 10, 28, 3136, 1_003_520),
-            Err(PreprocessError::Empty { .. })
-        ));
+        assert!(matches!(smart_resize(0, 10, 28, 3136, 1_003_520), Err(PreprocessError::Empty { .. })));
     }
 
     #[test]
@@ -681,18 +628,17 @@ mod tests {
         assert_eq!(
             wide,
             vec![
-                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100, 69, 160, 134, 99,
-                182, 94, 134, 201, 49, 156, 143, 115, 90, 160, 139, 91, 189, 147, 100, 216, 84, 127, 186, 70, 157, 123,
-                85, 188, 65, 110, 215, 73, 144, 176, 97, 166, 131
+                34, 133, 199, 50, 152, 154, 78, 175, 114, 103, 183, 146, 135, 136, 111, 159, 100, 69, 160, 134, 99, 182, 94, 134, 201, 49, 156, 143,
+                115, 90, 160, 139, 91, 189, 147, 100, 216, 84, 127, 186, 70, 157, 123, 85, 188, 65, 110, 215, 73, 144, 176, 97, 166, 131
             ]
         );
         let tall: Vec<u8> = resize_bicubic_aa(img.view(), 7, 3).iter().copied().collect();
         assert_eq!(
             tall,
             vec![
-                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106, 96, 75, 179, 129, 149,
-                120, 69, 228, 48, 144, 111, 213, 84, 180, 83, 93, 138, 71, 187, 148, 205, 65, 192, 66, 142, 43, 121,
-                208, 194, 89, 104, 161, 93, 187, 60, 163, 170, 219, 20, 129, 141, 110, 210, 78, 184, 145
+                15, 104, 220, 88, 197, 151, 160, 143, 70, 36, 131, 188, 110, 170, 119, 190, 106, 96, 75, 179, 129, 149, 120, 69, 228, 48, 144, 111,
+                213, 84, 180, 83, 93, 138, 71, 187, 148, 205, 65, 192, 66, 142, 43, 121, 208, 194, 89, 104, 161, 93, 187, 60, 163, 170, 219, 20, 129,
+                141, 110, 210, 78, 184, 145
             ]
         );
     }
@@ -731,15 +677,9 @@ mod tests {
     fn patchify_rejects_unaligned() {
         let cfg = PreprocessConfig::default();
         let frames = Array4::<u8>::zeros((2, 30, 28, 3));
-        assert!(matches!(
-            normalize_patchify(frames.view(), &cfg),
-            Err(PreprocessError::NotAligned { .. })
-        ));
+        assert!(matches!(normalize_patchify(frames.view(), &cfg), Err(PreprocessError::NotAligned { .. })));
         let frames = Array4::<u8>::zeros((0, 28, 28, 3));
-        assert!(matches!(
-            normalize_patchify(frames.view(), &cfg),
-            Err(PreprocessError::NoFrames)
-        ));
+        assert!(matches!(normalize_patchify(frames.view(), &cfg), Err(PreprocessError::NoFrames)));
     }
 
     #[test]
@@ -753,8 +693,7 @@ mod tests {
         .unwrap();
         assert_eq!(a.max_pixels, 12_845_056);
         assert_eq!(a.image_mean, OPENAI_CLIP_MEAN);
-        let b: PreprocessConfig =
-            serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#).unwrap();
+        let b: PreprocessConfig = serde_json::from_str(r#"{"size": {"shortest_edge": 100352, "longest_edge": 401408}}"#).unwrap();
         assert_eq!((b.min_pixels, b.max_pixels), (100_352, 401_408));
         assert_eq!(b.patch_size, 14);
         let bad = serde_json::from_str::<PreprocessConfig>(r#"{"min_pixels": 10, "max_pixels": 5}"#);

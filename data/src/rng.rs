@@ -83,8 +83,7 @@ impl SynthRng {
 
 /// Hash of an integer lattice point under a seed, as a value in `[0, 1)`.
 pub fn lattice(seed: u64, x: i64, y: i64) -> f32 {
-    let h =
-        mix64(seed ^ (x as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (y as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
+    let h = mix64(seed ^ (x as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ (y as u64).wrapping_mul(0xC2B2_AE3D_27D4_EB4F));
     (h >> 40) as f32 / (1u64 << 24) as f32
 }
 

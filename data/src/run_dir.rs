@@ -138,7 +138,10 @@ fn held_by_a_dead_local_process(holder: &str) -> bool {
     let Some((host, pid)) = holder.trim().rsplit_once(':') else { return false };
     let Ok(pid) = pid.parse::<i32>() else { return false };
     // SAFETY: kill with signal 0 only checks whether the process exists.
-    host == crate::files::host_name() && pid > 0 && unsafe { libc::kill(pid, 0) } != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
+    host == crate::files::host_name()
+        && pid > 0
+        && unsafe { libc::kill(pid, 0) } != 0
+        && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 #[cfg(test)]

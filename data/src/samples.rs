@@ -39,7 +39,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use crate::parquet_rows::{is_parquet, read_parquet_rows, ParquetError};
+use crate::parquet_rows::{ParquetError, is_parquet, read_parquet_rows};
 use crate::text::{IMAGE_TAG, MediaKind, Message, QwenTokenizer, Role, TextError, VIDEO_TAG, check_conversation, train_tokenizer};
 
 /// Video suffixes the official loader tries, in its order, for a `video_path` without one.
@@ -165,14 +165,12 @@ pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
         return Ok(rows.into_iter().enumerate().map(|(i, value)| Record { line: i + 1, value: Ok(value) }).collect());
     }
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
-    records_from_str(&text)
-        .map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })
-        .and_then(|r| {
-            r.ok_or_else(|| ReadError::Layout {
-                path: path.to_path_buf(),
-                message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
-            })
+    records_from_str(&text).map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message }).and_then(|r| {
+        r.ok_or_else(|| ReadError::Layout {
+            path: path.to_path_buf(),
+            message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
         })
+    })
 }
 
 /// `Ok(None)` when the text is one JSON object with no wrapper key; `Err((line, message))`
@@ -390,11 +388,9 @@ impl<'a> Row<'a> {
         match self.get(keys) {
             None => Ok(None),
             Some((_, Value::Number(n))) => Ok(n.as_f64()),
-            Some((k, Value::String(s))) => s
-                .trim()
-                .parse()
-                .map(Some)
-                .map_err(|_| RowProblem::WrongType { field: k.to_string(), expected: "a number" }),
+            Some((k, Value::String(s))) => {
+                s.trim().parse().map(Some).map_err(|_| RowProblem::WrongType { field: k.to_string(), expected: "a number" })
+            }
             Some((k, _)) => Err(RowProblem::WrongType { field: k.to_string(), expected: "a number" }),
         }
     }
@@ -473,9 +469,8 @@ pub(crate) fn read_rows<T>(
     for rec in records {
         let result = match &rec.value {
             Err(msg) => Err((None, RowProblem::Json(msg.clone()))),
-            Ok(v) => parse(v, rec.line).and_then(|(item, id)| {
-                if seen.insert(id.clone()) { Ok(item) } else { Err((Some(id.clone()), RowProblem::DuplicateId(id))) }
-            }),
+            Ok(v) => parse(v, rec.line)
+                .and_then(|(item, id)| if seen.insert(id.clone()) { Ok(item) } else { Err((Some(id.clone()), RowProblem::DuplicateId(id))) }),
         };
         match result {
             Ok(item) => items.push(item),
@@ -701,12 +696,9 @@ fn parse_training_row(
         messages.push(Message::system(system));
     }
     let (field, turns) = row.get(&["conversations", "messages"]).ok_or(RowProblem::MissingField("conversations"))?;
-    let turns = turns
-        .as_array()
-        .ok_or_else(|| RowProblem::WrongType { field: field.to_string(), expected: "a list of messages" })?;
+    let turns = turns.as_array().ok_or_else(|| RowProblem::WrongType { field: field.to_string(), expected: "a list of messages" })?;
     for (i, turn) in turns.iter().enumerate() {
-        let t = Row::new(turn)
-            .map_err(|_| RowProblem::WrongType { field: format!("{field}[{i}]"), expected: "an object" })?;
+        let t = Row::new(turn).map_err(|_| RowProblem::WrongType { field: format!("{field}[{i}]"), expected: "an object" })?;
         let speaker = t.string(&["from", "role"])?.ok_or(RowProblem::MissingField("from"))?;
         let role = match normalise(&speaker).as_str() {
             "human" | "user" => Role::User,
@@ -788,7 +780,8 @@ mod tests {
     /// its own column (what a per-row rescan to the file's start made quadratic).
     #[test]
     fn a_one_line_array_names_each_bad_rows_column() {
-        let rows: Vec<String> = (0..60_000).map(|i| if i % 20_000 == 19_999 { "{\"id\": oops}".to_owned() } else { format!("{{\"id\": {i}}}") }).collect();
+        let rows: Vec<String> =
+            (0..60_000).map(|i| if i % 20_000 == 19_999 { "{\"id\": oops}".to_owned() } else { format!("{{\"id\": {i}}}") }).collect();
         let text = format!("[{}]", rows.join(", "));
         let recs = records_from_str(&text).expect("parse").expect("rows");
         assert_eq!(recs.len(), 60_000);
@@ -833,10 +826,13 @@ mod tests {
         let out = read_training_rows(&path, &ReadOptions::default(), LlavaRows::Official).expect("read");
         assert!(out.skipped.is_empty());
         let [mcq, open, intention, bare] = out.items.as_slice() else { panic!("four samples, got {}", out.items.len()) };
-        assert_eq!(mcq.messages, vec![
-            Message::user("<video>Where does the drone head?\nA.  left \nB. right\nC. up\nD. 4\nPlease select the correct answer."),
-            Message::assistant("B"),
-        ]);
+        assert_eq!(
+            mcq.messages,
+            vec![
+                Message::user("<video>Where does the drone head?\nA.  left \nB. right\nC. up\nD. 4\nPlease select the correct answer."),
+                Message::assistant("B"),
+            ]
+        );
         assert_eq!((mcq.format, mcq.videos[0].clone()), (Some(SampleFormat::Mcq), dir.path().join("AirScape_dataset/AirScape_Train_0732.mp4")));
         // The id repeats: released rows are told apart by line.
         assert_eq!((open.id.as_str(), open.line), ("c1", 2));

@@ -74,13 +74,11 @@ pub const VIDEO_PAD: &str = "<|video_pad|>";
 
 /// The special tokens this module needs, in the relative order of Qwen2.5's vocabulary
 /// (151643, 151644, 151645, 151652..151656).
-pub const QWEN_SPECIAL_TOKENS: [&str; 8] =
-    [ENDOFTEXT, IM_START, IM_END, VISION_START, VISION_END, VISION_PAD, IMAGE_PAD, VIDEO_PAD];
+pub const QWEN_SPECIAL_TOKENS: [&str; 8] = [ENDOFTEXT, IM_START, IM_END, VISION_START, VISION_END, VISION_PAD, IMAGE_PAD, VIDEO_PAD];
 
 /// Qwen2's pre-tokenisation regex (from its `tokenizer.json`), so that a tokenizer trained by
 /// [`train_tokenizer`] splits text the same way the real one does.
-const QWEN2_SPLIT_REGEX: &str =
-    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_SPLIT_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// Errors of tokenizer loading and conversation encoding. Sample-level variants carry the
 /// sample id so a failing row can be found in its file.
@@ -100,13 +98,9 @@ pub enum TextError {
     Decode { message: String },
     #[error("sample {sample_id}: {tags} {kind} tag(s) in the text but {media} {kind}(s) given")]
     MediaCountMismatch { sample_id: String, kind: MediaKind, tags: usize, media: usize },
-    #[error(
-        "sample {sample_id}: message {message_index} is a {role} turn with a {kind} tag; media belong to user turns"
-    )]
+    #[error("sample {sample_id}: message {message_index} is a {role} turn with a {kind} tag; media belong to user turns")]
     MediaOutsideUserTurn { sample_id: String, message_index: usize, role: Role, kind: MediaKind },
-    #[error(
-        "sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}"
-    )]
+    #[error("sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}")]
     BadGrid { sample_id: String, kind: MediaKind, index: usize, grid: [usize; 3], merge_size: usize },
     #[error("sample {sample_id}: text contains the reserved token {token}; vision tokens may only come from media")]
     ReservedTokenInText { sample_id: String, token: &'static str },
@@ -114,9 +108,7 @@ pub enum TextError {
     RoleOrder { sample_id: String, index: usize, expected: &'static str, found: Role },
     #[error("sample {sample_id}: conversation has no {what}")]
     Incomplete { sample_id: String, what: &'static str },
-    #[error(
-        "sample {sample_id}: {len} tokens do not fit max_seq_len {max_seq_len} without cutting a vision block or the first answer; skipped"
-    )]
+    #[error("sample {sample_id}: {len} tokens do not fit max_seq_len {max_seq_len} without cutting a vision block or the first answer; skipped")]
     TooLong { sample_id: String, len: usize, max_seq_len: usize },
 }
 
@@ -241,11 +233,8 @@ impl SpecialTokens {
     }
 
     fn lookup(tokenizer: &Tokenizer, origin: &str) -> Result<Self, TextError> {
-        let id = |token: &'static str| {
-            tokenizer
-                .token_to_id(token)
-                .ok_or_else(|| TextError::MissingSpecialToken { origin: origin.to_string(), token })
-        };
+        let id =
+            |token: &'static str| tokenizer.token_to_id(token).ok_or_else(|| TextError::MissingSpecialToken { origin: origin.to_string(), token });
         Ok(SpecialTokens {
             endoftext: id(ENDOFTEXT)?,
             im_start: id(IM_START)?,
@@ -423,8 +412,10 @@ impl QwenTokenizer {
         let path = path.as_ref();
         // tokenizers 0.23 panics on some malformed files (an `unwrap` in its decoder
         // deserialiser, found by tests/tests/fuzz.rs): a damaged file is an error like any other.
-        let loaded = std::panic::catch_unwind(|| Tokenizer::from_file(path))
-            .map_err(|_| TextError::Load { path: path.to_path_buf(), message: "not a tokenizer.json the tokenizers library can read (it panicked)".into() })?;
+        let loaded = std::panic::catch_unwind(|| Tokenizer::from_file(path)).map_err(|_| TextError::Load {
+            path: path.to_path_buf(),
+            message: "not a tokenizer.json the tokenizers library can read (it panicked)".into(),
+        })?;
         let tokenizer = loaded.map_err(|e| TextError::Load { path: path.to_path_buf(), message: e.to_string() })?;
         Self::from_tokenizer_named(tokenizer, &path.display().to_string())
     }
@@ -451,9 +442,7 @@ impl QwenTokenizer {
     /// Writes `tokenizer.json` so a trained vocabulary can ship with a checkpoint.
     pub fn save(&self, path: impl AsRef<Path>) -> Result<(), TextError> {
         let path = path.as_ref();
-        self.tokenizer
-            .save(path, false)
-            .map_err(|e| TextError::Save { path: path.to_path_buf(), message: e.to_string() })
+        self.tokenizer.save(path, false).map_err(|e| TextError::Save { path: path.to_path_buf(), message: e.to_string() })
     }
 
     pub fn special(&self) -> &SpecialTokens {
@@ -710,24 +699,13 @@ pub fn pad_count(grid: [usize; 3], merge_size: usize) -> usize {
     grid[0] * grid[1] * grid[2] / (merge_size * merge_size)
 }
 
-fn check_grids(
-    sample_id: &str,
-    image_grids: &[[usize; 3]],
-    video_grids: &[[usize; 3]],
-    merge: usize,
-) -> Result<(), TextError> {
+fn check_grids(sample_id: &str, image_grids: &[[usize; 3]], video_grids: &[[usize; 3]], merge: usize) -> Result<(), TextError> {
     let kinds = [(MediaKind::Image, image_grids), (MediaKind::Video, video_grids)];
     for (kind, grids) in kinds {
         for (index, &grid) in grids.iter().enumerate() {
             let [t, h, w] = grid;
             if merge == 0 || t == 0 || h == 0 || w == 0 || h % merge != 0 || w % merge != 0 {
-                return Err(TextError::BadGrid {
-                    sample_id: sample_id.to_string(),
-                    kind,
-                    index,
-                    grid,
-                    merge_size: merge,
-                });
+                return Err(TextError::BadGrid { sample_id: sample_id.to_string(), kind, index, grid, merge_size: merge });
             }
         }
     }
@@ -776,12 +754,7 @@ pub fn render_chat(
 /// Checks a training conversation without tokenising it: role order, a final answer, tags
 /// only in user turns, and tag counts equal to media counts (or no tags at all). Dataset
 /// readers call it so a bad row is reported with its file and line, not at training time.
-pub fn check_conversation(
-    sample_id: &str,
-    messages: &[Message],
-    n_images: usize,
-    n_videos: usize,
-) -> Result<(), TextError> {
+pub fn check_conversation(sample_id: &str, messages: &[Message], n_images: usize, n_videos: usize) -> Result<(), TextError> {
     layout(sample_id, messages, n_images, n_videos, &TemplateOptions::default(), Mode::Train).map(|_| ())
 }
 
@@ -869,8 +842,7 @@ fn layout(
                 pieces.push((Piece::Text(m.content.clone()), true));
             }
         } else {
-            let content =
-                if i == 0 && !prefix.is_empty() { format!("{prefix}{}", m.content) } else { m.content.clone() };
+            let content = if i == 0 && !prefix.is_empty() { format!("{prefix}{}", m.content) } else { m.content.clone() };
             let mut text = format!("{}\n", m.role.as_str());
             let mut rest = content.as_str();
             loop {
@@ -940,8 +912,7 @@ where
         .special_tokens(specials.clone())
         .initial_alphabet(alphabet)
         .build();
-    let split = Split::new(SplitPattern::Regex(QWEN2_SPLIT_REGEX.to_string()), SplitDelimiterBehavior::Isolated, false)
-        .map_err(train_err)?;
+    let split = Split::new(SplitPattern::Regex(QWEN2_SPLIT_REGEX.to_string()), SplitDelimiterBehavior::Isolated, false).map_err(train_err)?;
     let byte_level = ByteLevel::new(false, false, false);
     let mut tokenizer = Tokenizer::new(BPE::default());
     tokenizer
@@ -1039,10 +1010,7 @@ mod tests {
     #[test]
     fn untagged_media_go_first_videos_before_images() {
         let msgs = [Message::user("Q?"), Message::assistant("A")];
-        let s =
-            render_chat("s", &msgs, &[[1, 2, 2]], &[[1, 2, 2]], &TemplateOptions::default(), false).expect("render");
-        assert!(s.contains(&format!(
-            "<|im_start|>user\n{VISION_START}{VIDEO_PAD}{VISION_END}{VISION_START}{IMAGE_PAD}{VISION_END}Q?<|im_end|>"
-        )));
+        let s = render_chat("s", &msgs, &[[1, 2, 2]], &[[1, 2, 2]], &TemplateOptions::default(), false).expect("render");
+        assert!(s.contains(&format!("<|im_start|>user\n{VISION_START}{VIDEO_PAD}{VISION_END}{VISION_START}{IMAGE_PAD}{VISION_END}Q?<|im_end|>")));
     }
 }

@@ -36,10 +36,7 @@ fn sisbench_rows_with_inline_options_parse() {
     assert_eq!(out.items.len(), 2);
     let q = &out.items[0];
     assert_eq!(q.question, "How does the drone move?");
-    assert_eq!(
-        q.options.iter().map(|o| o.text.as_str()).collect::<Vec<_>>(),
-        ["ascend", "descend", "turn left", "hover"]
-    );
+    assert_eq!(q.options.iter().map(|o| o.text.as_str()).collect::<Vec<_>>(), ["ascend", "descend", "turn left", "hover"]);
     assert_eq!((q.task, &q.answer), (Task::Sis(SisTask::ActionRecognition), &Answer::Choice('C')));
     assert_eq!(out.items[1].options.len(), 2);
     assert_eq!(out.skipped.len(), 1);
@@ -103,8 +100,7 @@ fn sisbench_videos_make_every_type_record_their_pieces_and_resume() {
     }
     writer.finish().unwrap_or_else(|e| panic!("{e}"));
 
-    let config =
-        VideosConfig { frame_folder_fps: 10.0, concatenated: 6, shuffled: 4, seed: 4, ..VideosConfig::default() };
+    let config = VideosConfig { frame_folder_fps: 10.0, concatenated: 6, shuffled: 4, seed: 4, ..VideosConfig::default() };
     let sources = find_sources(&src, config.frame_folder_fps).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(sources.len(), 6);
     let jobs = plan_videos(&sources, &config).unwrap_or_else(|e| panic!("{e}"));
@@ -209,11 +205,9 @@ fn urbanvideo_mcq_parquet_reads_like_its_json_rows() {
     let parquet = dir.join("MCQ.parquet");
     let from_parquet = read_urbanvideo(&parquet, &opts).unwrap_or_else(|e| panic!("{e}"));
     assert!(!from_parquet.items.is_empty());
-    let without_file =
-        |qs: &[Question]| qs.iter().map(|q| Question { file: PathBuf::new(), ..q.clone() }).collect::<Vec<_>>();
+    let without_file = |qs: &[Question]| qs.iter().map(|q| Question { file: PathBuf::new(), ..q.clone() }).collect::<Vec<_>>();
     assert_eq!(without_file(&from_parquet.items), without_file(&from_json.items));
-    let problems =
-        |o: &[motionvl_data::samples::RowError]| o.iter().map(|e| (e.line, e.problem.clone())).collect::<Vec<_>>();
+    let problems = |o: &[motionvl_data::samples::RowError]| o.iter().map(|e| (e.line, e.problem.clone())).collect::<Vec<_>>();
     assert_eq!(problems(&from_parquet.skipped), problems(&from_json.skipped), "bad rows named by row number");
     assert!(from_parquet.skipped.iter().all(|e| e.file == parquet));
 

@@ -73,16 +73,11 @@ fn instances_round_trip_and_bad_ones_name_the_landmark() {
     let mut pending = instance("pending", "castle", [1.0, 1.0, 1.0]);
     pending["annotation_status"] = json!("pending");
     let reviewed = dir.path().join("reviewed.json");
-    std::fs::write(&reviewed, json!([dropped, pending, instance("kept", "vehicle", [4.0, 2.0, 1.5])]).to_string())
-        .unwrap();
+    std::fs::write(&reviewed, json!([dropped, pending, instance("kept", "vehicle", [4.0, 2.0, 1.5])]).to_string()).unwrap();
     assert_eq!(read_instances(&reviewed).unwrap().iter().map(|l| l.id.as_str()).collect::<Vec<_>>(), ["kept"]);
 
     let twice = dir.path().join("twice.json");
-    std::fs::write(
-        &twice,
-        json!([instance("a", "other", [1.0, 1.0, 1.0]), instance("a", "other", [1.0, 1.0, 1.0])]).to_string(),
-    )
-    .unwrap();
+    std::fs::write(&twice, json!([instance("a", "other", [1.0, 1.0, 1.0]), instance("a", "other", [1.0, 1.0, 1.0])]).to_string()).unwrap();
     assert!(read_instances(&twice).unwrap_err().to_string().contains("appears twice"));
 }
 
@@ -234,10 +229,7 @@ fn parameters_snap_to_their_grid_and_composites_have_their_steps() {
         }
     }
     let keys = |c: Composite| c.elements(&mut SynthRng::new(1)).iter().map(|e| e.maneuver.key()).collect::<Vec<_>>();
-    assert_eq!(
-        keys(Composite::CircularInspection),
-        ["gradual_approach", "circular_orbit", "circular_orbit", "gradual_depart"]
-    );
+    assert_eq!(keys(Composite::CircularInspection), ["gradual_approach", "circular_orbit", "circular_orbit", "gradual_depart"]);
     assert_eq!(keys(Composite::SurfaceMappingInspection), ["gradual_approach", "surface_mapping", "gradual_depart"]);
 }
 
@@ -296,12 +288,8 @@ fn accepted_trajectories_keep_clearance_and_obstacles_are_repaired_or_rejected()
     let walled = ground_and_wall(Some(20.0));
     let grid = VoxelGrid::new(&walled, cfg.clearance_m);
     let obstacles = Obstacles { grid: &grid, keepouts: vec![("tower", b)] };
-    let reason =
-        plan(vec![at_defaults(Maneuver::GradualApproach)], &b, V3::new(50.0, 0.0, 20.0), &obstacles, &cfg).unwrap_err();
-    assert!(
-        reason.contains("point cloud") && reason.contains("gradual_approach") && reason.contains("repairs"),
-        "{reason}"
-    );
+    let reason = plan(vec![at_defaults(Maneuver::GradualApproach)], &b, V3::new(50.0, 0.0, 20.0), &obstacles, &cfg).unwrap_err();
+    assert!(reason.contains("point cloud") && reason.contains("gradual_approach") && reason.contains("repairs"), "{reason}");
 }
 
 #[test]
@@ -327,14 +315,10 @@ fn the_kinematic_check_flags_fast_flights() {
 
 #[test]
 fn visibility_flips_when_a_box_occludes_the_target() {
-    use motionvl_data::dccs::visibility::{
-        Camera, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds,
-    };
+    use motionvl_data::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
     let cfg = VisibilityConfig::default();
     // A 4 m square target 30 m ahead, facing the camera.
-    let target: Vec<V3> = (0..=8)
-        .flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5)))
-        .collect();
+    let target: Vec<V3> = (0..=8).flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5))).collect();
     let camera = Camera::new(V3::new(0.0, 0.0, 10.0), V3::new(1.0, 0.0, 0.0), 640, 480, 90.0);
     let clear = frame_visibility(&camera, &target, &target, &cfg);
     assert_eq!((clear.in_frame, clear.visible_points), (81, 81));
@@ -377,12 +361,18 @@ fn clouds_and_boxes_with_huge_header_counts_are_named_errors() {
     let dir = tempfile::tempdir().unwrap();
     let huge = usize::MAX / 4;
     let binary = {
-        let mut b = format!("ply\nformat binary_little_endian 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n").into_bytes();
+        let mut b = format!(
+            "ply\nformat binary_little_endian 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n"
+        )
+        .into_bytes();
         b.extend([0u8; 24]);
         b
     };
-    let ascii = format!("ply\nformat ascii 1.0\nelement face {huge}\nproperty list uchar int vertex_indices\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n3 0 1 2\n1 2 3\n4 5 6\n");
-    let ascii_vertices = format!("ply\nformat ascii 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n");
+    let ascii = format!(
+        "ply\nformat ascii 1.0\nelement face {huge}\nproperty list uchar int vertex_indices\nelement vertex 2\nproperty float x\nproperty float y\nproperty float z\nend_header\n3 0 1 2\n1 2 3\n4 5 6\n"
+    );
+    let ascii_vertices =
+        format!("ply\nformat ascii 1.0\nelement vertex {huge}\nproperty float x\nproperty float y\nproperty float z\nend_header\n1 2 3\n");
     let npy = {
         let header = format!("{{'descr': '<f4', 'fortran_order': False, 'shape': ({huge}, 3), }}");
         let mut b = b"\x93NUMPY\x01\x00".to_vec();

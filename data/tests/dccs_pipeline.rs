@@ -41,14 +41,7 @@ fn samples(dir: &Path, name: &str) -> Vec<Value> {
 #[test]
 fn synth_dccs_writes_every_file() {
     let (_, s) = built();
-    for f in [
-        "valid_instances.json",
-        "points.ply",
-        "stage3.json",
-        "stage4.json",
-        "stage3_render_requests.json",
-        "stage4_render_requests.json",
-    ] {
+    for f in ["valid_instances.json", "points.ply", "stage3.json", "stage4.json", "stage3_render_requests.json", "stage4_render_requests.json"] {
         assert!(s.dir.join(f).is_file(), "{f}");
     }
     assert_eq!(s.stage4.rows, s.landmarks * 2 * 4, "Stage 4: landmarks × 2 difficulties × 4 families");
@@ -94,8 +87,7 @@ fn videos_have_every_trajectory_frame_and_intervals_match_frames() {
         assert_eq!(traj["fps"], 10.0);
 
         // Visibility intervals are the runs of the frames that have a box.
-        let visible: Vec<u64> =
-            r["keyframe_gt_dense"].as_array().unwrap().iter().map(|k| k["frame_index"].as_u64().unwrap()).collect();
+        let visible: Vec<u64> = r["keyframe_gt_dense"].as_array().unwrap().iter().map(|k| k["frame_index"].as_u64().unwrap()).collect();
         let mut runs: Vec<[f64; 2]> = Vec::new();
         let mut k = 0;
         while k < visible.len() {
@@ -121,11 +113,7 @@ fn videos_have_every_trajectory_frame_and_intervals_match_frames() {
             for item in r["answer_items"].as_array().unwrap() {
                 let seg = segs.iter().find(|s| {
                     let iv = &s["intervals_sec"][0];
-                    item["intervals_sec"]
-                        .as_array()
-                        .unwrap()
-                        .iter()
-                        .any(|i| i[0] == iv["start_sec"] && i[1] == iv["end_sec"])
+                    item["intervals_sec"].as_array().unwrap().iter().any(|i| i[0] == iv["start_sec"] && i[1] == iv["end_sec"])
                 });
                 assert!(seg.is_some(), "{id}: every answer interval is a flown segment");
             }
@@ -166,26 +154,16 @@ fn paired_image_tasks_share_their_views() {
             let h = by_id(format!("synth_11_{lm}_self_shared_{d}_what"));
             assert_eq!(w["reference_image"], h["reference_image"]);
             assert_eq!(w["target_image"], h["query_image"]);
-            let answer =
-                h["candidates"].as_array().unwrap().iter().find(|c| c["option_id"] == h["answer_option_id"]).unwrap();
+            let answer = h["candidates"].as_array().unwrap().iter().find(|c| c["option_id"] == h["answer_option_id"]).unwrap();
             assert_eq!(answer["image"], w["target_image"], "the future view is the query view");
-            let gold = w["label_options"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .find(|o| o["option_id"] == w["answer_option_id"])
-                .unwrap();
+            let gold = w["label_options"].as_array().unwrap().iter().find(|o| o["option_id"] == w["answer_option_id"]).unwrap();
             assert_eq!(gold["label"], w["metadata"]["query_label"]);
             let ew = by_id(format!("synth_11_{lm}_env_shared_{d}_where"));
             let eh = by_id(format!("synth_11_{lm}_env_shared_{d}_how"));
             assert_eq!((&ew["reference_image"], &ew["target_image"]), (&eh["reference_image"], &eh["target_image"]));
             for row in [w, h, ew, eh] {
                 let b: Vec<f64> = serde_json::from_value(row["answer_bbox_xyxy_norm"].clone()).unwrap();
-                assert!(
-                    b[0] < b[2] && b[1] < b[3] && b.iter().all(|c| (0.0..=1.0).contains(c)),
-                    "{}",
-                    row["sample_id"]
-                );
+                assert!(b[0] < b[2] && b[1] < b[3] && b.iter().all(|c| (0.0..=1.0).contains(c)), "{}", row["sample_id"]);
             }
         }
     }
@@ -202,13 +180,7 @@ fn rebuilding_and_rerendering_reproduce_ids_options_and_answers() {
     let (_, s) = built();
     let again = tempfile::tempdir().unwrap();
     let s2 = synthetic(again.path(), &tiny(), &()).unwrap();
-    for f in [
-        "valid_instances.json",
-        "stage3.json",
-        "stage4.json",
-        "stage3_render_requests.json",
-        "stage4_render_requests.json",
-    ] {
+    for f in ["valid_instances.json", "stage3.json", "stage4.json", "stage3_render_requests.json", "stage4_render_requests.json"] {
         assert_eq!(std::fs::read(s.dir.join(f)).unwrap(), std::fs::read(s2.dir.join(f)).unwrap(), "{f}");
     }
     let requests = json(&s.dir.join("stage4_render_requests.json"));

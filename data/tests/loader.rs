@@ -9,8 +9,7 @@ use std::time::Duration;
 use ndarray::Array2;
 
 use motionvl_data::loader::{
-    BoxError, DataLoader, LoadError, LoaderConfig, MediaGrids, MediaProcessor, PixelInput, Position, ProcessedMedia,
-    QwenMedia,
+    BoxError, DataLoader, LoadError, LoaderConfig, MediaGrids, MediaProcessor, PixelInput, Position, ProcessedMedia, QwenMedia,
 };
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::samples::TrainingSample;
@@ -47,11 +46,7 @@ fn fake_media(sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
     let videos = sample
         .videos
         .iter()
-        .map(|_| PixelInput {
-            pixel_values: Array2::from_elem((n, 4), sample.line as f32),
-            grid_thw: grid,
-            second_per_grid: Some(1.0),
-        })
+        .map(|_| PixelInput { pixel_values: Array2::from_elem((n, 4), sample.line as f32), grid_thw: grid, second_per_grid: Some(1.0) })
         .collect();
     Ok(ProcessedMedia { images: Vec::new(), videos, motion: Vec::new() })
 }
@@ -123,21 +118,14 @@ fn resume_continues_exactly_where_a_checkpoint_left_off() {
     let rest: Vec<String> = restarted.resume(saved).expect("resume").map(|r| r.expect("sample").encoded.id).collect();
     assert_eq!(rest, full[13..]);
     assert_eq!(restarted.resume(Position { epoch: 2, index: 25 }).expect("end").count(), 0);
-    assert!(matches!(
-        restarted.resume(Position { epoch: 2, index: 26 }),
-        Err(LoadError::BadPosition { index: 26, len: 25 })
-    ));
+    assert!(matches!(restarted.resume(Position { epoch: 2, index: 26 }), Err(LoadError::BadPosition { index: 26, len: 25 })));
 }
 
 #[test]
 fn too_long_samples_are_skipped_counted_and_named() {
     let mut data = dataset(6);
     data[3] = sample(3, "huge");
-    let cfg = LoaderConfig {
-        template: TemplateOptions { max_seq_len: Some(256), ..TemplateOptions::default() },
-        shuffle: false,
-        ..config(2)
-    };
+    let cfg = LoaderConfig { template: TemplateOptions { max_seq_len: Some(256), ..TemplateOptions::default() }, shuffle: false, ..config(2) };
     let loader = DataLoader::new(data, tokenizer(), fake_media, cfg);
     let mut it = loader.epoch(0);
     let got: Vec<String> = it.by_ref().map(|r| r.expect("sample").encoded.id).collect();
@@ -173,11 +161,7 @@ fn predicted_grids_skip_long_samples_without_decoding_them() {
     let mut data = dataset(5);
     data[1] = sample(1, "huge");
     let decoded = Arc::new(AtomicUsize::new(0));
-    let cfg = LoaderConfig {
-        template: TemplateOptions { max_seq_len: Some(256), ..TemplateOptions::default() },
-        shuffle: false,
-        ..config(2)
-    };
+    let cfg = LoaderConfig { template: TemplateOptions { max_seq_len: Some(256), ..TemplateOptions::default() }, shuffle: false, ..config(2) };
     let loader = DataLoader::new(data, tokenizer(), Predicting { decoded: Arc::clone(&decoded) }, cfg);
     let mut it = loader.epoch(0);
     let ids: Vec<String> = it.by_ref().map(|r| r.expect("sample").encoded.id).collect();
@@ -215,9 +199,7 @@ fn media_failures_name_the_sample_and_iteration_goes_on() {
         }
         other => panic!("expected a media error, got {other:?}"),
     }
-    assert!(
-        matches!(&results[4], Err(LoadError::Panicked { sample_id, message, .. }) if sample_id == "s-4" && message == "decoder bug")
-    );
+    assert!(matches!(&results[4], Err(LoadError::Panicked { sample_id, message, .. }) if sample_id == "s-4" && message == "decoder bug"));
     assert!(matches!(&results[5], Err(LoadError::MediaCount { expected: 1, got: 0, .. })));
 
     // With skip_errors the same failures become skipped samples.
@@ -278,9 +260,7 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     }
     writer.finish().expect("finish");
     for i in 1..=8 {
-        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 25, 90, 200]))
-            .save(frames_dir.join(format!("{i:07}.png")))
-            .expect("png");
+        image::RgbImage::from_pixel(32, 32, image::Rgb([i * 25, 90, 200])).save(frames_dir.join(format!("{i:07}.png"))).expect("png");
     }
     let photo = dir.join("sat.png");
     image::RgbImage::from_pixel(60, 40, image::Rgb([10, 200, 30])).save(&photo).expect("png");
@@ -289,10 +269,7 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     let media = QwenMedia { video_config: small.clone(), image_config: small, ..QwenMedia::default() };
     let s = TrainingSample {
         id: "real".into(),
-        messages: vec![
-            Message::user("<video> and <video> over <image>: what does the drone do?"),
-            Message::assistant("It flies forward."),
-        ],
+        messages: vec![Message::user("<video> and <video> over <image>: what does the drone do?"), Message::assistant("It flies forward.")],
         images: vec![photo],
         videos: vec![clip, frames_dir],
         format: None,

@@ -24,11 +24,8 @@ fn dumps() -> Vec<PathBuf> {
 
 /// The dump's clip (`clip.*`) and its `frames.safetensors` tensor `name`, `[T,H,W,3]` u8.
 fn clip_of(dump: &Path) -> PathBuf {
-    let clips: Vec<PathBuf> = std::fs::read_dir(dump)
-        .expect("dump")
-        .map(|e| e.expect("entry").path())
-        .filter(|p| p.file_stem().is_some_and(|s| s == "clip"))
-        .collect();
+    let clips: Vec<PathBuf> =
+        std::fs::read_dir(dump).expect("dump").map(|e| e.expect("entry").path()).filter(|p| p.file_stem().is_some_and(|s| s == "clip")).collect();
     assert_eq!(clips.len(), 1, "{}: one clip.* expected", dump.display());
     clips[0].clone()
 }
@@ -46,9 +43,8 @@ fn expected(dump: &Path, name: &str) -> Array4<u8> {
 /// `None`: as the official policy picks.
 fn decode(clip: &Path, colour: Option<ColourConversion>) -> Array4<u8> {
     let options = DecodeOptions { colour, ..DecodeOptions::default() };
-    let (plan, decoded) = VideoSource::File(clip.to_path_buf())
-        .load(&FramePolicy::Official { max_frames: 32 }, &options)
-        .unwrap_or_else(|e| panic!("{e}"));
+    let (plan, decoded) =
+        VideoSource::File(clip.to_path_buf()).load(&FramePolicy::Official { max_frames: 32 }, &options).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(plan.indices, (0..plan.indices.len()).collect::<Vec<_>>(), "{}", clip.display());
     decoded.frames
 }

@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use motionvl_data::manifest::{
-    Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, SisTask, Task, UrbanVideoTask,
-    read_dualcog, read_links2bench, read_manifest, read_sisbench, read_urbanvideo, unlisted_tasks,
+    Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, SisTask, Task, UrbanVideoTask, read_dualcog, read_links2bench,
+    read_manifest, read_sisbench, read_urbanvideo, unlisted_tasks,
 };
 use motionvl_data::samples::{ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples};
 use motionvl_data::text::Role;
@@ -66,12 +66,7 @@ fn llava_rows_read_with_media_format_and_task() {
     assert!(matches!(problems[3], RowProblem::UnknownRole(r) if r == "robot"));
     assert_eq!(
         skipped(&out.skipped),
-        vec![
-            (13, Some("sis54k-0003")),
-            (15, Some("sis54k-0005")),
-            (16, Some("sis54k-0006")),
-            (17, Some("sis54k-0007"))
-        ]
+        vec![(13, Some("sis54k-0003")), (15, Some("sis54k-0005")), (16, Some("sis54k-0006")), (17, Some("sis54k-0007"))]
     );
 }
 
@@ -189,9 +184,7 @@ fn urbanvideo_options_come_out_of_the_question_text() {
     assert_eq!((q.task.name(), q.dimension()), ("Weather", Dimension::Unlisted));
 
     let problems: Vec<&RowProblem> = out.skipped.iter().map(|e| &e.problem).collect();
-    assert!(
-        matches!(problems[0], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C")
-    );
+    assert!(matches!(problems[0], RowProblem::AnswerNotInOptions { answer, options } if answer == "F" && options == "A/B/C"));
     assert!(matches!(problems[1], RowProblem::NoOptions(_)));
     assert!(matches!(problems[2], RowProblem::MissingMedia(p) if p.ends_with("videos/Missing_9.mp4")));
     assert_eq!(skipped(&out.skipped), vec![(4, Some("4")), (5, Some("5")), (6, Some("6"))]);
@@ -277,8 +270,7 @@ fn read_manifest_dispatches_and_file_errors_are_typed() {
     let dir = std::env::temp_dir().join(format!("motionvl-readers-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("mkdir");
     let broken = dir.join("broken.json");
-    std::fs::write(&broken, "[\n {\"question_id\": 1},\n {\"question_id\": 2}\n {\"question_id\": 3}\n]")
-        .expect("write");
+    std::fs::write(&broken, "[\n {\"question_id\": 1},\n {\"question_id\": 2}\n {\"question_id\": 3}\n]").expect("write");
     match read_sisbench(&broken, &skip_bad()) {
         Err(ReadError::Syntax { line, .. }) => assert_eq!(line, 4),
         other => panic!("expected a syntax error, got {other:?}"),
@@ -291,11 +283,7 @@ fn read_manifest_dispatches_and_file_errors_are_typed() {
 
 /// A training file of `rows` in `dir`, as a JSON array (pretty, one key a line) or JSON lines.
 fn write_rows(dir: &Path, name: &str, rows: &[serde_json::Value], array: bool) -> PathBuf {
-    let text = if array {
-        serde_json::to_string_pretty(rows).expect("json")
-    } else {
-        rows.iter().map(|r| r.to_string() + "\n").collect()
-    };
+    let text = if array { serde_json::to_string_pretty(rows).expect("json") } else { rows.iter().map(|r| r.to_string() + "\n").collect() };
     let path = dir.join(name);
     std::fs::write(&path, text).expect("write rows");
     path

@@ -8,8 +8,7 @@ use std::path::{Path, PathBuf};
 use motionvl_data::frames::{FramePolicy, official_indices};
 use motionvl_data::loader::QwenMedia;
 use motionvl_data::manifest::{
-    Answer, Benchmark, Dimension, LeftOut, SisTask, Task, UnlistedTask, default_media_dir, official_left_out, read_sisbench,
-    unlisted_tasks,
+    Answer, Benchmark, Dimension, LeftOut, SisTask, Task, UnlistedTask, default_media_dir, official_left_out, read_sisbench, unlisted_tasks,
 };
 use motionvl_data::samples::{ReadOptions, RowProblem};
 use motionvl_data::video::DecodeOptions;
@@ -90,8 +89,7 @@ fn sis_bench_reads_as_released_with_no_flag() {
     assert_eq!((out.skipped[0].line, out.skipped[0].id.as_deref()), (6, Some("q6")));
 
     // The min-frames filter: the 5-frame clip goes, 12 and 40 frames and the folder stay.
-    let left_out: Vec<Option<LeftOut>> =
-        out.items.iter().map(|q| official_left_out(&q.videos[0], 8).expect("count frames")).collect();
+    let left_out: Vec<Option<LeftOut>> = out.items.iter().map(|q| official_left_out(&q.videos[0], 8).expect("count frames")).collect();
     assert_eq!(left_out, vec![None, None, None, None, Some(LeftOut::TooFewFrames { frames: 5, min_frames: 8 })]);
 
     // The official plan: np.linspace(0, 39, 32, dtype=int) of the 40-frame clip; every frame of

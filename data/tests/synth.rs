@@ -52,8 +52,7 @@ fn warp_error(a: &Frame, b: &Frame, flow: &FlowField, min_contrast: f32) -> (f32
                 continue;
             }
             let around: Vec<f32> = (0..9).map(|k| luma(a, x + k % 3 - 1, y + k / 3 - 1)).collect();
-            let spread =
-                around.iter().cloned().fold(f32::MIN, f32::max) - around.iter().cloned().fold(f32::MAX, f32::min);
+            let spread = around.iter().cloned().fold(f32::MIN, f32::max) - around.iter().cloned().fold(f32::MAX, f32::min);
             if spread < min_contrast {
                 continue;
             }
@@ -93,10 +92,7 @@ fn exact_flow_warps_the_next_frame_onto_the_current_one() {
         let (err, n) = warp_error(a, b, flow, 12.0);
         let (still, _) = warp_error(a, b, &zero_flow(96, 72), 12.0);
         assert!(n > 500, "pair {i}: only {n} textured pixels");
-        assert!(
-            err < 5.0 && err < 0.35 * still,
-            "pair {i}: warped error {err:.2} vs unwarped {still:.2} over {n} pixels"
-        );
+        assert!(err < 5.0 && err < 0.35 * still, "pair {i}: warped error {err:.2} vs unwarped {still:.2} over {n} pixels");
     }
 }
 
@@ -257,11 +253,7 @@ fn manifests_load_with_the_data_readers() {
             let Answer::Choice(letter) = q.answer else { panic!("letter answer") };
             assert_eq!(s.messages.last().map(|m| m.content.as_str()), Some(letter.to_string().as_str()));
             assert!(s.messages[0].content.starts_with("<video>\n"));
-            assert!(
-                s.messages[0]
-                    .content
-                    .contains(&format!("{letter}. {}", q.options[(letter as u8 - b'A') as usize].text))
-            );
+            assert!(s.messages[0].content.contains(&format!("{letter}. {}", q.options[(letter as u8 - b'A') as usize].text)));
         }
     }
     assert_eq!(summary.train_conversations(), summary.conversations(Split::Train));
@@ -299,8 +291,7 @@ fn every_letter_is_the_answer_equally_often_per_task() {
 fn recognition_answers_match_the_flown_behaviour() {
     let (_dir, summary) = generated();
     let record = split_record(summary, Split::Train);
-    let behaviour_of: BTreeMap<String, Behaviour> =
-        record.worlds.iter().flat_map(|w| &w.clips).map(|c| (c.video.clone(), c.behaviour)).collect();
+    let behaviour_of: BTreeMap<String, Behaviour> = record.worlds.iter().flat_map(|w| &w.clips).map(|c| (c.video.clone(), c.behaviour)).collect();
     let questions = read_sisbench(&summary.manifest(Split::Train), &ReadOptions::default()).expect("manifest").items;
     let mut checked = 0;
     for q in questions.iter().filter(|q| q.task == Task::Sis(SisTask::ActionRecognition)) {
@@ -407,14 +398,8 @@ fn the_same_seed_gives_identical_files_and_another_seed_does_not() {
 #[test]
 fn an_existing_world_is_kept_unless_forced() {
     let out = tempfile::tempdir().expect("tempdir");
-    let config = SynthConfig {
-        train_worlds: 1,
-        test_worlds: 1,
-        clips_per_world: 1,
-        concats_per_world: 0,
-        ground_truth: GroundTruth::None,
-        ..tiny_config(3)
-    };
+    let config =
+        SynthConfig { train_worlds: 1, test_worlds: 1, clips_per_world: 1, concats_per_world: 0, ground_truth: GroundTruth::None, ..tiny_config(3) };
     generate(&config, out.path(), false).expect("first run");
     assert!(matches!(generate(&config, out.path(), false), Err(SynthError::Exists(_))));
     let stray = out.path().join("notes.txt");
@@ -423,9 +408,7 @@ fn an_existing_world_is_kept_unless_forced() {
     assert!(stray.exists(), "--force removes only what construct synth writes");
     assert_eq!(summary.train.clips, 1);
     assert!(
-        fs::read_dir(out.path().join("test/videos"))
-            .expect("videos")
-            .all(|e| { e.expect("entry").path().extension().is_some_and(|x| x == "mp4") })
+        fs::read_dir(out.path().join("test/videos")).expect("videos").all(|e| { e.expect("entry").path().extension().is_some_and(|x| x == "mp4") })
     );
 }
 

@@ -109,9 +109,7 @@ fn media_blocks_follow_tags_in_order_with_types_and_spans() {
         assert_eq!(enc.input_ids[span.start + span.len], sp.vision_end);
         let pad = sp.pad(span.kind);
         assert!(enc.input_ids[span.start..span.start + span.len].iter().all(|&i| i == pad));
-        assert!(
-            enc.mm_token_type_ids[span.start..span.start + span.len].iter().all(|&ty| ty == span.kind.token_type())
-        );
+        assert!(enc.mm_token_type_ids[span.start..span.start + span.len].iter().all(|&ty| ty == span.kind.token_type()));
         assert!(enc.labels[span.start..span.start + span.len].iter().all(|&l| l == IGNORE_INDEX));
     }
     let videos = enc.mm_token_type_ids.iter().filter(|&&x| x == 2).count();
@@ -228,15 +226,9 @@ fn malformed_conversations_are_errors() {
     let order = vec![Message::user("q"), Message::user("q2"), Message::assistant("a")];
     assert!(matches!(t.encode_chat("b", &order, &[], &[], &o), Err(TextError::RoleOrder { index: 1, .. })));
     let reserved = vec![Message::user(format!("sneaky {IMAGE_PAD}")), Message::assistant("a")];
-    assert!(matches!(
-        t.encode_chat("c", &reserved, &[], &[], &o),
-        Err(TextError::ReservedTokenInText { token: IMAGE_PAD, .. })
-    ));
+    assert!(matches!(t.encode_chat("c", &reserved, &[], &[], &o), Err(TextError::ReservedTokenInText { token: IMAGE_PAD, .. })));
     let odd_grid = [1, 3, 4];
-    assert!(matches!(
-        t.encode_chat("d", &mcq(), &[], &[odd_grid], &o),
-        Err(TextError::BadGrid { index: 0, kind: MediaKind::Video, .. })
-    ));
+    assert!(matches!(t.encode_chat("d", &mcq(), &[], &[odd_grid], &o), Err(TextError::BadGrid { index: 0, kind: MediaKind::Video, .. })));
     assert!(matches!(t.encode_chat("e", &[], &[], &[], &o), Err(TextError::Incomplete { .. })));
 }
 

@@ -8,11 +8,11 @@
 use std::path::{Path, PathBuf};
 
 use motionvl_data::frames::{ClipTiming, EvalProtocol, FramePlan, FramePolicy, TrainingPlan, eval_plan, uniform_plan};
-use motionvl_data::sampling::Sampling;
 use motionvl_data::loader::QwenMedia;
+use motionvl_data::sampling::Sampling;
 use motionvl_data::video::{
-    DecodeOptions, EncodeSettings, FolderListing, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video,
-    load_image, probe_video,
+    DecodeOptions, EncodeSettings, FolderListing, FrameFolder, VideoError, VideoSource, VideoWriter, decode_all, decode_video, load_image,
+    probe_video,
 };
 use ndarray::{ArrayView3, s};
 
@@ -25,12 +25,7 @@ fn assert_bars(frame: ArrayView3<u8>, tol: i32, what: &str) {
         let px = frame.slice(s![48, i * 32 + 16, ..]);
         for c in 0..3 {
             let d = (i32::from(px[c]) - i32::from(bar[c])).abs();
-            assert!(
-                d <= tol,
-                "{what}: bar {i} channel {c} is {} not {} (tolerance {tol})",
-                px[c],
-                bar[c]
-            );
+            assert!(d <= tol, "{what}: bar {i} channel {c} is {} not {} (tolerance {tol})", px[c], bar[c]);
         }
     }
 }
@@ -76,11 +71,7 @@ fn plan_decoding_picks_nearest_frames_in_plan_order() {
 
     // Unsorted targets keep their order; past-the-end targets get the last frame; a target
     // between two frames gets the nearer one (0.51 s -> frame 15 at 0.5 s, not 16 at 0.533).
-    let plan = FramePlan {
-        indices: vec![15, 0, 44, 44],
-        timestamps: vec![0.51, 0.0, 1.49, 9.0],
-        fps: 2.0,
-    };
+    let plan = FramePlan { indices: vec![15, 0, 44, 44], timestamps: vec![0.51, 0.0, 1.49, 9.0], fps: 2.0 };
     let got = decode_video(&path, &plan).expect("decode");
     assert_eq!(codes(&got.frames), vec![15, 0, 44, 44]);
 }
@@ -101,17 +92,10 @@ fn long_clip_seeks_instead_of_decoding_everything() {
         let want: Vec<usize> = plan.indices.iter().map(|i| i % 256).collect();
         let got = decode_video(&path, &plan).expect("decode");
         assert_eq!(codes(&got.frames), want, "{ext}");
-        assert!(
-            got.frames_decoded < 60,
-            "{ext}: decoded {} of 300 frames for a 4-frame plan",
-            got.frames_decoded
-        );
+        assert!(got.frames_decoded < 60, "{ext}: decoded {} of 300 frames for a 4-frame plan", got.frames_decoded);
 
         // Seeking off (gap larger than the clip) decodes through and returns the same frames.
-        let opts = DecodeOptions {
-            seek_min_gap_s: 1e9,
-            ..DecodeOptions::default()
-        };
+        let opts = DecodeOptions { seek_min_gap_s: 1e9, ..DecodeOptions::default() };
         let through = VideoSource::File(path.clone()).decode(&plan, &opts).expect("decode");
         assert_eq!(codes(&through.frames), want, "{ext}");
         assert!(through.frames_decoded >= 299, "{ext}");
@@ -123,16 +107,9 @@ fn empty_plan_is_an_error() {
     let dir = tmp();
     let path = dir.path().join("clip.mp4");
     write_clip(&path, 4, &mpeg4((10, 1), 4));
-    let plan = FramePlan {
-        indices: vec![],
-        timestamps: vec![],
-        fps: 1.0,
-    };
+    let plan = FramePlan { indices: vec![], timestamps: vec![], fps: 1.0 };
     let err = decode_video(&path, &plan).expect_err("empty plan");
-    assert!(
-        matches!(err, VideoError::Plan { .. }) && err.to_string().contains("clip.mp4"),
-        "{err}"
-    );
+    assert!(matches!(err, VideoError::Plan { .. }) && err.to_string().contains("clip.mp4"), "{err}");
 }
 
 #[test]
@@ -140,15 +117,10 @@ fn variable_frame_rate_uses_timestamps() {
     let dir = tmp();
     let path = dir.path().join("vfr.mkv");
     let times_ms = [0i64, 40, 80, 300, 320, 700, 1500, 1530, 2000];
-    let settings = EncodeSettings {
-        time_base: Some((1, 1000)),
-        ..mpeg4((10, 1), 4)
-    };
+    let settings = EncodeSettings { time_base: Some((1, 1000)), ..mpeg4((10, 1), 4) };
     let mut writer = VideoWriter::create(&path, W, H, &settings).expect("writer");
     for (i, ms) in times_ms.iter().enumerate() {
-        writer
-            .push_at(synthetic_frame(i).view(), *ms as f64 / 1000.0)
-            .expect("push");
+        writer.push_at(synthetic_frame(i).view(), *ms as f64 / 1000.0).expect("push");
     }
     writer.finish().expect("finish");
 
@@ -160,11 +132,7 @@ fn variable_frame_rate_uses_timestamps() {
 
     // Nearest by time, not by index: 0.29 s -> 300 ms (frame 3); 1.0 s -> 700 ms (frame 5,
     // 0.3 s away, vs 1500 ms 0.5 s away); 1.9 s -> 2000 ms (frame 8).
-    let plan = FramePlan {
-        indices: vec![0; 4],
-        timestamps: vec![0.29, 0.7, 1.0, 1.9],
-        fps: 1.0,
-    };
+    let plan = FramePlan { indices: vec![0; 4], timestamps: vec![0.29, 0.7, 1.0, 1.9], fps: 1.0 };
     let got = decode_video(&path, &plan).expect("decode");
     assert_eq!(codes(&got.frames), vec![3, 5, 5, 8]);
     for (t, want) in got.timestamps.iter().zip([0.3, 0.7, 0.7, 2.0]) {
@@ -201,8 +169,7 @@ fn other_containers() {
     let dir = tmp();
     let mut cases: Vec<(&str, Option<&str>)> = vec![("avi", Some("mpeg4")), ("mkv", Some("mpeg4"))];
     // WebM needs a VP8/VP9 encoder; most FFmpeg builds have libvpx, but skip cleanly if not.
-    let has_vpx = ffmpeg_next::encoder::find_by_name("libvpx-vp9").is_some()
-        || ffmpeg_next::encoder::find_by_name("libvpx").is_some();
+    let has_vpx = ffmpeg_next::encoder::find_by_name("libvpx-vp9").is_some() || ffmpeg_next::encoder::find_by_name("libvpx").is_some();
     if has_vpx {
         cases.push(("webm", None));
     } else {
@@ -213,10 +180,7 @@ fn other_containers() {
     }
     for (ext, codec) in cases {
         let path = dir.path().join(format!("clip.{ext}"));
-        let settings = EncodeSettings {
-            codec: codec.map(str::to_string),
-            ..mpeg4((15, 1), 5)
-        };
+        let settings = EncodeSettings { codec: codec.map(str::to_string), ..mpeg4((15, 1), 5) };
         write_clip(&path, 12, &settings);
         let info = probe_video(&path).unwrap_or_else(|e| panic!("{ext}: {e}"));
         assert_eq!(info.frame_count, 12, "{ext}: frame count");
@@ -244,14 +208,8 @@ fn frame_folder_is_a_video() {
     assert_eq!((info.width, info.height, info.frame_count), (W, H, 12));
     assert!((info.duration_s - 1.2).abs() < 1e-9);
 
-    let source = VideoSource::FrameFolder {
-        dir: dir.path().to_path_buf(),
-        fps: 10.0,
-        listing: FolderListing::Numeric,
-    };
-    let (plan, got) = source
-        .load(&FramePolicy::Uniform { frames: 4 }, &DecodeOptions::default())
-        .expect("load");
+    let source = VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 10.0, listing: FolderListing::Numeric };
+    let (plan, got) = source.load(&FramePolicy::Uniform { frames: 4 }, &DecodeOptions::default()).expect("load");
     assert_eq!(plan.indices, vec![0, 4, 7, 11]);
     assert_eq!(codes(&got.frames), vec![0, 4, 7, 11]);
     assert_eq!(got.timestamps, vec![0.0, 0.4, 0.7, 1.1]);
@@ -267,14 +225,8 @@ fn frame_folder_is_a_video() {
 #[test]
 fn frame_folder_errors_name_the_file() {
     let dir = tmp();
-    assert!(matches!(
-        FrameFolder::open(dir.path(), 10.0),
-        Err(VideoError::EmptyFolder { .. })
-    ));
-    assert!(matches!(
-        FrameFolder::open(dir.path(), 0.0),
-        Err(VideoError::BadFps { .. })
-    ));
+    assert!(matches!(FrameFolder::open(dir.path(), 10.0), Err(VideoError::EmptyFolder { .. })));
+    assert!(matches!(FrameFolder::open(dir.path(), 0.0), Err(VideoError::BadFps { .. })));
     let missing = dir.path().join("nope");
     let err = FrameFolder::open(&missing, 10.0).expect_err("missing folder");
     assert!(err.to_string().contains("nope"), "{err}");
@@ -282,28 +234,15 @@ fn frame_folder_errors_name_the_file() {
     let names: Vec<String> = (1..=3).map(|i| format!("{i:07}.png")).collect();
     write_png_sequence(dir.path(), &names);
     // Frame 3 has another size.
-    image::RgbImage::new(32, 16)
-        .save(dir.path().join(&names[2]))
-        .expect("save");
+    image::RgbImage::new(32, 16).save(dir.path().join(&names[2])).expect("save");
     let folder = FrameFolder::open(dir.path(), 5.0).expect("open");
     let plan = uniform_plan(ClipTiming::new(3, 5.0), 3).expect("plan");
     let err = folder.decode(&plan).expect_err("size mismatch");
     assert!(matches!(err, VideoError::FrameSize { .. }), "{err}");
     assert!(err.to_string().contains("0000003.png"), "{err}");
 
-    let plan = FramePlan {
-        indices: vec![7],
-        timestamps: vec![1.4],
-        fps: 5.0,
-    };
-    assert!(matches!(
-        folder.decode(&plan),
-        Err(VideoError::PlanOutOfRange {
-            index: 7,
-            frame_count: 3,
-            ..
-        })
-    ));
+    let plan = FramePlan { indices: vec![7], timestamps: vec![1.4], fps: 5.0 };
+    assert!(matches!(folder.decode(&plan), Err(VideoError::PlanOutOfRange { index: 7, frame_count: 3, .. })));
 }
 
 #[test]
@@ -325,9 +264,7 @@ fn images_load_as_rgb() {
     }
     // Greyscale with alpha is expanded to RGB.
     let path = dir.path().join("grey.png");
-    image::GrayAlphaImage::from_pixel(4, 2, image::LumaA([77, 10]))
-        .save(&path)
-        .expect("save");
+    image::GrayAlphaImage::from_pixel(4, 2, image::LumaA([77, 10])).save(&path).expect("save");
     let loaded = load_image(&path).expect("grey");
     assert_eq!(loaded.dim(), (2, 4, 3));
     assert!(loaded.iter().all(|v| *v == 77));
@@ -347,18 +284,10 @@ fn bad_inputs_are_typed_errors_naming_the_file() {
     assert!(err.to_string().contains("junk.mp4"), "{err}");
 
     let err = load_image(&dir.path().join("none.png")).expect_err("missing image");
-    assert!(
-        matches!(err, VideoError::Image { .. }) && err.to_string().contains("none.png"),
-        "{err}"
-    );
+    assert!(matches!(err, VideoError::Image { .. }) && err.to_string().contains("none.png"), "{err}");
 
-    let err = VideoWriter::create(&dir.path().join("odd.mp4"), 31, 16, &EncodeSettings::default())
-        .err()
-        .expect("odd width");
-    assert!(
-        matches!(err, VideoError::Encode { .. }) && err.to_string().contains("odd.mp4"),
-        "{err}"
-    );
+    let err = VideoWriter::create(&dir.path().join("odd.mp4"), 31, 16, &EncodeSettings::default()).err().expect("odd width");
+    assert!(matches!(err, VideoError::Encode { .. }) && err.to_string().contains("odd.mp4"), "{err}");
 }
 
 /// An MP4 whose index (written first) declares 20 frames but whose data was cut after a few:
@@ -421,18 +350,14 @@ fn official_plan_decodes_numpy_linspace_frames() {
 #[test]
 fn frame_folder_listings_numeric_and_official() {
     let dir = tmp();
-    let names: Vec<String> = ["1.png", "2.png", "10.png", "11.png", "9.PNG", "a.jpg", "B.jpeg", "frame_03.png", "z.webp", "Ä.png", "é.png"]
-        .map(String::from)
-        .to_vec();
+    let names: Vec<String> =
+        ["1.png", "2.png", "10.png", "11.png", "9.PNG", "a.jpg", "B.jpeg", "frame_03.png", "z.webp", "Ä.png", "é.png"].map(String::from).to_vec();
     write_png_sequence(dir.path(), &names);
     let listed = |listing| -> Vec<String> {
         let folder = FrameFolder::open_listed(dir.path(), 15.0, listing).expect("open");
         folder.files().iter().map(|p| p.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string()).collect()
     };
-    assert_eq!(
-        listed(FolderListing::Official),
-        ["1.png", "10.png", "11.png", "2.png", "9.PNG", "B.jpeg", "a.jpg", "frame_03.png", "Ä.png", "é.png"]
-    );
+    assert_eq!(listed(FolderListing::Official), ["1.png", "10.png", "11.png", "2.png", "9.PNG", "B.jpeg", "a.jpg", "frame_03.png", "Ä.png", "é.png"]);
     assert_eq!(
         listed(FolderListing::Numeric),
         ["1.png", "2.png", "frame_03.png", "9.PNG", "10.png", "11.png", "B.jpeg", "a.jpg", "z.webp", "Ä.png", "é.png"]
@@ -448,7 +373,10 @@ fn frame_folder_listings_numeric_and_official() {
     assert_eq!(plan.indices, vec![0, 3, 6, 9]);
     assert_eq!(codes(&got.frames), vec![0, 1, 5, 10]);
     // Any other policy keeps motionvl's numeric order.
-    assert_eq!(QwenMedia::default().source(dir.path()), VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 15.0, listing: FolderListing::Numeric });
+    assert_eq!(
+        QwenMedia::default().source(dir.path()),
+        VideoSource::FrameFolder { dir: dir.path().to_path_buf(), fps: 15.0, listing: FolderListing::Numeric }
+    );
 }
 
 /// A "video" that is really a playlist or a concat list never makes FFmpeg open the files it

@@ -26,17 +26,17 @@ pub mod summary;
 use std::path::{Path, PathBuf};
 
 use motionvl_data::synth::describe::write_pretraining_set;
-use motionvl_data::synth::{generate_with_progress, Split, SynthConfig, SynthSummary};
+use motionvl_data::synth::{Split, SynthConfig, SynthSummary, generate_with_progress};
 use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, ProtocolConfig, RunConfig};
 use motionvl_eval::results::Results;
 use motionvl_train::checkpoint::latest_complete;
-use motionvl_train::pretrain::{answer_loss, pretrain, Scope, MODEL_DIR};
+use motionvl_train::pretrain::{MODEL_DIR, Scope, answer_loss, pretrain};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Trainer, changes_since_checkpoint};
 use serde::Deserialize;
 use serde_json::json;
 
-use summary::{Evaluated, Summary, TowerCheck, CONTROL, MOTION, VISUAL};
+use summary::{CONTROL, Evaluated, MOTION, Summary, TowerCheck, VISUAL};
 
 #[derive(Debug, thiserror::Error)]
 pub enum DemoError {
@@ -176,7 +176,8 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
         let results = evaluate(config, &world, &pretrained, &train_dir, &eval_dir, name, show_progress)?;
         runs.push(DemoRun { name: name.to_owned(), motion: motion.to_owned(), train_dir, eval_dir, final_loss, results });
     }
-    let evaluated: Vec<Evaluated> = runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
+    let evaluated: Vec<Evaluated> =
+        runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
     let clips = clips_of(&world.test_manifest())?;
     let report = summary::summarise(&evaluated, &clips, tower, config.stats.resamples, config.stats.seed)?;
     let written = report.write(&config.output_dir)?;
@@ -189,7 +190,9 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
 fn asks_as_evaluated(world: &SynthSummary) -> bool {
     let instruction = world.config.training_answers.asked().instruction();
     let rows = std::fs::read_to_string(world.train_conversations()).ok().and_then(|text| serde_json::from_str::<Vec<serde_json::Value>>(&text).ok());
-    rows.is_some_and(|rows| rows.iter().filter(|r| r["format"] == "mcq").all(|r| r["conversations"][0]["value"].as_str().is_some_and(|p| p.ends_with(instruction))))
+    rows.is_some_and(|rows| {
+        rows.iter().filter(|r| r["format"] == "mcq").all(|r| r["conversations"][0]["value"].as_str().is_some_and(|p| p.ends_with(instruction)))
+    })
 }
 
 /// The clip each held-out question is asked about (its video), by question id.
@@ -204,12 +207,21 @@ fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
 fn pretrain_recipe(config: &DemoConfig, config_path: &Path, out: &Path, data: &Path) -> Result<Recipe, DemoError> {
     let quoted = |p: &Path| format!("{:?}", p.display().to_string());
     let overrides = vec![("output_dir".to_owned(), quoted(out)), ("data.train".to_owned(), quoted(data))];
-    Recipe::from_table(config.pretrain.clone(), config_path, &overrides).map_err(|e| DemoError::Config { path: config_path.to_path_buf(), reason: e.to_string() })
+    Recipe::from_table(config.pretrain.clone(), config_path, &overrides)
+        .map_err(|e| DemoError::Config { path: config_path.to_path_buf(), reason: e.to_string() })
 }
 
 /// Stage 0 into `<output_dir>/<folder>`, unless a finished one was made from the same recipe
 /// and data; returns the model folder.
-fn stage0(config: &DemoConfig, config_path: &Path, world: &SynthSummary, descriptions: &Path, folder: &str, scope: Scope, show_progress: bool) -> Result<PathBuf, DemoError> {
+fn stage0(
+    config: &DemoConfig,
+    config_path: &Path,
+    world: &SynthSummary,
+    descriptions: &Path,
+    folder: &str,
+    scope: Scope,
+    show_progress: bool,
+) -> Result<PathBuf, DemoError> {
     let out = config.output_dir.join(folder);
     let mut recipe = pretrain_recipe(config, config_path, &out, descriptions)?;
     recipe.logging.progress_bar = show_progress;
@@ -224,13 +236,24 @@ fn stage0(config: &DemoConfig, config_path: &Path, world: &SynthSummary, descrip
         eprintln!("{folder}: already pretrained ({})", model.display());
         return Ok(model);
     }
-    eprintln!("{folder}: pretraining every parameter{} into {}", if scope == Scope::RandomTower { " but the vision tower's" } else { "" }, model.display());
+    eprintln!(
+        "{folder}: pretraining every parameter{} into {}",
+        if scope == Scope::RandomTower { " but the vision tower's" } else { "" },
+        model.display()
+    );
     let done = pretrain(&recipe, &[world.train_conversations()], scope).map_err(|e| DemoError::Train { run: folder.to_owned(), source: e.into() })?;
     stamp::write(&out, &inputs)?;
     Ok(done.model_dir)
 }
 
-fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, base: &Path, train_dir: &Path, motion: &str) -> Result<Recipe, DemoError> {
+fn recipe_for(
+    config: &DemoConfig,
+    config_path: &Path,
+    world: &SynthSummary,
+    base: &Path,
+    train_dir: &Path,
+    motion: &str,
+) -> Result<Recipe, DemoError> {
     let quoted = |p: &Path| format!("{:?}", p.display().to_string());
     let overrides = vec![
         ("output_dir".to_owned(), quoted(train_dir)),
@@ -239,7 +262,8 @@ fn recipe_for(config: &DemoConfig, config_path: &Path, world: &SynthSummary, bas
         ("motion.estimator".to_owned(), format!("{motion:?}")),
         ("logging.progress_bar".to_owned(), "true".to_owned()),
     ];
-    Recipe::from_table(config.train.clone(), config_path, &overrides).map_err(|e| DemoError::Config { path: config_path.to_path_buf(), reason: e.to_string() })
+    Recipe::from_table(config.train.clone(), config_path, &overrides)
+        .map_err(|e| DemoError::Config { path: config_path.to_path_buf(), reason: e.to_string() })
 }
 
 /// Trains (or finishes training) one model; returns the last logged loss.
@@ -281,9 +305,18 @@ fn last_logged_loss(dir: &Path) -> Option<f64> {
     serde_json::from_str::<serde_json::Value>(last).ok()?["loss"].as_f64()
 }
 
-fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &Path, eval_dir: &Path, name: &str, show_progress: bool) -> Result<Results, DemoError> {
+fn evaluate(
+    config: &DemoConfig,
+    world: &SynthSummary,
+    base: &Path,
+    train_dir: &Path,
+    eval_dir: &Path,
+    name: &str,
+    show_progress: bool,
+) -> Result<Results, DemoError> {
     let fail = |e: Box<dyn std::error::Error + Send + Sync>| DemoError::Eval { run: name.to_owned(), source: e };
-    let checkpoint = latest_complete(train_dir).map_err(|e| fail(e.into()))?.ok_or_else(|| fail(format!("no checkpoint in {}", train_dir.display()).into()))?;
+    let checkpoint =
+        latest_complete(train_dir).map_err(|e| fail(e.into()))?.ok_or_else(|| fail(format!("no checkpoint in {}", train_dir.display()).into()))?;
     let run = RunConfig {
         bench: "sisbench".into(),
         manifest: world.test_manifest(),
@@ -316,4 +349,3 @@ fn evaluate(config: &DemoConfig, world: &SynthSummary, base: &Path, train_dir: &
     .map_err(|e| fail(e.into()))?;
     Ok(summary.results)
 }
-

@@ -127,7 +127,8 @@ pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, r
         columns.vs_control.insert(dim.clone(), paired(control, motion, dim)?);
         columns.control_vs_visual.insert(dim.clone(), paired(visual, control, dim)?);
     }
-    let self_of = |d: &BTreeMap<String, Difference>| d.get("self").copied().ok_or_else(|| DemoError::Summary("no question of the self dimension".into()));
+    let self_of =
+        |d: &BTreeMap<String, Difference>| d.get("self").copied().ok_or_else(|| DemoError::Summary("no question of the self dimension".into()));
     let difference = Differences {
         self_vs_control: self_of(&columns.vs_control)?,
         self_control_vs_visual: self_of(&columns.control_vs_visual)?,
@@ -169,7 +170,8 @@ fn scores(run: &Evaluated) -> Result<Vec<(String, String, f64)>, DemoError> {
     text.lines()
         .enumerate()
         .map(|(i, line)| {
-            let v: serde_json::Value = serde_json::from_str(line).map_err(|e| DemoError::Summary(format!("{} line {}: {e}", path.display(), i + 1)))?;
+            let v: serde_json::Value =
+                serde_json::from_str(line).map_err(|e| DemoError::Summary(format!("{} line {}: {e}", path.display(), i + 1)))?;
             match (v["question_id"].as_str(), v["task"].as_str(), v["value"].as_f64()) {
                 (Some(id), Some(task), Some(score)) => Ok((id.to_owned(), task.to_owned(), score)),
                 _ => Err(DemoError::Summary(format!("{} line {}: no question_id, task and value", path.display(), i + 1))),
@@ -204,7 +206,9 @@ fn paired(a: &Evaluated, b: &Evaluated, dim: &str, clips: &Clips, resamples: usi
     let ys: Vec<f64> = pairs.iter().map(|p| p.2).collect();
     let of: Vec<&str> = pairs
         .iter()
-        .map(|(id, _, _)| clips.get(id).map(String::as_str).ok_or_else(|| DemoError::Summary(format!("{}: question {id} is not in the manifest's clips", a.name))))
+        .map(|(id, _, _)| {
+            clips.get(id).map(String::as_str).ok_or_else(|| DemoError::Summary(format!("{}: question {id} is not in the manifest's clips", a.name)))
+        })
         .collect::<Result<_, _>>()?;
     let (mean, ci95) = cluster_paired_bootstrap95(&xs, &ys, &of, resamples, seed).map_err(|e| DemoError::Summary(format!("{dim}: {e}")))?;
     Ok(Difference { mean, ci95 })
@@ -287,7 +291,10 @@ pub fn claims(runs: &[Evaluated], json: &SummaryJson) -> Vec<(String, bool)> {
     let d = &json.difference.self_vs_control;
     out.push((format!("{MOTION} − {CONTROL} on the self dimension: {} lies above 0 (the gain is motion, not capacity)", points(d)), d.ci95[0] > 0.0));
     let d = &json.difference.self_control_vs_visual;
-    out.push((format!("{CONTROL} − {VISUAL} on the self dimension: {} contains 0 (the connector without motion adds nothing)", points(d)), d.ci95[0] <= 0.0 && 0.0 <= d.ci95[1]));
+    out.push((
+        format!("{CONTROL} − {VISUAL} on the self dimension: {} contains 0 (the connector without motion adds nothing)", points(d)),
+        d.ci95[0] <= 0.0 && 0.0 <= d.ci95[1],
+    ));
     out
 }
 

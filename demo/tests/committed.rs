@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use motionvl_demo::summary::{CONTROL, MOTION};
-use motionvl_demo::{run, DemoConfig};
+use motionvl_demo::{DemoConfig, run};
 
 /// P(X ≥ k) for X ~ Binomial(n, p): how likely guessing alone scores `k` of `n` or more.
 fn upper_tail(k: usize, n: usize, p: f64) -> f64 {
@@ -82,5 +82,8 @@ fn committed_demo_motion_model_recognises_actions() {
     // came back as …363): equal to 1e-12.
     let w = written.difference.self_vs_control;
     let close = |a: f64, b: f64| (a - b).abs() <= 1e-12;
-    assert!(close(w.mean, d.mean) && close(w.ci95[0], d.ci95[0]) && close(w.ci95[1], d.ci95[1]), "summary.json holds {w:?}, the report checked {d:?}");
+    assert!(
+        close(w.mean, d.mean) && close(w.ci95[0], d.ci95[0]) && close(w.ci95[1], d.ci95[1]),
+        "summary.json holds {w:?}, the report checked {d:?}"
+    );
 }

@@ -3,8 +3,8 @@
 
 use std::path::Path;
 
-use motionvl_demo::summary::{SummaryJson, CONTROL, MOTION, VISUAL};
-use motionvl_demo::{run, DemoConfig};
+use motionvl_demo::summary::{CONTROL, MOTION, SummaryJson, VISUAL};
+use motionvl_demo::{DemoConfig, run};
 
 const SIS_TASKS: [&str; 13] = [
     "Object Existence",

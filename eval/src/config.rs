@@ -11,9 +11,9 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::DType;
+use motionvl_data::manifest::ChoiceAnswer;
 pub use motionvl_data::media_config::ProtocolConfig;
 use motionvl_flow::WeightPrecision;
-use motionvl_data::manifest::ChoiceAnswer;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -227,13 +227,7 @@ fn default_device() -> String {
 
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig {
-            checkpoint: String::new(),
-            adapter: None,
-            dtype: None,
-            device: default_device(),
-            adapter_merge: None,
-        }
+        ModelConfig { checkpoint: String::new(), adapter: None, dtype: None, device: default_device(), adapter_merge: None }
     }
 }
 
@@ -422,11 +416,7 @@ impl RunConfig {
 
     /// Checks that the required keys are set and the numbers make sense.
     pub fn validate(&self) -> Result<()> {
-        let missing = |what: &str, flag: &str| {
-            Err(EvalError::Config(format!(
-                "no {what}: pass {flag} or set it in the config file"
-            )))
-        };
+        let missing = |what: &str, flag: &str| Err(EvalError::Config(format!("no {what}: pass {flag} or set it in the config file")));
         if self.bench.is_empty() {
             return missing("benchmark", "--bench");
         }
@@ -437,9 +427,7 @@ impl RunConfig {
             return missing("output folder", "--out");
         }
         if self.generation.batch_size == 0 || self.generation.max_new_tokens == 0 {
-            return Err(EvalError::Config(
-                "batch_size and max_new_tokens must be at least 1".into(),
-            ));
+            return Err(EvalError::Config("batch_size and max_new_tokens must be at least 1".into()));
         }
         if let Some(p) = self.generation.repetition_penalty
             && !(p.is_finite() && p > 0.0)
@@ -456,10 +444,7 @@ impl RunConfig {
             return Err(EvalError::Config("official.max_frames must be at least 1".into()));
         }
         if self.protocol.min_pixels > self.protocol.max_pixels {
-            return Err(EvalError::Config(format!(
-                "min_pixels {} exceeds max_pixels {}",
-                self.protocol.min_pixels, self.protocol.max_pixels
-            )));
+            return Err(EvalError::Config(format!("min_pixels {} exceeds max_pixels {}", self.protocol.min_pixels, self.protocol.max_pixels)));
         }
         Ok(())
     }
@@ -506,12 +491,7 @@ impl RunConfig {
 
     /// The name of the run in reports.
     pub fn run_name(&self) -> String {
-        self.name.clone().unwrap_or_else(|| {
-            self.out
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_else(|| "run".to_string())
-        })
+        self.name.clone().unwrap_or_else(|| self.out.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_else(|| "run".to_string()))
     }
 }
 
@@ -523,10 +503,7 @@ mod tests {
     fn defaults_are_the_spec_protocol() {
         let cfg: RunConfig = toml::from_str("bench = \"sisbench\"").unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(cfg.protocol.max_frames, 32);
-        assert_eq!(
-            (cfg.protocol.min_pixels, cfg.protocol.max_pixels),
-            (256 * 28 * 28, 512 * 28 * 28)
-        );
+        assert_eq!((cfg.protocol.min_pixels, cfg.protocol.max_pixels), (256 * 28 * 28, 512 * 28 * 28));
         assert_eq!(cfg.generation.max_new_tokens, 128);
         assert_eq!(cfg.model.device, "cpu");
     }
@@ -543,10 +520,17 @@ mod tests {
         assert_eq!(official_cuda.estimator_weights(dtype), WeightPrecision::Bf16Rounded);
         let official_cpu = read("protocol_kind = \"official\"");
         let dtype = official_cpu.model_dtype().unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!((dtype, official_cpu.adapter_merge(dtype), official_cpu.estimator_weights(dtype)), (DType::F32, AdapterMerge::Unmerged, WeightPrecision::F32));
+        assert_eq!(
+            (dtype, official_cpu.adapter_merge(dtype), official_cpu.estimator_weights(dtype)),
+            (DType::F32, AdapterMerge::Unmerged, WeightPrecision::F32)
+        );
         let paper_bf16 = read("protocol_kind = \"paper\"\n[model]\ndtype = \"bf16\"");
-        assert_eq!((paper_bf16.adapter_merge(DType::BF16), paper_bf16.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
-        let chosen = read("protocol_kind = \"official\"\n[model]\ndtype = \"bf16\"\nadapter_merge = \"unmerged\"\n[motion]\nestimator_weights = \"f32\"");
+        assert_eq!(
+            (paper_bf16.adapter_merge(DType::BF16), paper_bf16.estimator_weights(DType::BF16)),
+            (AdapterMerge::Unmerged, WeightPrecision::F32)
+        );
+        let chosen =
+            read("protocol_kind = \"official\"\n[model]\ndtype = \"bf16\"\nadapter_merge = \"unmerged\"\n[motion]\nestimator_weights = \"f32\"");
         assert_eq!((chosen.adapter_merge(DType::BF16), chosen.estimator_weights(DType::BF16)), (AdapterMerge::Unmerged, WeightPrecision::F32));
         let chosen = read("[model]\nadapter_merge = \"merged\"\n[motion]\nestimator_weights = \"bf16-rounded\"");
         assert_eq!((chosen.adapter_merge(DType::F32), chosen.estimator_weights(DType::F32)), (AdapterMerge::Merged, WeightPrecision::Bf16Rounded));
@@ -556,10 +540,7 @@ mod tests {
 
     #[test]
     fn unknown_keys_are_refused() {
-        let err = toml::from_str::<RunConfig>("[generation]\nmax_tokens = 3")
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let err = toml::from_str::<RunConfig>("[generation]\nmax_tokens = 3").err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("max_tokens"), "{err}");
     }
 
@@ -582,10 +563,7 @@ mod tests {
     #[test]
     fn unknown_answer_values_are_refused_naming_the_key() {
         for (key, value) in [("answer", "loglikelihood"), ("likelihood_continuation", "letters"), ("likelihood_normalisation", "mean")] {
-            let err = toml::from_str::<RunConfig>(&format!("[generation]\n{key} = \"{value}\""))
-                .err()
-                .map(|e| e.to_string())
-                .unwrap_or_default();
+            let err = toml::from_str::<RunConfig>(&format!("[generation]\n{key} = \"{value}\"")).err().map(|e| e.to_string()).unwrap_or_default();
             assert!(err.contains(&format!("generation.{key} = \"{value}\" is not known")), "{err}");
         }
     }

@@ -23,11 +23,7 @@ pub enum EvalError {
     },
     /// A predictions line that is not `{"question_id": …, "prediction": "…"}`.
     #[error("{path}:{line}: {message}")]
-    Predictions {
-        path: PathBuf,
-        line: usize,
-        message: String,
-    },
+    Predictions { path: PathBuf, line: usize, message: String },
     /// `results.json` (or another file this crate wrote) that does not parse.
     #[error("{path}: {message}")]
     BadFile { path: PathBuf, message: String },
@@ -43,12 +39,7 @@ pub enum EvalError {
     Config(String),
     /// The media of a question cannot be decoded or preprocessed.
     #[error("{file}:{line} ({id}): {message}")]
-    Media {
-        file: PathBuf,
-        line: usize,
-        id: String,
-        message: String,
-    },
+    Media { file: PathBuf, line: usize, id: String, message: String },
     /// Tokenisation of a prompt failed.
     #[error("{file}:{line} ({id}): {source}")]
     Prompt {
@@ -61,12 +52,7 @@ pub enum EvalError {
     /// A manifest row the official protocol cannot read as the official code would (a
     /// question or options of the wrong type, an id not in the file).
     #[error("{file}:{line} ({id}): {message}")]
-    OfficialRow {
-        file: PathBuf,
-        line: usize,
-        id: String,
-        message: String,
-    },
+    OfficialRow { file: PathBuf, line: usize, id: String, message: String },
     #[error("tokenizer: {0}")]
     Tokenizer(#[source] Box<motionvl_data::text::TextError>),
     #[error(transparent)]

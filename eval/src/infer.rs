@@ -14,9 +14,9 @@ use std::path::{Path, PathBuf};
 use candle_core::Device;
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
+use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
-use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
@@ -142,19 +142,11 @@ impl QwenPreparer {
                 .into_iter()
                 .unzip(),
             None => {
-                let videos = item
-                    .videos
-                    .iter()
-                    .map(|p| self.media.load_video(p).map_err(|e| media_error(p, &e)))
-                    .collect::<Result<Vec<_>>>()?;
+                let videos = item.videos.iter().map(|p| self.media.load_video(p).map_err(|e| media_error(p, &e))).collect::<Result<Vec<_>>>()?;
                 (videos, Vec::new())
             }
         };
-        let images = item
-            .images
-            .iter()
-            .map(|p| self.media.load_image(p).map_err(|e| media_error(p, &e)))
-            .collect::<Result<Vec<_>>>()?;
+        let images = item.images.iter().map(|p| self.media.load_image(p).map_err(|e| media_error(p, &e))).collect::<Result<Vec<_>>>()?;
         // A ranked question's prompt asks for the form its options are scored in.
         let ranked_as = match self.likelihood {
             Some(form) if crate::bench::ranked(self.bench, item)? => Some(form),
@@ -175,38 +167,16 @@ impl QwenPreparer {
         let video_grids: Vec<[usize; 3]> = videos.iter().map(|p| p.grid_thw).collect();
         let prompt = self
             .tokenizer
-            .encode_prompt(
-                &item.id,
-                &[Message::user(prompt_text.clone())],
-                &image_grids,
-                &video_grids,
-                &self.template,
-            )
+            .encode_prompt(&item.id, &[Message::user(prompt_text.clone())], &image_grids, &video_grids, &self.template)
             .map_err(|source| prompt_error(item, source))?;
         let option_rows = match ranked_as {
-            Some(form) => encode_options(
-                &self.tokenizer,
-                &item.id,
-                &prompt_text,
-                &prompt,
-                &item.options,
-                &image_grids,
-                &video_grids,
-                &self.template,
-                form,
-            )
-            .map_err(|source| prompt_error(item, source))?,
+            Some(form) => {
+                encode_options(&self.tokenizer, &item.id, &prompt_text, &prompt, &item.options, &image_grids, &video_grids, &self.template, form)
+                    .map_err(|source| prompt_error(item, source))?
+            }
             _ => Vec::new(),
         };
-        Ok(PreparedQuestion {
-            id: item.id.clone(),
-            prompt_text,
-            prompt: Some(prompt),
-            images,
-            videos,
-            motion,
-            option_rows,
-        })
+        Ok(PreparedQuestion { id: item.id.clone(), prompt_text, prompt: Some(prompt), images, videos, motion, option_rows })
     }
 
     /// A question as the vLLM baseline asks it: every planned frame of its video a separate
@@ -248,12 +218,7 @@ impl QwenPreparer {
 }
 
 fn prompt_error(item: &Item, source: motionvl_data::text::TextError) -> EvalError {
-    EvalError::Prompt {
-        file: item.file.clone(),
-        line: item.line,
-        id: item.id.clone(),
-        source: Box::new(source),
-    }
+    EvalError::Prompt { file: item.file.clone(), line: item.line, id: item.id.clone(), source: Box::new(source) }
 }
 
 impl Prepare for QwenPreparer {
@@ -351,9 +316,7 @@ impl QwenGenerator {
         let likelihoods = option_log_likelihoods(&self.model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
         let scores: Vec<f64> = likelihoods.iter().map(|l| l.score(self.likelihood_normalisation)).collect();
         let options: Vec<&AnswerOption> = q.option_rows.iter().map(|r| &r.option).collect();
-        let chosen = best(&scores).ok_or_else(|| {
-            EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id))
-        })?;
+        let chosen = best(&scores).ok_or_else(|| EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id)))?;
         Ok(Answer {
             text: chosen_output(options[chosen]),
             option_scores: Some(options.iter().map(|o| o.label).zip(scores).collect()),
@@ -369,11 +332,7 @@ impl QwenGenerator {
         }
         let prompts: Vec<&EncodedPrompt> = questions
             .iter()
-            .map(|q| {
-                q.prompt
-                    .as_ref()
-                    .ok_or_else(|| EvalError::Generate(format!("question {} was not tokenised", q.id)))
-            })
+            .map(|q| q.prompt.as_ref().ok_or_else(|| EvalError::Generate(format!("question {} was not tokenised", q.id))))
             .collect::<Result<_>>()?;
         let tokens: Vec<(&[u32], &[u8])> = prompts.iter().map(|p| (p.input_ids.as_slice(), p.mm_token_type_ids.as_slice())).collect();
         let rows = PromptBatch::padded(&tokens, self.tokenizer.special().endoftext, Padding::Left);
@@ -385,11 +344,7 @@ impl QwenGenerator {
             videos: PixelInput::stack(&videos, &self.device, dtype)?,
             video_seconds_per_grid: videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
         };
-        let options = GenerateOptions {
-            max_new_tokens: self.max_new_tokens,
-            stop_ids: self.stop_ids(),
-            keep_logits: false,
-        };
+        let options = GenerateOptions { max_new_tokens: self.max_new_tokens, stop_ids: self.stop_ids(), keep_logits: false };
         let motion = match &self.motion {
             Some(_) => {
                 let motion: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.motion).collect();
@@ -408,10 +363,8 @@ impl QwenGenerator {
         let embeds = self.model.embed(&rows, &features)?;
         let positions = self.model.positions(&rows, &vision)?;
         // Each row's own prompt, unpadded: what a batch of one holds in `input_ids`.
-        let penalty = self.repetition_penalty.map(|penalty| RepetitionPenalty {
-            penalty,
-            prompt_ids: prompts.iter().map(|p| p.input_ids.clone()).collect(),
-        });
+        let penalty =
+            self.repetition_penalty.map(|penalty| RepetitionPenalty { penalty, prompt_ids: prompts.iter().map(|p| p.input_ids.clone()).collect() });
         let generation = self.model.generate_penalised(&embeds, &rows.mask, &positions, &options, penalty.as_ref())?;
         generation
             .tokens
@@ -455,12 +408,8 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let dtype = config.model_dtype()?;
     let checkpoint = config.model.checkpoint.as_str();
     let files = checkpoint_files(config)?;
-    let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?.ok_or_else(|| {
-        EvalError::Config(format!(
-            "checkpoint {checkpoint} has no tokenizer.json (looked in {})",
-            files.dir.display()
-        ))
-    })?;
+    let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?
+        .ok_or_else(|| EvalError::Config(format!("checkpoint {checkpoint} has no tokenizer.json (looked in {})", files.dir.display())))?;
     let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
     // Settings are checked (and MOFNet loaded) before the model, which takes longest.
     let inputs = inputs_of(config, &files, &device)?;
@@ -477,11 +426,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     }
     let media = inputs.media;
     let kind = config.protocol_kind();
-    let template = TemplateOptions {
-        max_seq_len: None,
-        merge_size: model.config().vision.spatial_merge_size,
-        ..TemplateOptions::default()
-    };
+    let template = TemplateOptions { max_seq_len: None, merge_size: model.config().vision.spatial_merge_size, ..TemplateOptions::default() };
     let (motion_media, branch) = match inputs.motion {
         Some(m) => {
             let branch = m.source.load(&model, &device)?;
@@ -496,8 +441,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
         template,
         motion: motion_media,
         skip_bad: config.skip_bad,
-        likelihood: (config.generation.answer == AnswerMode::Likelihood)
-            .then_some(config.generation.likelihood_continuation),
+        likelihood: (config.generation.answer == AnswerMode::Likelihood).then_some(config.generation.likelihood_continuation),
         official: if kind == ProtocolKind::Paper { None } else { Some(OfficialRows::read(&config.manifest)?) },
         protocol: kind,
     };
@@ -640,19 +584,12 @@ fn motion_dir(config: &RunConfig, files: &CheckpointFiles) -> Option<PathBuf> {
         }
     }
     candidates.push(files.dir.clone());
-    candidates
-        .into_iter()
-        .find(|d| d.join(motionvl_models::motion::MOTION_META_FILE).is_file())
+    candidates.into_iter().find(|d| d.join(motionvl_models::motion::MOTION_META_FILE).is_file())
 }
 
 /// Resolves the motion branch of a run (see [`crate::config::MotionConfig`] for the rules).
 fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<Option<ResolvedMotion>> {
-    let named = config
-        .motion
-        .estimator
-        .as_deref()
-        .map(str::trim)
-        .filter(|n| !n.is_empty());
+    let named = config.motion.estimator.as_deref().map(str::trim).filter(|n| !n.is_empty());
     let requested = match (config.motion.no_motion, named) {
         (false, named) => named,
         (true, None | Some("none")) => Some("none"),
@@ -700,8 +637,7 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
     let dtype = config.model_dtype()?;
     // The official default rounds MOFNet, the only network the official code runs; asking for
     // rounded weights of another estimator stays an error of the registry's.
-    let weight_precision =
-        if name == "mofnet" { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
+    let weight_precision = if name == "mofnet" { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
     let spec = EstimatorSpec { name, weights: config.motion.weights.as_deref(), weight_precision, ..EstimatorSpec::default() };
     let estimator: std::sync::Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     if !config.motion.force {
@@ -728,12 +664,8 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
             )));
         }
     }
-    let pseudo: PseudoImageConfig = serde_json::from_value(meta.pseudo_images.clone()).map_err(|e| {
-        EvalError::Config(format!(
-            "{}: pseudo_images: {e}",
-            dir.join(motionvl_models::motion::MOTION_META_FILE).display()
-        ))
-    })?;
+    let pseudo: PseudoImageConfig = serde_json::from_value(meta.pseudo_images.clone())
+        .map_err(|e| EvalError::Config(format!("{}: pseudo_images: {e}", dir.join(motionvl_models::motion::MOTION_META_FILE).display())))?;
     Ok(Some(ResolvedMotion { estimator, pseudo, source: BranchSource::Trained { dir, meta } }))
 }
 
@@ -741,12 +673,7 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
 /// (`connector_weights.pt`, on a copy of the vision tower), and MOFNet with the package's weights
 /// (`MOF_kitti.pth`, or `--motion-weights` as the official `--videoflow_ckpt`), widths
 /// (`"mofnet"`, else the sintel config) and `decoder_depth` iterations.
-fn package_motion(
-    config: &RunConfig,
-    requested: Option<&str>,
-    package: SisPackage,
-    device: &Device,
-) -> Result<Option<ResolvedMotion>> {
+fn package_motion(config: &RunConfig, requested: Option<&str>, package: SisPackage, device: &Device) -> Result<Option<ResolvedMotion>> {
     match requested {
         None => {}
         Some("none") if config.motion.force => return Ok(None),
@@ -765,8 +692,9 @@ fn package_motion(
     }
     let config_file = package.dir.join(motionvl_models::sis_package::SIS_CONFIG_FILE);
     let mofnet_config = match &package.config.mofnet {
-        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone())
-            .map_err(|e| EvalError::Config(format!("{}: mofnet: {e}", config_file.display())))?,
+        Some(widths) => {
+            serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| EvalError::Config(format!("{}: mofnet: {e}", config_file.display())))?
+        }
         None => MofConfig::default(),
     };
     let weights = config.motion.weights.clone().unwrap_or_else(|| package.videoflow_path());

@@ -16,9 +16,7 @@
 use candle_core::{DType, Device, Module, Tensor};
 use motionvl_data::loader::PixelInput as DataPixels;
 use motionvl_data::manifest::AnswerOption;
-use motionvl_data::text::{
-    EncodedPrompt, EncodedSample, LabelMask, Message, QwenTokenizer, TemplateOptions, TextError,
-};
+use motionvl_data::text::{EncodedPrompt, EncodedSample, LabelMask, Message, QwenTokenizer, TemplateOptions, TextError};
 use motionvl_models::motion::{MotionBranch, vision_features};
 use motionvl_models::qwen25vl::{Padding, PixelInput, PromptBatch, Qwen25Vl, VisionFeatures, VisionInputs};
 
@@ -144,8 +142,7 @@ pub fn option_log_likelihoods(
     let images = PixelInput::stack(&images.iter().collect::<Vec<_>>(), device, dtype)?;
     let videos_once = PixelInput::stack(&videos.iter().collect::<Vec<_>>(), device, dtype)?;
     let seconds: Vec<f64> = videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect();
-    let once =
-        VisionInputs { images: images.clone(), videos: videos_once.clone(), video_seconds_per_grid: seconds.clone() };
+    let once = VisionInputs { images: images.clone(), videos: videos_once.clone(), video_seconds_per_grid: seconds.clone() };
     let motion_pixels = match branch {
         Some(_) if motion.len() != videos.len() => {
             return Err(EvalError::Generate(format!(
@@ -158,18 +155,11 @@ pub fn option_log_likelihoods(
         None => None,
     };
     let features = vision_features(model, branch, &once, motion_pixels.as_ref())?;
-    let features =
-        VisionFeatures { images: repeat_rows(&features.images, k)?, videos: repeat_rows(&features.videos, k)? };
+    let features = VisionFeatures { images: repeat_rows(&features.images, k)?, videos: repeat_rows(&features.videos, k)? };
     // Every row holds the question's media again: M-RoPE needs each row's grids. Only grids
     // and timing are read for positions, so the pixel tensors are the single copy.
-    let repeat_grids = |p: &Option<PixelInput>| {
-        p.as_ref().map(|p| PixelInput { pixel_values: p.pixel_values.clone(), grids: p.grids.repeat(k) })
-    };
-    let per_row = VisionInputs {
-        images: repeat_grids(&images),
-        videos: repeat_grids(&videos_once),
-        video_seconds_per_grid: seconds.repeat(k),
-    };
+    let repeat_grids = |p: &Option<PixelInput>| p.as_ref().map(|p| PixelInput { pixel_values: p.pixel_values.clone(), grids: p.grids.repeat(k) });
+    let per_row = VisionInputs { images: repeat_grids(&images), videos: repeat_grids(&videos_once), video_seconds_per_grid: seconds.repeat(k) };
 
     let len = rows.iter().map(|r| r.sample.input_ids.len()).max().unwrap_or(0);
     // Left padding, as generation pads: the positions of real tokens do not depend on it.

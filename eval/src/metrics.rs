@@ -87,10 +87,7 @@ pub fn mean_best_tiou(gold: &[Interval], pred: &[Interval]) -> Option<f64> {
     if gold.is_empty() {
         return None;
     }
-    let total: f64 = gold
-        .iter()
-        .map(|g| pred.iter().map(|p| interval_iou(*p, *g)).fold(0.0, f64::max))
-        .sum();
+    let total: f64 = gold.iter().map(|g| pred.iter().map(|p| interval_iou(*p, *g)).fold(0.0, f64::max)).sum();
     Some(total / gold.len() as f64)
 }
 
@@ -102,11 +99,7 @@ pub fn set_f1(gold: &[char], pred: &[char]) -> f64 {
     let tp = pred.iter().filter(|c| gold.contains(c)).count() as f64;
     let precision = tp / pred.len().max(1) as f64;
     let recall = tp / gold.len().max(1) as f64;
-    if precision + recall == 0.0 {
-        0.0
-    } else {
-        2.0 * precision * recall / (precision + recall)
-    }
+    if precision + recall == 0.0 { 0.0 } else { 2.0 * precision * recall / (precision + recall) }
 }
 
 /// Expected accuracy of a uniform guess among `k` options.
@@ -142,14 +135,7 @@ pub struct Score {
 impl Score {
     /// A question the model did not answer: score 0.
     pub fn unanswered(metric: Metric, rule: Rule, random: Option<f64>) -> Self {
-        Score {
-            metric,
-            value: 0.0,
-            extracted: None,
-            rule,
-            random,
-            extras: BTreeMap::new(),
-        }
+        Score { metric, value: 0.0, extracted: None, rule, random, extras: BTreeMap::new() }
     }
 
     pub fn answered(&self) -> bool {
@@ -223,11 +209,7 @@ impl Tally {
             macro_accuracy: None,
             dimension: None,
             level: None,
-            extras: self
-                .extras
-                .iter()
-                .map(|(k, (sum, count))| (k.clone(), sum / *count as f64))
-                .collect(),
+            extras: self.extras.iter().map(|(k, (sum, count))| (k.clone(), sum / *count as f64)).collect(),
         }
     }
 }

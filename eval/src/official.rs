@@ -410,10 +410,7 @@ mod tests {
         ));
         let q1 = item("q1", vec!["v.mp4".into()]);
         let row = rows.row(&q1).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            prompt(&row, &q1),
-            "<video> Where does the drone go? \nA.  left\nB. right\nC. up \nD. 4\nPlease select the correct answer."
-        );
+        assert_eq!(prompt(&row, &q1), "<video> Where does the drone go? \nA.  left\nB. right\nC. up \nD. 4\nPlease select the correct answer.");
         assert_eq!((row.answer.as_str(), row.task_type.as_str(), row.split.as_str()), ("b", "unknown", ""));
         let q3 = rows.row(&item("q3", Vec::new())).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((q3.split.as_str(), q3.task_type.as_str()), ("", "null"), "a null split is none; a null task the key \"null\"");
@@ -509,13 +506,16 @@ mod tests {
     }
 }"#;
         assert_eq!(text, expected);
-        assert_eq!(UavAccuracy::count([]).to_text(), "{\n    \"overall\": {\n        \"correct\": 0,\n        \"total\": 0,\n        \"accuracy\": 0\n    },\n    \"per_category\": {},\n    \"per_split\": {}\n}");
+        assert_eq!(
+            UavAccuracy::count([]).to_text(),
+            "{\n    \"overall\": {\n        \"correct\": 0,\n        \"total\": 0,\n        \"accuracy\": 0\n    },\n    \"per_category\": {},\n    \"per_split\": {}\n}"
+        );
     }
 
     #[test]
     fn generation_defaults_read_the_penalty_and_eos_ids() {
-        let d: GenerationDefaults = serde_json::from_str(r#"{"repetition_penalty": 1.05, "eos_token_id": [151645, 151643], "top_k": 1}"#)
-            .unwrap_or_else(|e| panic!("{e}"));
+        let d: GenerationDefaults =
+            serde_json::from_str(r#"{"repetition_penalty": 1.05, "eos_token_id": [151645, 151643], "top_k": 1}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((d.repetition_penalty, d.eos_ids()), (Some(1.05), Some(vec![151645, 151643])));
         let d: GenerationDefaults = serde_json::from_str(r#"{"eos_token_id": 2}"#).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((d.repetition_penalty, d.eos_ids()), (None, Some(vec![2])));

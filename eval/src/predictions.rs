@@ -29,15 +29,9 @@ pub struct Prediction {
 }
 
 fn parse_line(path: &Path, line_no: usize, line: &str) -> Result<Prediction> {
-    let bad = |message: String| EvalError::Predictions {
-        path: path.to_path_buf(),
-        line: line_no,
-        message,
-    };
+    let bad = |message: String| EvalError::Predictions { path: path.to_path_buf(), line: line_no, message };
     let value: Value = serde_json::from_str(line).map_err(|e| bad(format!("not valid JSON: {e}")))?;
-    let obj = value
-        .as_object()
-        .ok_or_else(|| bad("a prediction must be a JSON object".into()))?;
+    let obj = value.as_object().ok_or_else(|| bad("a prediction must be a JSON object".into()))?;
     let question_id = match obj.get("question_id") {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Number(n)) => n.to_string(),
@@ -50,11 +44,7 @@ fn parse_line(path: &Path, line_no: usize, line: &str) -> Result<Prediction> {
         Some(_) => return Err(bad("`prediction` must be the model's text (a string)".into())),
         None => return Err(bad("missing `prediction`".into())),
     };
-    Ok(Prediction {
-        question_id,
-        prediction,
-        line: line_no,
-    })
+    Ok(Prediction { question_id, prediction, line: line_no })
 }
 
 /// Reads a predictions file; a question answered twice is an error naming both lines.
@@ -93,10 +83,7 @@ fn parse_all(path: &Path, text: &str) -> Result<Vec<Prediction>> {
 
 /// Predictions by question id.
 pub fn by_id(predictions: &[Prediction]) -> HashMap<&str, &str> {
-    predictions
-        .iter()
-        .map(|p| (p.question_id.as_str(), p.prediction.as_str()))
-        .collect()
+    predictions.iter().map(|p| (p.question_id.as_str(), p.prediction.as_str())).collect()
 }
 
 /// An open predictions file that lines are appended to.
@@ -108,15 +95,8 @@ pub struct PredictionWriter {
 impl PredictionWriter {
     /// Starts a new file; refuses to overwrite one.
     pub fn create(path: &Path) -> Result<Self> {
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(path)
-            .map_err(EvalError::io("create", path))?;
-        Ok(Self {
-            path: path.to_path_buf(),
-            out: BufWriter::new(file),
-        })
+        let file = OpenOptions::new().write(true).create_new(true).open(path).map_err(EvalError::io("create", path))?;
+        Ok(Self { path: path.to_path_buf(), out: BufWriter::new(file) })
     }
 
     /// Opens an existing file to continue it: returns the predictions already made, after
@@ -134,23 +114,14 @@ impl PredictionWriter {
             message: "not UTF-8 text".into(),
         })?;
         let predictions = parse_all(path, &kept)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .map_err(EvalError::io("open", path))?;
+        let file = OpenOptions::new().write(true).open(path).map_err(EvalError::io("open", path))?;
         if keep < bytes.len() {
             // Only a cut last line is dropped: a finished run's file stays untouched.
             file.set_len(keep as u64).map_err(EvalError::io("truncate", path))?;
         }
-        let mut writer = Self {
-            path: path.to_path_buf(),
-            out: BufWriter::new(file),
-        };
+        let mut writer = Self { path: path.to_path_buf(), out: BufWriter::new(file) };
         use std::io::Seek;
-        writer
-            .out
-            .seek(std::io::SeekFrom::End(0))
-            .map_err(EvalError::io("seek", path))?;
+        writer.out.seek(std::io::SeekFrom::End(0)).map_err(EvalError::io("seek", path))?;
         if !kept.is_empty() && !kept.ends_with('\n') {
             // A complete last line that lacked its newline.
             writer.out.write_all(b"\n").map_err(EvalError::io("write", path))?;
@@ -174,10 +145,7 @@ impl PredictionWriter {
     /// Pushes everything written so far to the disk.
     pub fn sync(&mut self) -> Result<()> {
         self.out.flush().map_err(EvalError::io("write", &self.path))?;
-        self.out
-            .get_ref()
-            .sync_data()
-            .map_err(EvalError::io("sync", &self.path))
+        self.out.get_ref().sync_data().map_err(EvalError::io("sync", &self.path))
     }
 }
 
@@ -189,13 +157,13 @@ mod tests {
     fn torn_last_line_is_cut_and_complete_lines_kept() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let p = dir.path().join(PREDICTIONS_FILE);
-        std::fs::write(&p, "{\"question_id\": \"a\", \"prediction\": \"A\"}\n{\"question_id\": 7, \"prediction\": \"B\"}\n{\"question_id\": \"c\", \"predic")
-            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(
+            &p,
+            "{\"question_id\": \"a\", \"prediction\": \"A\"}\n{\"question_id\": 7, \"prediction\": \"B\"}\n{\"question_id\": \"c\", \"predic",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
         let (mut w, got) = PredictionWriter::resume(&p).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(
-            got.iter().map(|p| p.question_id.as_str()).collect::<Vec<_>>(),
-            ["a", "7"]
-        );
+        assert_eq!(got.iter().map(|p| p.question_id.as_str()).collect::<Vec<_>>(), ["a", "7"]);
         w.append("c", "C", &Map::new()).unwrap_or_else(|e| panic!("{e}"));
         w.sync().unwrap_or_else(|e| panic!("{e}"));
         let all = read_predictions(&p).unwrap_or_else(|e| panic!("{e}"));
@@ -219,11 +187,8 @@ mod tests {
     fn malformed_and_duplicate_lines_name_their_line() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let p = dir.path().join("p.jsonl");
-        std::fs::write(
-            &p,
-            "{\"question_id\": \"a\", \"prediction\": \"A\"}\n\n{\"question_id\": \"a\", \"prediction\": \"B\"}\n",
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(&p, "{\"question_id\": \"a\", \"prediction\": \"A\"}\n\n{\"question_id\": \"a\", \"prediction\": \"B\"}\n")
+            .unwrap_or_else(|e| panic!("{e}"));
         let msg = read_predictions(&p).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("p.jsonl:3") && msg.contains("line 1"), "{msg}");
         std::fs::write(&p, "{\"id\": \"a\", \"prediction\": \"A\"}\n").unwrap_or_else(|e| panic!("{e}"));

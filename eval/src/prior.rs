@@ -18,7 +18,7 @@ use serde::{Deserialize, Serialize};
 use crate::bench::Bench;
 use crate::error::{EvalError, Result};
 use crate::item::Item;
-use crate::retrieve::{serialise_box, Retriever, WindowConfig};
+use crate::retrieve::{Retriever, WindowConfig, serialise_box};
 
 /// `[cvaa]` of a run config.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -31,8 +31,7 @@ pub struct CvaaPriorConfig {
     pub windows: WindowConfig,
 }
 
-pub const DEFAULT_TEMPLATE: &str =
-    "Alignment prior: the UAV view most likely corresponds to the satellite-image region {box} (normalised [x1, y1, x2, y2], origin at the top-left).";
+pub const DEFAULT_TEMPLATE: &str = "Alignment prior: the UAV view most likely corresponds to the satellite-image region {box} (normalised [x1, y1, x2, y2], origin at the top-left).";
 
 impl Default for CvaaPriorConfig {
     fn default() -> Self {
@@ -108,7 +107,15 @@ pub struct PromptRow {
 
 /// Writes the (augmented) prompts of a manifest as JSONL, atomically; returns the row count
 /// and how many questions got a box.
-pub fn write_prompts(bench: &dyn Bench, manifest: &Path, opts: &ReadOptions, cfg: &CvaaPriorConfig, device: &Device, out: &Path, on_item: &dyn Fn()) -> Result<(usize, usize)> {
+pub fn write_prompts(
+    bench: &dyn Bench,
+    manifest: &Path,
+    opts: &ReadOptions,
+    cfg: &CvaaPriorConfig,
+    device: &Device,
+    out: &Path,
+    on_item: &dyn Fn(),
+) -> Result<(usize, usize)> {
     let mut items = bench.read(manifest, opts)?.items;
     let priors = add_priors(&mut items, cfg, device, on_item)?;
     let tmp = out.with_extension("jsonl.tmp");

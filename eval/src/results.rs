@@ -111,19 +111,12 @@ pub struct Results {
 impl Results {
     pub fn read(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(EvalError::io("read", path))?;
-        serde_json::from_str(&text).map_err(|e| EvalError::BadFile {
-            path: path.to_path_buf(),
-            message: e.to_string(),
-        })
+        serde_json::from_str(&text).map_err(|e| EvalError::BadFile { path: path.to_path_buf(), message: e.to_string() })
     }
 
     /// Reads `results.json` from a run folder, or the file itself.
     pub fn read_run(path: &Path) -> Result<Self> {
-        if path.is_dir() {
-            Self::read(&path.join(RESULTS_FILE))
-        } else {
-            Self::read(path)
-        }
+        if path.is_dir() { Self::read(&path.join(RESULTS_FILE)) } else { Self::read(path) }
     }
 }
 
@@ -186,11 +179,7 @@ pub fn score_all(input: &ScoreInput<'_>) -> (Results, Vec<Scored>) {
         });
     }
     let ids: std::collections::HashSet<&str> = input.items.iter().map(|i| i.id.as_str()).collect();
-    let predicted = input
-        .items
-        .iter()
-        .filter(|i| input.predictions.contains_key(i.id.as_str()))
-        .count();
+    let predicted = input.items.iter().filter(|i| input.predictions.contains_key(i.id.as_str())).count();
     let unmatched = input.predictions.keys().filter(|k| !ids.contains(*k)).count();
     let mut results = aggregate(input.bench, input.items, &scored);
     results.run = input.run.clone();
@@ -212,11 +201,7 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
     let mut tasks: Vec<TaskKey> = Vec::new();
     for col in &layout {
         if items.iter().any(|i| i.task == col.task) {
-            tasks.push((
-                col.task.to_string(),
-                col.dimension.to_string(),
-                col.level.map(str::to_string),
-            ));
+            tasks.push((col.task.to_string(), col.dimension.to_string(), col.level.map(str::to_string)));
         }
     }
     for item in items {
@@ -236,11 +221,7 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
             per_level.entry(level.as_str()).or_default().add(&s.score);
         }
         overall.add(&s.score);
-        let rule = if s.prediction.is_none() {
-            "missing"
-        } else {
-            s.score.rule.name()
-        };
+        let rule = if s.prediction.is_none() { "missing" } else { s.score.rule.name() };
         *extraction.entry(rule.to_string()).or_default() += 1;
     }
     let task_acc: HashMap<&str, f64> = per_task.iter().map(|(k, t)| (*k, t.accuracy())).collect();
@@ -252,10 +233,7 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
         tasks
             .iter()
             .map(|(name, dim, level)| {
-                let mut e = per_task
-                    .get(name.as_str())
-                    .map(Tally::entry)
-                    .unwrap_or_else(|| Tally::default().entry());
+                let mut e = per_task.get(name.as_str()).map(Tally::entry).unwrap_or_else(|| Tally::default().entry());
                 e.dimension = Some(dim.clone());
                 e.level = level.clone();
                 (name.clone(), e)
@@ -275,24 +253,14 @@ fn aggregate(bench: &dyn Bench, items: &[Item], scored: &[Scored]) -> Results {
         }
     }
     // Levels in their natural order, whatever order tasks come in.
-    levels.sort_by_key(|l| {
-        ["perception", "memory", "reasoning"]
-            .iter()
-            .position(|x| x == l)
-            .unwrap_or(usize::MAX)
-    });
+    levels.sort_by_key(|l| ["perception", "memory", "reasoning"].iter().position(|x| x == l).unwrap_or(usize::MAX));
     let group = |name: &str, pick: &dyn Fn(&TaskKey) -> bool, tally: Option<&Tally>| {
         let mut e = tally.map(Tally::entry).unwrap_or_else(|| Tally::default().entry());
         e.macro_accuracy = macro_of(&mut tasks.iter().filter(|t| pick(t)).map(|t| t.0.as_str()));
         (name.to_string(), e)
     };
     let by_dimension = Breakdown(dims.iter().map(|d| group(d, &|t| t.1 == *d, per_dim.get(d))).collect());
-    let by_level = Breakdown(
-        levels
-            .iter()
-            .map(|l| group(l, &|t| t.2.as_deref() == Some(*l), per_level.get(l)))
-            .collect(),
-    );
+    let by_level = Breakdown(levels.iter().map(|l| group(l, &|t| t.2.as_deref() == Some(*l), per_level.get(l))).collect());
     let mut overall_entry = overall.entry();
     overall_entry.macro_accuracy = macro_of(&mut tasks.iter().map(|t| t.0.as_str()));
     Results {

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use candle_core::{Device, Tensor};
-use motionvl_data::cvaa::{box_iou, crop, normalized_chw, sliding_windows, Pair, UavView};
+use motionvl_data::cvaa::{Pair, UavView, box_iou, crop, normalized_chw, sliding_windows};
 use motionvl_data::video::load_image;
 use motionvl_models::cvaa::Cvaa;
 use ndarray::{Array3, ArrayView3};

@@ -94,11 +94,7 @@ impl RunRecord {
                 Ok(p) if p.is_dir() => p.display().to_string(),
                 _ => config.model.checkpoint.clone(),
             },
-            adapter: config
-                .model
-                .adapter
-                .as_ref()
-                .map(|a| std::fs::canonicalize(a).unwrap_or_else(|_| a.clone())),
+            adapter: config.model.adapter.as_ref().map(|a| std::fs::canonicalize(a).unwrap_or_else(|_| a.clone())),
             limit: config.limit,
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
@@ -372,19 +368,12 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
                 };
                 let outputs = generator.answer(&batch)?;
                 if outputs.len() != batch.questions.len() {
-                    return Err(EvalError::Generate(format!(
-                        "{} outputs for a batch of {} questions",
-                        outputs.len(),
-                        batch.questions.len()
-                    )));
+                    return Err(EvalError::Generate(format!("{} outputs for a batch of {} questions", outputs.len(), batch.questions.len())));
                 }
                 for (q, answer) in batch.questions.iter().zip(&outputs) {
                     let text = &answer.text;
                     let Some(item) = chunk.iter().find(|i| i.id == q.id) else {
-                        return Err(EvalError::Generate(format!(
-                            "an output for question {}, which was not asked",
-                            q.id
-                        )));
+                        return Err(EvalError::Generate(format!("an output for question {}, which was not asked", q.id)));
                     };
                     let mut extra = Map::new();
                     extra.insert("task".into(), Value::String(item.task.clone()));
@@ -439,15 +428,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
     if let Some(rows) = &rows {
         reports.push(uav_accuracy(rows, &items, &scored).write(out)?);
     }
-    Ok(RunSummary {
-        results,
-        generated,
-        resumed,
-        skipped_rows: outcome.skipped,
-        failed,
-        left_out,
-        reports,
-    })
+    Ok(RunSummary { results, generated, resumed, skipped_rows: outcome.skipped, failed, left_out, reports })
 }
 
 /// Leaves out of `items` the questions a released evaluator does not ask (missing media, and
@@ -492,12 +473,7 @@ fn running_message(t: &Tally) -> String {
     if t.n == 0 {
         return String::new();
     }
-    format!(
-        "acc {:.1}% ({} scored, {} unanswered)",
-        100.0 * t.accuracy(),
-        t.n,
-        t.unanswered
-    )
+    format!("acc {:.1}% ({} scored, {} unanswered)", 100.0 * t.accuracy(), t.n, t.unanswered)
 }
 
 /// Writes `run.json` for a new run, or checks that a resumed run's settings match it. Only a
@@ -508,10 +484,7 @@ fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
     let answered = std::fs::metadata(out.join(PREDICTIONS_FILE)).is_ok_and(|m| m.len() > 0);
     if path.exists() && answered {
         let text = std::fs::read_to_string(&path).map_err(EvalError::io("read", &path))?;
-        let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile {
-            path: path.clone(),
-            message: e.to_string(),
-        })?;
+        let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile { path: path.clone(), message: e.to_string() })?;
         let diff = old.differences(record);
         if !diff.is_empty() {
             return Err(EvalError::Resume(format!(
@@ -556,12 +529,7 @@ pub fn score_predictions_as(
     let rows = if extract == ExtractMode::Official { Some(official_rows(manifest, &outcome.items)?) } else { None };
     let all = read_predictions(predictions_path)?;
     let predictions = by_id(&all);
-    let run = name.unwrap_or_else(|| {
-        predictions_path
-            .file_stem()
-            .map(|s| s.to_string_lossy().into_owned())
-            .unwrap_or_else(|| "predictions".into())
-    });
+    let run = name.unwrap_or_else(|| predictions_path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_else(|| "predictions".into()));
     let input = ScoreInput {
         bench,
         items: &outcome.items,

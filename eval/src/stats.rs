@@ -180,10 +180,7 @@ mod tests {
         assert!((clo - 0.45).abs() <= 2.0 / 400.0 && (chi - 0.55).abs() <= 2.0 / 400.0, "clips: [{clo}, {chi}]");
         let ratio = (chi - clo) / (qhi - qlo);
         assert!((1.8..2.3).contains(&ratio), "the clip-level interval is {ratio} times the question-level one, not about 2");
-        assert_eq!(
-            cluster_paired_bootstrap95(&a, &b, &clip[1..], 10, 0),
-            Err(StatsError::ClusterLabels { questions: 1600, labels: 1599 })
-        );
+        assert_eq!(cluster_paired_bootstrap95(&a, &b, &clip[1..], 10, 0), Err(StatsError::ClusterLabels { questions: 1600, labels: 1599 }));
     }
 
     #[test]

@@ -18,11 +18,7 @@ fn shipped_run_files_are_valid() {
         let cfg = RunConfig::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
         cfg.validate().unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         bench::find(&cfg.bench).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        assert!(
-            !cfg.model.checkpoint.is_empty(),
-            "{} names a checkpoint",
-            path.display()
-        );
+        assert!(!cfg.model.checkpoint.is_empty(), "{} names a checkpoint", path.display());
         seen += 1;
     }
     assert!(seen >= 5, "one run file per benchmark");

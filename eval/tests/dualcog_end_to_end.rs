@@ -30,16 +30,11 @@ fn tiny_synthetic_dccs_set_end_to_end() {
     };
     let built = synthetic(dir.path(), &set, &()).expect("synthetic DCCS set");
     let manifests = [built.dir.join("stage3.json"), built.dir.join("stage4.json")];
-    let prompts: Vec<String> =
-        manifests.iter().flat_map(|m| rows(m)).map(|r| r["user_prompt"].as_str().unwrap().to_string()).collect();
+    let prompts: Vec<String> = manifests.iter().flat_map(|m| rows(m)).map(|r| r["user_prompt"].as_str().unwrap().to_string()).collect();
     let checkpoint = common::tiny_checkpoint(dir.path(), &prompts, 400, 7);
 
     for (manifest, expected, tasks) in [
-        (
-            &manifests[0],
-            built.stage3.rows,
-            vec!["self_set_instance_recognition", "self_element_instance_recognition", "env_visibility_reasoning"],
-        ),
+        (&manifests[0], built.stage3.rows, vec!["self_set_instance_recognition", "self_element_instance_recognition", "env_visibility_reasoning"]),
         (&manifests[1], built.stage4.rows, vec!["self_where", "self_what", "env_where", "env_how"]),
     ] {
         let mut cfg = RunConfig {

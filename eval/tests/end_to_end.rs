@@ -20,24 +20,18 @@ const OPTIONS: [&str; 4] = ["move forward", "move backward", "ascend", "descend"
 /// A tiny Qwen2.5-VL-shaped checkpoint with a tokenizer trained on the prompts' words; the
 /// config's token ids come from that tokenizer.
 fn tiny_checkpoint(dir: &Path) -> PathBuf {
-    let corpus: Vec<String> = std::iter::once(QUESTION.to_string()).chain(OPTIONS.iter().map(|o| o.to_string())).chain(common::mcq_prompt_words()).collect();
+    let corpus: Vec<String> =
+        std::iter::once(QUESTION.to_string()).chain(OPTIONS.iter().map(|o| o.to_string())).chain(common::mcq_prompt_words()).collect();
     common::tiny_checkpoint(dir, &corpus, 300, 7)
 }
 
 fn manifest(dir: &Path) -> PathBuf {
-    let rows = [
-        ("e1", "Action Recognition", "C", 40u8),
-        ("e2", "Action Recognition", "A", 90),
-        ("e3", "Object Existence", "B", 150),
-    ];
+    let rows = [("e1", "Action Recognition", "C", 40u8), ("e2", "Action Recognition", "A", 90), ("e3", "Object Existence", "B", 150)];
     let mut text = String::new();
     for (id, task, answer, shade) in rows {
         common::write_clip(&dir.join(format!("{id}.mp4")), shade);
-        let options: serde_json::Map<String, serde_json::Value> = OPTIONS
-            .iter()
-            .enumerate()
-            .map(|(i, o)| (((b'A' + i as u8) as char).to_string(), json!(o)))
-            .collect();
+        let options: serde_json::Map<String, serde_json::Value> =
+            OPTIONS.iter().enumerate().map(|(i, o)| (((b'A' + i as u8) as char).to_string(), json!(o))).collect();
         let row = json!({"question_id": id, "task_type": task, "video_path": format!("{id}.mp4"),
                          "question": QUESTION, "options": options, "answer": answer});
         text.push_str(&format!("{row}\n"));
@@ -48,12 +42,7 @@ fn manifest(dir: &Path) -> PathBuf {
 }
 
 fn config(dir: &Path, checkpoint: &Path, manifest: &Path, out: &str, batch_size: usize) -> RunConfig {
-    let mut cfg = RunConfig {
-        bench: "sisbench".into(),
-        manifest: manifest.to_path_buf(),
-        out: dir.join(out),
-        ..RunConfig::default()
-    };
+    let mut cfg = RunConfig { bench: "sisbench".into(), manifest: manifest.to_path_buf(), out: dir.join(out), ..RunConfig::default() };
     cfg.model.checkpoint = checkpoint.display().to_string();
     cfg.generation.batch_size = batch_size;
     cfg.generation.max_new_tokens = 6;
@@ -64,11 +53,7 @@ fn config(dir: &Path, checkpoint: &Path, manifest: &Path, out: &str, batch_size:
 }
 
 fn outputs(path: &Path) -> Vec<(String, String)> {
-    read_predictions(path)
-        .expect("predictions")
-        .into_iter()
-        .map(|p| (p.question_id, p.prediction))
-        .collect()
+    read_predictions(path).expect("predictions").into_iter().map(|p| (p.question_id, p.prediction)).collect()
 }
 
 #[test]
@@ -82,26 +67,11 @@ fn tiny_checkpoint_end_to_end() {
     let summary = run(&cfg, false).expect("evaluation runs");
     assert_eq!((summary.generated, summary.resumed, summary.failed.len()), (3, 0, 0));
     let batched = outputs(&cfg.out.join("predictions.jsonl"));
-    assert_eq!(
-        batched.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
-        ["e1", "e2", "e3"]
-    );
-    assert!(
-        batched.iter().all(|(_, text)| !text.contains("<|im_end|>")),
-        "special tokens are stripped"
-    );
+    assert_eq!(batched.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(), ["e1", "e2", "e3"]);
+    assert!(batched.iter().all(|(_, text)| !text.contains("<|im_end|>")), "special tokens are stripped");
 
     // Report files present and consistent with the predictions.
-    for name in [
-        "run.json",
-        "results.json",
-        "scored.jsonl",
-        "by_task.csv",
-        "by_dimension.csv",
-        "by_level.csv",
-        "results.md",
-        "chart.png",
-    ] {
+    for name in ["run.json", "results.json", "scored.jsonl", "by_task.csv", "by_dimension.csv", "by_level.csv", "results.md", "chart.png"] {
         assert!(cfg.out.join(name).is_file(), "{name} written");
     }
     let r = Results::read_run(&cfg.out).expect("results.json reads back");
@@ -110,10 +80,7 @@ fn tiny_checkpoint_end_to_end() {
     assert_eq!(r.run, "batched");
     assert_eq!(r.by_task.get("Action Recognition").map(|e| e.n), Some(2));
     assert_eq!(r.by_task.get("Object Existence").map(|e| e.n), Some(1));
-    assert_eq!(
-        r.by_dimension.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(),
-        ["spatial", "self"]
-    );
+    assert_eq!(r.by_dimension.iter().map(|(d, _)| d.as_str()).collect::<Vec<_>>(), ["spatial", "self"]);
     let scored = std::fs::read_to_string(cfg.out.join("scored.jsonl")).expect("scored");
     let correct = scored.lines().filter(|l| l.contains("\"value\":1.0")).count();
     assert_eq!(correct, r.overall.correct, "scored.jsonl agrees with results.json");
@@ -125,28 +92,15 @@ fn tiny_checkpoint_end_to_end() {
     // One question at a time gives the same greedy outputs: left padding is invisible.
     let single = config(dir.path(), &checkpoint, &manifest, "single", 1);
     run(&single, false).expect("unbatched run");
-    assert_eq!(
-        outputs(&single.out.join("predictions.jsonl")),
-        batched,
-        "batch size changes no output"
-    );
+    assert_eq!(outputs(&single.out.join("predictions.jsonl")), batched, "batch size changes no output");
 
     // A freshly initialised LoRA adapter (B = 0) loads, attaches and changes nothing; the same
     // adapter with B filled in answers as the base model with the update folded into its
     // weights (W + scale·BA, written as a plain checkpoint) does.
     let files = motionvl_models::CheckpointFiles::from_dir(&checkpoint).expect("files");
     let model = Qwen25Vl::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
-    let lora = LoraWeights::init(
-        &model.linear_shapes(),
-        &LoraConfig {
-            rank: 4,
-            alpha: 8.0,
-            ..LoraConfig::default()
-        },
-        3,
-        &Device::Cpu,
-    )
-    .expect("lora");
+    let lora =
+        LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 3, &Device::Cpu).expect("lora");
     let zero = dir.path().join("adapter-zero");
     lora.save_peft(&zero, None).expect("adapter saved");
     for pair in lora.modules.values() {
@@ -189,17 +143,8 @@ fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: boo
     let files = motionvl_models::CheckpointFiles::from_dir(base).expect("files");
     let model = Qwen25Vl::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
     let out = dir.join(name);
-    let lora = LoraWeights::init(
-        &model.linear_shapes(),
-        &LoraConfig {
-            rank: 4,
-            alpha: 8.0,
-            ..LoraConfig::default()
-        },
-        3,
-        &Device::Cpu,
-    )
-    .expect("lora");
+    let lora =
+        LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 3, &Device::Cpu).expect("lora");
     lora.save_peft(&out.join("adapter"), None).expect("adapter saved");
     let estimator = motionvl_flow::estimator_by_name("dis", None, &Device::Cpu).expect("dis estimator");
     let meta = motionvl_models::motion::MotionMeta {
@@ -242,10 +187,7 @@ fn motion_aware_checkpoint_end_to_end() {
     step0.model.adapter = Some(motion_checkpoint(dir.path(), &checkpoint, "checkpoint-0", false));
     run(&step0, false).expect("motion run at step 0");
     assert_eq!(outputs(&step0.out.join("predictions.jsonl")), visual);
-    assert!(
-        step0.out.join("flow-cache").is_dir(),
-        "flows are cached in the run folder"
-    );
+    assert!(step0.out.join("flow-cache").is_dir(), "flows are cached in the run folder");
 
     let mut trained = config(dir.path(), &checkpoint, &manifest, "motion-trained", 2);
     trained.model.adapter = Some(motion_checkpoint(dir.path(), &checkpoint, "checkpoint-9", true));

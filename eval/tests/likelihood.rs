@@ -32,7 +32,8 @@ const OPTIONS: [&str; 4] = ["fly forward", "fly backward", "turn left in place",
 /// The tiny checkpoint with a tokenizer trained on the prompt's words. Large weights: the
 /// options' log-probabilities differ by nats, not rounding.
 fn tiny_checkpoint(dir: &Path) -> PathBuf {
-    let corpus: Vec<String> = std::iter::once(QUESTION.to_string()).chain(OPTIONS.iter().map(|o| o.to_string())).chain(common::mcq_prompt_words()).collect();
+    let corpus: Vec<String> =
+        std::iter::once(QUESTION.to_string()).chain(OPTIONS.iter().map(|o| o.to_string())).chain(common::mcq_prompt_words()).collect();
     common::tiny_checkpoint(dir, &corpus, 300, 11)
 }
 
@@ -90,12 +91,7 @@ fn data_pixels(pixels: &[motionvl_data::loader::PixelInput]) -> Option<PixelInpu
 
 /// `Σ log p(answer token)` and the token count of each option of `q`, computed one option at a
 /// time: its own unpadded row, the full logits, a log-softmax over the vocabulary.
-fn reference_log_likelihoods(
-    generator: &QwenGenerator,
-    preparer: &QwenPreparer,
-    q: &PreparedQuestion,
-    item: &Item,
-) -> Vec<(f64, usize)> {
+fn reference_log_likelihoods(generator: &QwenGenerator, preparer: &QwenPreparer, q: &PreparedQuestion, item: &Item) -> Vec<(f64, usize)> {
     let model = &generator.model;
     let vision = VisionInputs {
         images: None,
@@ -103,28 +99,19 @@ fn reference_log_likelihoods(
         video_seconds_per_grid: q.videos.iter().map(|v| v.second_per_grid.unwrap_or(1.0)).collect(),
     };
     let motion = data_pixels(&q.motion);
-    let features =
-        vision_features(model, generator.motion.as_ref(), &vision, motion.as_ref()).expect("vision features");
-    let template =
-        TemplateOptions { label_mask: LabelMask::AnswerImEnd, max_seq_len: None, ..preparer.template.clone() };
+    let features = vision_features(model, generator.motion.as_ref(), &vision, motion.as_ref()).expect("vision features");
+    let template = TemplateOptions { label_mask: LabelMask::AnswerImEnd, max_seq_len: None, ..preparer.template.clone() };
     let grids: Vec<[usize; 3]> = q.videos.iter().map(|v| v.grid_thw).collect();
     item.options
         .iter()
         .map(|option| {
             let messages = [Message::user(q.prompt_text.clone()), Message::assistant(option.text.clone())];
             let sample = preparer.tokenizer.encode_chat(&item.id, &messages, &[], &grids, &template).expect("encodes");
-            let kinds = sample
-                .mm_token_type_ids
-                .iter()
-                .map(|&t| if t == 2 { TokenKind::Video } else { TokenKind::Text })
-                .collect();
+            let kinds = sample.mm_token_type_ids.iter().map(|&t| if t == 2 { TokenKind::Video } else { TokenKind::Text }).collect();
             let batch = PromptBatch::single(sample.input_ids.clone(), kinds);
             let positions = model.positions(&batch, &vision).expect("positions");
-            let logits = model
-                .forward_embeds(&model.embed(&batch, &features).expect("embed"), &batch.mask, &positions)
-                .expect("forward");
-            let logits: Vec<Vec<f32>> =
-                logits.squeeze(0).and_then(|l| l.to_dtype(DType::F32)).and_then(|l| l.to_vec2()).expect("logits");
+            let logits = model.forward_embeds(&model.embed(&batch, &features).expect("embed"), &batch.mask, &positions).expect("forward");
+            let logits: Vec<Vec<f32>> = logits.squeeze(0).and_then(|l| l.to_dtype(DType::F32)).and_then(|l| l.to_vec2()).expect("logits");
             let (mut sum, mut tokens) = (0.0, 0);
             for i in 1..sample.labels.len() {
                 let Ok(target) = usize::try_from(sample.labels[i]) else { continue };
@@ -150,12 +137,7 @@ fn argmax_letter(scores: &[f64]) -> char {
     (b'A' + best as u8) as char
 }
 
-fn check_against_reference(
-    generator: &mut QwenGenerator,
-    preparer: &QwenPreparer,
-    items: &[Item],
-    normalisation: Normalisation,
-) -> Vec<char> {
+fn check_against_reference(generator: &mut QwenGenerator, preparer: &QwenPreparer, items: &[Item], normalisation: Normalisation) -> Vec<char> {
     let refs: Vec<&Item> = items.iter().collect();
     let batch = preparer.prepare(&refs).expect("prepares");
     let answers = generator.answer(&batch).expect("answers");
@@ -180,11 +162,7 @@ fn check_against_reference(
         // summed in f64: at most 2.9e-7 relative measured over the 48 scores of this file
         // (sums of -10 to -80 nats; 2026-12-02, AMD EPYC, AVX2), so 1e-6 leaves 3×.
         for ((letter, got), want) in recorded.iter().zip(&expected) {
-            assert!(
-                (got - want).abs() < 1e-6 * want.abs().max(1.0),
-                "{} option {letter}: {got} vs reference {want}",
-                q.id
-            );
+            assert!((got - want).abs() < 1e-6 * want.abs().max(1.0), "{} option {letter}: {got} vs reference {want}", q.id);
         }
         let letter = argmax_letter(&expected);
         let text = &OPTIONS[(letter as u8 - b'A') as usize];
@@ -233,15 +211,13 @@ fn questions_without_options_and_generate_mode_decode_greedily() {
     let items = items(dir.path());
     let refs: Vec<&Item> = items.iter().collect();
 
-    let (greedy_preparer, mut greedy) =
-        load(&run_config(dir.path(), &checkpoint, AnswerMode::Generate, Normalisation::Sum));
+    let (greedy_preparer, mut greedy) = load(&run_config(dir.path(), &checkpoint, AnswerMode::Generate, Normalisation::Sum));
     let generated_batch = greedy_preparer.prepare(&refs).expect("prepares");
     assert!(generated_batch.questions.iter().all(|q| q.option_rows.is_empty()), "generate mode tokenises no option");
     let generated = greedy.answer(&generated_batch).expect("generates");
     assert!(generated.iter().all(|a| a.option_scores.is_none()));
 
-    let (preparer, mut generator) =
-        load(&run_config(dir.path(), &checkpoint, AnswerMode::Likelihood, Normalisation::Sum));
+    let (preparer, mut generator) = load(&run_config(dir.path(), &checkpoint, AnswerMode::Likelihood, Normalisation::Sum));
     let batch = preparer.prepare(&refs).expect("prepares");
     let answers = generator.answer(&batch).expect("answers");
     let open = items.iter().position(|i| i.options.is_empty()).expect("an open question");
@@ -251,10 +227,7 @@ fn questions_without_options_and_generate_mode_decode_greedily() {
     assert!(answers[open].option_scores.is_none());
     assert!(answers.iter().enumerate().all(|(i, a)| (i == open) == a.option_scores.is_none()));
     // `generate` returns the same texts as `answer`.
-    assert_eq!(
-        generator.generate(&batch).expect("generates"),
-        answers.iter().map(|a| a.text.clone()).collect::<Vec<_>>()
-    );
+    assert_eq!(generator.generate(&batch).expect("generates"), answers.iter().map(|a| a.text.clone()).collect::<Vec<_>>());
 }
 
 #[test]
@@ -277,22 +250,19 @@ fn the_motion_aware_model_ranks_options_through_its_motion_branch() {
     }
     generator.motion = Some(MotionBranch::from_visual(generator.model.visual(), &vars).expect("branch"));
     let estimator = estimator_by_name("dis", None, &Device::Cpu).expect("dis");
-    preparer.motion =
-        Some(MotionMedia::new(preparer.media.clone(), Arc::from(estimator), None, PseudoImageConfig::default()));
+    preparer.motion = Some(MotionMedia::new(preparer.media.clone(), Arc::from(estimator), None, PseudoImageConfig::default()));
 
     check_against_reference(&mut generator, &preparer, &items, Normalisation::Sum);
     let motion_aware = generator.answer(&preparer.prepare(&refs).expect("prepares")).expect("answers");
-    let scores = |a: &[motionvl_eval::infer::Answer]| -> Vec<f64> {
-        a.iter().flat_map(|a| a.option_scores.iter().flatten().map(|&(_, s)| s)).collect()
-    };
+    let scores =
+        |a: &[motionvl_eval::infer::Answer]| -> Vec<f64> { a.iter().flat_map(|a| a.option_scores.iter().flatten().map(|&(_, s)| s)).collect() };
     // A wiring check, not a value check (the values are checked against the reference above):
     // the branch's tokens reach the scores, so that reference is not the visual-only one.
     assert_ne!(scores(&motion_aware), scores(&visual_only), "wiring: the motion branch does not reach the options' scores");
 
     // Without its motion pixels the motion-aware model refuses rather than scoring without them.
     preparer.motion = None;
-    let err =
-        generator.answer(&preparer.prepare(&refs).expect("prepares")).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = generator.answer(&preparer.prepare(&refs).expect("prepares")).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("motion"), "{err}");
 }
 

@@ -26,9 +26,8 @@ fn options() -> Value {
 }
 
 fn tiny_checkpoint(dir: &Path) -> PathBuf {
-    let corpus: Vec<String> = [QUESTION, "turn left", "turn right", "ascend", "descend", "Please select the correct answer.", "A. B. C. D."]
-        .map(String::from)
-        .to_vec();
+    let corpus: Vec<String> =
+        [QUESTION, "turn left", "turn right", "ascend", "descend", "Please select the correct answer.", "A. B. C. D."].map(String::from).to_vec();
     let checkpoint = common::tiny_checkpoint(dir, &corpus, 300, 11);
     let special = motionvl_data::text::QwenTokenizer::from_file(checkpoint.join("tokenizer.json")).expect("tokenizer");
     let ids = special.special();

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use motionvl_data::stop::StopFlag;
 use motionvl_eval::bench::Bench;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::{Generate, Prepare, PreparedBatch, PreparedQuestion};
 use motionvl_eval::predictions::read_predictions;
-use motionvl_data::stop::StopFlag;
 use motionvl_eval::{EvalError, Item, Result, run_with};
 use serde_json::json;
 
@@ -32,10 +32,7 @@ impl Prepare for TextOnly {
                 option_rows: Vec::new(),
             })
             .collect();
-        Ok(PreparedBatch {
-            questions,
-            failed: Vec::new(),
-        })
+        Ok(PreparedBatch { questions, failed: Vec::new() })
     }
 }
 
@@ -62,11 +59,7 @@ impl Generate for Scripted {
         self.batches += 1;
         let mut out = Vec::new();
         for q in &batch.questions {
-            assert!(
-                q.prompt_text.contains("<video>") && q.prompt_text.contains("Options:"),
-                "{}",
-                q.prompt_text
-            );
+            assert!(q.prompt_text.contains("<video>") && q.prompt_text.contains("Options:"), "{}", q.prompt_text);
             self.asked.lock().expect("lock").push(q.id.clone());
             out.push(self.answers.get(&q.id).cloned().unwrap_or_default());
         }
@@ -89,12 +82,7 @@ fn setup(dir: &Path) -> RunConfig {
         text.push_str(&format!("{row}\n"));
     }
     std::fs::write(&manifest, text).expect("write");
-    let mut cfg = RunConfig {
-        bench: "sisbench".into(),
-        manifest,
-        out: dir.join("run"),
-        ..RunConfig::default()
-    };
+    let mut cfg = RunConfig { bench: "sisbench".into(), manifest, out: dir.join("run"), ..RunConfig::default() };
     cfg.model.checkpoint = "scripted-v1".into();
     cfg.generation.batch_size = 2;
     cfg
@@ -102,48 +90,33 @@ fn setup(dir: &Path) -> RunConfig {
 
 /// q1 right, q2 wrong, q3 unanswered, q4 and q5 right.
 fn answers() -> HashMap<String, String> {
-    [
-        ("q1", "C"),
-        ("q2", "The answer is A."),
-        ("q3", "I can't tell."),
-        ("q4", "(C) up"),
-        ("q5", "up"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    [("q1", "C"), ("q2", "The answer is A."), ("q3", "I can't tell."), ("q4", "(C) up"), ("q5", "up")]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
-fn run_scripted(
-    cfg: &RunConfig,
-    asked: &Arc<Mutex<Vec<String>>>,
-    fail_on: Option<usize>,
-) -> Result<motionvl_eval::RunSummary> {
+fn run_scripted(cfg: &RunConfig, asked: &Arc<Mutex<Vec<String>>>, fail_on: Option<usize>) -> Result<motionvl_eval::RunSummary> {
     run_stopping(cfg, asked, fail_on, None)
 }
 
-fn run_stopping(cfg: &RunConfig, asked: &Arc<Mutex<Vec<String>>>, fail_on: Option<usize>, stop_on: Option<usize>) -> Result<motionvl_eval::RunSummary> {
+fn run_stopping(
+    cfg: &RunConfig,
+    asked: &Arc<Mutex<Vec<String>>>,
+    fail_on: Option<usize>,
+    stop_on: Option<usize>,
+) -> Result<motionvl_eval::RunSummary> {
     let asked = asked.clone();
     let stop = StopFlag::new();
     let flag = stop.clone();
     run_with(cfg, false, &stop, &mut move |bench| {
-        let generator = Scripted {
-            answers: answers(),
-            asked: asked.clone(),
-            batches: 0,
-            fail_on,
-            stop_on: stop_on.map(|b| (b, flag.clone())),
-        };
+        let generator = Scripted { answers: answers(), asked: asked.clone(), batches: 0, fail_on, stop_on: stop_on.map(|b| (b, flag.clone())) };
         Ok((Box::new(TextOnly(bench)), Box::new(generator)))
     })
 }
 
 fn ids_on_file(path: &Path) -> Vec<String> {
-    read_predictions(path)
-        .expect("predictions parse")
-        .into_iter()
-        .map(|p| p.question_id)
-        .collect()
+    read_predictions(path).expect("predictions parse").into_iter().map(|p| p.question_id).collect()
 }
 
 fn predictions_path(cfg: &RunConfig) -> PathBuf {
@@ -157,28 +130,19 @@ fn interrupted_run_resumes_without_asking_twice() {
     let asked = Arc::new(Mutex::new(Vec::new()));
 
     // Crash on the second batch: the first batch's two answers are already on disk.
-    let err = run_scripted(&cfg, &asked, Some(1))
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = run_scripted(&cfg, &asked, Some(1)).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("simulated crash"), "{err}");
     assert_eq!(ids_on_file(&predictions_path(&cfg)), ["q1", "q2"]);
 
     // Without --resume the folder is refused rather than overwritten.
-    let err = run_scripted(&cfg, &asked, None)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = run_scripted(&cfg, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("--resume"), "{err}");
 
     // A different checkpoint must not continue this run's file.
     cfg.resume = true;
     let mut other = cfg.clone();
     other.model.checkpoint = "scripted-v2".into();
-    let err = run_scripted(&other, &asked, None)
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    let err = run_scripted(&other, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("checkpoint"), "{err}");
 
     // Nor may the same model in another dtype, on another device, or with other weights
@@ -199,25 +163,16 @@ fn interrupted_run_resumes_without_asking_twice() {
 
     asked.lock().expect("lock").clear();
     let summary = run_scripted(&cfg, &asked, None).expect("resumed run completes");
-    assert_eq!(
-        *asked.lock().expect("lock"),
-        ["q3", "q4", "q5"],
-        "only the unanswered questions are asked"
-    );
+    assert_eq!(*asked.lock().expect("lock"), ["q3", "q4", "q5"], "only the unanswered questions are asked");
     assert_eq!((summary.resumed, summary.generated), (2, 3));
     assert_eq!(ids_on_file(&predictions_path(&cfg)), IDS);
     let r = &summary.results;
-    assert_eq!(
-        (r.overall.n, r.overall.correct, r.overall.unanswered, r.missing),
-        (5, 3, 1, 0)
-    );
+    assert_eq!((r.overall.n, r.overall.correct, r.overall.unanswered, r.missing), (5, 3, 1, 0));
     assert!(cfg.out.join("results.json").is_file() && cfg.out.join("chart.png").is_file());
 
     // A finished run resumed again asks nothing (the model is not even loaded) and re-scores.
-    let summary = run_with(&cfg, false, &Default::default(), &mut |_| {
-        Err(EvalError::Generate("the model must not be loaded".into()))
-    })
-    .expect("nothing left to ask");
+    let summary = run_with(&cfg, false, &Default::default(), &mut |_| Err(EvalError::Generate("the model must not be loaded".into())))
+        .expect("nothing left to ask");
     assert_eq!((summary.resumed, summary.generated), (5, 0));
     assert_eq!(summary.results.overall.correct, 3);
 }
@@ -251,15 +206,7 @@ fn limit_asks_and_scores_only_the_first_questions() {
     let summary = run_scripted(&cfg, &asked, None).expect("runs");
     assert_eq!(*asked.lock().expect("lock"), ["q1", "q2", "q3"]);
     assert_eq!(summary.results.questions, 3);
-    assert_eq!(
-        summary
-            .results
-            .by_task
-            .iter()
-            .map(|(n, _)| n.as_str())
-            .collect::<Vec<_>>(),
-        ["Action Recognition"]
-    );
+    assert_eq!(summary.results.by_task.iter().map(|(n, _)| n.as_str()).collect::<Vec<_>>(), ["Action Recognition"]);
 }
 
 /// A stop requested while a batch is answered (a signal): that batch's answers are written,

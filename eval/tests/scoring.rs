@@ -19,11 +19,7 @@ fn write_lines(path: &Path, rows: &[serde_json::Value]) {
 }
 
 fn no_media() -> ReadOptions {
-    ReadOptions {
-        media_root: None,
-        check_media: false,
-        skip_bad: false,
-    }
+    ReadOptions { media_root: None, check_media: false, skip_bad: false }
 }
 
 fn sis_row(id: &str, task: &str, answer: &str) -> serde_json::Value {
@@ -82,18 +78,11 @@ fn sisbench_breakdowns_and_report_files() {
     assert_eq!(r.run, "api-model");
     let task = |n: &str| r.by_task.get(n).unwrap_or_else(|| panic!("task {n}"));
     assert!(close(task("Object Existence").accuracy, 2.0 / 3.0));
-    assert_eq!(
-        (task("Object Existence").n, task("Object Existence").unanswered),
-        (3, 0)
-    );
+    assert_eq!((task("Object Existence").n, task("Object Existence").unanswered), (3, 0));
     assert!(close(task("Landmark Order").accuracy, 0.5));
     assert_eq!(task("Landmark Order").unanswered, 1);
     assert!(close(task("Action Recognition").accuracy, 0.5));
-    assert_eq!(
-        task("Action Recognition").unanswered,
-        1,
-        "the missing prediction counts as unanswered"
-    );
+    assert_eq!(task("Action Recognition").unanswered, 1, "the missing prediction counts as unanswered");
     assert_eq!(task("Object Existence").random, Some(0.25));
     assert_eq!(task("Object Existence").dimension.as_deref(), Some("spatial"));
     assert_eq!(task("Object Existence").level.as_deref(), Some("perception"));
@@ -103,46 +92,25 @@ fn sisbench_breakdowns_and_report_files() {
 
     let spatial = r.by_dimension.get("spatial").expect("spatial");
     assert!(close(spatial.accuracy, 3.0 / 5.0), "question-weighted: 3 of 5");
-    assert!(
-        close(spatial.macro_accuracy.unwrap_or(-1.0), (2.0 / 3.0 + 0.5) / 2.0),
-        "task mean"
-    );
+    assert!(close(spatial.macro_accuracy.unwrap_or(-1.0), (2.0 / 3.0 + 0.5) / 2.0), "task mean");
     assert!(close(r.by_dimension.get("self").expect("self").accuracy, 0.5));
-    assert!(close(
-        r.by_level.get("perception").expect("perception").accuracy,
-        3.0 / 5.0
-    ));
+    assert!(close(r.by_level.get("perception").expect("perception").accuracy, 3.0 / 5.0));
     assert!(close(r.by_level.get("memory").expect("memory").accuracy, 0.5));
-    assert!(
-        r.by_level.get("reasoning").is_none(),
-        "no reasoning task in this manifest"
-    );
+    assert!(r.by_level.get("reasoning").is_none(), "no reasoning task in this manifest");
     assert!(close(r.overall.accuracy, 4.0 / 7.0));
     assert_eq!((r.overall.n, r.overall.unanswered, r.overall.correct), (7, 2, 4));
-    assert!(close(
-        r.overall.macro_accuracy.unwrap_or(-1.0),
-        (2.0 / 3.0 + 0.5 + 0.5) / 3.0
-    ));
+    assert!(close(r.overall.macro_accuracy.unwrap_or(-1.0), (2.0 / 3.0 + 0.5 + 0.5) / 3.0));
     assert_eq!(r.overall.random, Some(0.25));
     assert_eq!(r.extraction.get("missing"), Some(&1));
     assert_eq!(r.extraction.get("option_text"), Some(&1));
 
     // The file contract, read back as plain JSON.
-    for name in [
-        "results.json",
-        "scored.jsonl",
-        "by_task.csv",
-        "by_dimension.csv",
-        "by_level.csv",
-        "results.md",
-        "chart.png",
-    ] {
+    for name in ["results.json", "scored.jsonl", "by_task.csv", "by_dimension.csv", "by_level.csv", "results.md", "chart.png"] {
         assert!(files.contains(&out.join(name)), "{name} listed");
         assert!(out.join(name).is_file(), "{name} written");
     }
     let raw: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("read"))
-            .expect("results.json is JSON");
+        serde_json::from_str(&std::fs::read_to_string(out.join("results.json")).expect("read")).expect("results.json is JSON");
     for key in ["overall", "by_task", "by_dimension", "by_level"] {
         assert!(raw.get(key).is_some(), "results.json has {key}");
     }
@@ -154,44 +122,22 @@ fn sisbench_breakdowns_and_report_files() {
 
     let scored = std::fs::read_to_string(out.join("scored.jsonl")).expect("read");
     assert_eq!(scored.lines().count(), 7);
-    let lo2: serde_json::Value = scored
-        .lines()
-        .map(|l| serde_json::from_str(l).expect("json"))
-        .find(|v: &serde_json::Value| v["question_id"] == "lo2")
-        .expect("lo2");
+    let lo2: serde_json::Value =
+        scored.lines().map(|l| serde_json::from_str(l).expect("json")).find(|v: &serde_json::Value| v["question_id"] == "lo2").expect("lo2");
     assert_eq!(lo2["rule"], "none");
     assert_eq!(lo2["extracted"], serde_json::Value::Null);
 
     let csv = std::fs::read_to_string(out.join("by_task.csv")).expect("read");
     let mut lines = csv.lines();
-    assert!(
-        lines
-            .next()
-            .unwrap_or_default()
-            .starts_with("name,dimension,level,accuracy,n,correct,unanswered,random")
-    );
-    assert_eq!(
-        lines.next(),
-        Some("Object Existence,spatial,perception,0.666667,3,2,0,0.250000,accuracy,")
-    );
-    assert!(
-        csv.lines()
-            .last()
-            .unwrap_or_default()
-            .starts_with("overall,,,0.571429,7,4,2,0.250000")
-    );
+    assert!(lines.next().unwrap_or_default().starts_with("name,dimension,level,accuracy,n,correct,unanswered,random"));
+    assert_eq!(lines.next(), Some("Object Existence,spatial,perception,0.666667,3,2,0,0.250000,accuracy,"));
+    assert!(csv.lines().last().unwrap_or_default().starts_with("overall,,,0.571429,7,4,2,0.250000"));
 
     let md = std::fs::read_to_string(out.join("results.md")).expect("read");
     let rows: Vec<&str> = md.lines().filter(|l| l.starts_with('|')).collect();
     assert_eq!(rows[0], "|  | Spatial |  |  | Self |  |", "dimension header:\n{md}");
-    assert!(
-        rows[2].contains("*Perception*") && rows[2].contains("*Memory*"),
-        "level row:\n{md}"
-    );
-    assert_eq!(
-        rows[3],
-        "| **Model** | **OE** | **LO** | **Avg.** | **ARg** | **Overall** |"
-    );
+    assert!(rows[2].contains("*Perception*") && rows[2].contains("*Memory*"), "level row:\n{md}");
+    assert_eq!(rows[3], "| **Model** | **OE** | **LO** | **Avg.** | **ARg** | **Overall** |");
     assert_eq!(rows[4], "| api-model | 66.7 | 50.0 | 58.3 | 50.0 | 57.1 |");
     assert_eq!(rows[5], "| Random | 25.0 | 25.0 | 25.0 | 25.0 | 25.0 |");
 
@@ -233,40 +179,20 @@ fn links2bench_mixes_accuracy_mra_and_acc_at_1s() {
             pred("l7", "C"),
         ],
     );
-    let (r, _) = score_predictions(
-        "links2",
-        &manifest,
-        &predictions,
-        &dir.path().join("out"),
-        Some("m".into()),
-        &no_media(),
-    )
-    .expect("scores");
+    let (r, _) = score_predictions("links2", &manifest, &predictions, &dir.path().join("out"), Some("m".into()), &no_media()).expect("scores");
     let task = |n: &str| r.by_task.get(n).unwrap_or_else(|| panic!("task {n}"));
     assert!(close(task("Target Visibility").accuracy, 0.5));
     assert_eq!(task("Target Visibility").random, Some(0.5));
-    assert!(
-        close(task("Zone Counting").accuracy, (0.6 + 1.0) / 2.0),
-        "MRA 0.6 and the zero case 1.0"
-    );
+    assert!(close(task("Zone Counting").accuracy, (0.6 + 1.0) / 2.0), "MRA 0.6 and the zero case 1.0");
     assert_eq!(task("Zone Counting").metric, "mra");
     assert_eq!(task("Zone Counting").random, None);
     assert!(close(task("Zone Counting").extras["exact"], 0.5));
-    assert!(
-        close(task("Temporal Grounding").accuracy, 0.5),
-        "1.0 s late counts, 1.1 s does not"
-    );
+    assert!(close(task("Temporal Grounding").accuracy, 0.5), "1.0 s late counts, 1.1 s does not");
     assert_eq!(task("Temporal Grounding").metric, "acc@1s");
     assert!(close(task("Relative Direction").accuracy, 1.0));
-    assert!(close(
-        r.by_dimension.get("perception").expect("perception").accuracy,
-        (1.0 + 0.0 + 0.6 + 1.0) / 4.0
-    ));
+    assert!(close(r.by_dimension.get("perception").expect("perception").accuracy, (1.0 + 0.0 + 0.6 + 1.0) / 4.0));
     assert!(close(r.overall.accuracy, 4.6 / 7.0));
-    assert_eq!(
-        r.overall.random, None,
-        "no baseline for a mix that includes MRA questions"
-    );
+    assert_eq!(r.overall.random, None, "no baseline for a mix that includes MRA questions");
     assert_eq!(r.overall.metric, "accuracy+mra+acc@1s");
     assert!(r.by_level.is_empty());
 }
@@ -304,25 +230,13 @@ fn dualcog_json_answers_with_intervals() {
             pred("d3", "{'visible_count': 3, 'visible_intervals_sec': [[0.0, 9.1]]}"),
         ],
     );
-    let (r, _) = score_predictions(
-        "dualcog",
-        &manifest,
-        &predictions,
-        &dir.path().join("out"),
-        None,
-        &no_media(),
-    )
-    .expect("scores");
+    let (r, _) = score_predictions("dualcog", &manifest, &predictions, &dir.path().join("out"), None, &no_media()).expect("scores");
     let task = |n: &str| r.by_task.get(n).unwrap_or_else(|| panic!("task {n}"));
     let air = task("self_atomic_instance_recognition");
     assert!(close(air.accuracy, 1.0));
     assert!(close(air.extras["tiou"], (1.0 + 0.5) / 2.0));
     assert!(close(air.extras["f1"], 1.0));
-    assert_eq!(
-        air.random,
-        Some(1.0 / 15.0),
-        "a guess among the 15 non-empty subsets of 4 options"
-    );
+    assert_eq!(air.random, Some(1.0 / 15.0), "a guess among the 15 non-empty subsets of 4 options");
     let cir = task("self_composite_instance_recognition");
     assert!(close(cir.accuracy, 1.0), "a bare letter still scores the choice");
     assert!(close(cir.extras["tiou"], 0.0), "but gives no intervals");
@@ -338,51 +252,17 @@ fn dualcog_json_answers_with_intervals() {
 fn compare_prints_per_task_deltas() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (manifest, predictions) = sis_fixture(dir.path());
-    let (a, _) = score_predictions(
-        "sisbench",
-        &manifest,
-        &predictions,
-        &dir.path().join("a"),
-        Some("base".into()),
-        &no_media(),
-    )
-    .expect("a");
+    let (a, _) = score_predictions("sisbench", &manifest, &predictions, &dir.path().join("a"), Some("base".into()), &no_media()).expect("a");
     let better = dir.path().join("better.jsonl");
     write_lines(
         &better,
-        &[
-            pred("oe1", "A"),
-            pred("oe2", "B"),
-            pred("oe3", "C"),
-            pred("lo1", "D"),
-            pred("lo2", "A"),
-            pred("ar1", "B"),
-            pred("ar2", "C"),
-        ],
+        &[pred("oe1", "A"), pred("oe2", "B"), pred("oe3", "C"), pred("lo1", "D"), pred("lo2", "A"), pred("ar1", "B"), pred("ar2", "C")],
     );
-    let (b, _) = score_predictions(
-        "sisbench",
-        &manifest,
-        &better,
-        &dir.path().join("b"),
-        Some("tuned".into()),
-        &no_media(),
-    )
-    .expect("b");
+    let (b, _) = score_predictions("sisbench", &manifest, &better, &dir.path().join("b"), Some("tuned".into()), &no_media()).expect("b");
     let text = compare(&a, &b);
     let tail = |label: &str| -> Vec<String> {
-        let line = text
-            .lines()
-            .find(|l| l.trim_start().starts_with(label))
-            .unwrap_or_else(|| panic!("{label} in\n{text}"));
-        line.split_whitespace()
-            .rev()
-            .take(3)
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .collect()
+        let line = text.lines().find(|l| l.trim_start().starts_with(label)).unwrap_or_else(|| panic!("{label} in\n{text}"));
+        line.split_whitespace().rev().take(3).map(str::to_string).collect::<Vec<_>>().into_iter().rev().collect()
     };
     assert_eq!(tail("Object Existence"), ["66.7", "100.0", "+33.3"], "{text}");
     assert_eq!(tail("Landmark Order"), ["50.0", "100.0", "+50.0"], "{text}");
@@ -396,15 +276,9 @@ fn bad_prediction_lines_and_rows_name_file_and_line() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (manifest, _) = sis_fixture(dir.path());
     let broken = dir.path().join("broken.jsonl");
-    std::fs::write(
-        &broken,
-        "{\"question_id\": \"oe1\", \"prediction\": \"A\"}\n{\"question_id\": \"oe2\"}\n",
-    )
-    .expect("write");
-    let err = score_predictions("sisbench", &manifest, &broken, &dir.path().join("o"), None, &no_media())
-        .err()
-        .map(|e| e.to_string())
-        .unwrap_or_default();
+    std::fs::write(&broken, "{\"question_id\": \"oe1\", \"prediction\": \"A\"}\n{\"question_id\": \"oe2\"}\n").expect("write");
+    let err =
+        score_predictions("sisbench", &manifest, &broken, &dir.path().join("o"), None, &no_media()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("broken.jsonl:2") && err.contains("prediction"), "{err}");
 
     let bad_manifest = dir.path().join("bad.jsonl");
@@ -419,24 +293,11 @@ fn bad_prediction_lines_and_rows_name_file_and_line() {
     );
     let ok = dir.path().join("ok.jsonl");
     write_lines(&ok, &[pred("x1", "A")]);
-    let err = score_predictions(
-        "sisbench",
-        &bad_manifest,
-        &ok,
-        &dir.path().join("o2"),
-        None,
-        &no_media(),
-    )
-    .err()
-    .map(|e| e.to_string())
-    .unwrap_or_default();
+    let err =
+        score_predictions("sisbench", &bad_manifest, &ok, &dir.path().join("o2"), None, &no_media()).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("bad.jsonl:2") && err.contains("options"), "{err}");
-    let skip = ReadOptions {
-        skip_bad: true,
-        ..no_media()
-    };
-    let (r, _) = score_predictions("sisbench", &bad_manifest, &ok, &dir.path().join("o3"), None, &skip)
-        .expect("skips the bad row");
+    let skip = ReadOptions { skip_bad: true, ..no_media() };
+    let (r, _) = score_predictions("sisbench", &bad_manifest, &ok, &dir.path().join("o3"), None, &skip).expect("skips the bad row");
     assert_eq!((r.questions, r.skipped_rows), (1, 1));
     assert!(close(r.overall.accuracy, 1.0));
 }

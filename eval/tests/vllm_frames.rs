@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
-use motionvl_eval::pil::{pil_resize_bicubic, resize_to_pixel_range, vllm_frame, VLLM_MAX_PIXELS, VLLM_MIN_PIXELS};
+use motionvl_eval::pil::{VLLM_MAX_PIXELS, VLLM_MIN_PIXELS, pil_resize_bicubic, resize_to_pixel_range, vllm_frame};
 use ndarray::Array3;
 
 fn fixtures() -> PathBuf {
@@ -68,9 +68,7 @@ fn frames_reach_vllm_as_the_official_code_sends_them() {
 fn the_image_processor_only_normalises_what_the_frame_path_made() {
     use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
     let tensors = candle_core::safetensors::load(fixtures().join("chain/processor.safetensors"), &Device::Cpu).expect("processor fixture");
-    let floats = |name: &str| -> Vec<f32> {
-        tensors[name].flatten_all().and_then(|t| t.to_vec1()).unwrap_or_else(|e| panic!("{name}: {e}"))
-    };
+    let floats = |name: &str| -> Vec<f32> { tensors[name].flatten_all().and_then(|t| t.to_vec1()).unwrap_or_else(|e| panic!("{name}: {e}")) };
     for name in ["small", "inside", "large"] {
         let input = png(&fixtures().join(format!("chain/{name}.input.png")));
         let frame = vllm_frame(input.view()).expect("frame path");

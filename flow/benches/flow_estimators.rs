@@ -13,9 +13,9 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::{DType, Device, Shape, Tensor};
-use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
-use motionvl_flow::synthetic::{average_epe, standard_motions, synthetic_pair, SyntheticPair};
+use candle_nn::var_builder::SimpleBackend;
+use motionvl_flow::synthetic::{SyntheticPair, average_epe, standard_motions, synthetic_pair};
 use motionvl_flow::{Dis, DisPreset, FlowEstimator, Raft, RaftArch, RaftEstimator};
 
 #[global_allocator]
@@ -64,10 +64,8 @@ fn write_pairs(path: &std::path::Path, pairs: &[(&str, SyntheticPair)]) -> anyho
         let flow: Vec<u8> = p.flow.iter().flat_map(|v| v.to_le_bytes()).collect();
         bufs.push((format!("flow_{name}"), flow, p.flow.shape().to_vec(), safetensors::Dtype::F32));
     }
-    let views: Vec<(String, safetensors::tensor::TensorView)> = bufs
-        .iter()
-        .map(|(n, b, s, d)| Ok((n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b)?)))
-        .collect::<anyhow::Result<_>>()?;
+    let views: Vec<(String, safetensors::tensor::TensorView)> =
+        bufs.iter().map(|(n, b, s, d)| Ok((n.clone(), safetensors::tensor::TensorView::new(*d, s.clone(), b)?))).collect::<anyhow::Result<_>>()?;
     safetensors::serialize_to_file(views, None, path)?;
     Ok(())
 }
@@ -105,18 +103,22 @@ fn main() -> anyhow::Result<()> {
     // OpenCV and torchvision side, same pairs.
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/dis_opencv.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
-    let reference: Option<serde_json::Value> =
-        match Command::new(python).arg(script).arg(&path).args(["--threads", &threads.to_string(), "--runs", &RUNS.to_string(), "--raft", "--raft-runs", &RAFT_RUNS.to_string()]).output() {
-            Ok(out) if out.status.success() => serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("{}")).ok(),
-            Ok(out) => {
-                eprintln!("OpenCV reference failed:\n{}", String::from_utf8_lossy(&out.stderr));
-                None
-            }
-            Err(e) => {
-                eprintln!("could not run python for the OpenCV reference: {e}");
-                None
-            }
-        };
+    let reference: Option<serde_json::Value> = match Command::new(python)
+        .arg(script)
+        .arg(&path)
+        .args(["--threads", &threads.to_string(), "--runs", &RUNS.to_string(), "--raft", "--raft-runs", &RAFT_RUNS.to_string()])
+        .output()
+    {
+        Ok(out) if out.status.success() => serde_json::from_str(String::from_utf8_lossy(&out.stdout).trim().lines().last().unwrap_or("{}")).ok(),
+        Ok(out) => {
+            eprintln!("OpenCV reference failed:\n{}", String::from_utf8_lossy(&out.stderr));
+            None
+        }
+        Err(e) => {
+            eprintln!("could not run python for the OpenCV reference: {e}");
+            None
+        }
+    };
 
     println!("DIS at {SIZE}x{SIZE}, {threads} threads, median of {RUNS} runs (EPE px / ms per pair)");
     if let Some(r) = &reference {

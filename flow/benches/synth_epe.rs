@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use candle_core::Device;
-use motionvl_data::synth::{generate, Split, SynthConfig, SynthSummary};
+use motionvl_data::synth::{Split, SynthConfig, SynthSummary, generate};
 use motionvl_data::video::decode_all;
 use motionvl_flow::estimator_by_name;
 
@@ -59,7 +59,10 @@ fn main() -> anyhow::Result<()> {
         }
     }
     let (h, w) = (config.height, config.width);
-    println!("DIS-MEDIUM on the synthetic world's held-out clips ({w}×{h}, decoded from MP4): {pairs} pairs, {:.1} ms per pair", 1000.0 * seconds / pairs.max(1) as f64);
+    println!(
+        "DIS-MEDIUM on the synthetic world's held-out clips ({w}×{h}, decoded from MP4): {pairs} pairs, {:.1} ms per pair",
+        1000.0 * seconds / pairs.max(1) as f64
+    );
     println!("| movement | EPE (px) | EPE of zero flow (px) | pixels |\n|---|---|---|---|");
     let mut total = (0.0, 0.0, 0usize);
     for (name, (epe, zero, count)) in &by_behaviour {

@@ -13,7 +13,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::{DType, Device, Tensor};
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use ndarray::Array4;
@@ -81,7 +81,8 @@ fn main() -> Result<()> {
     let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
 
     eprintln!("Candle: {runs} runs + warm-up…");
-    let est = MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, motionvl_flow::WeightPrecision::F32, &device)?;
+    let est =
+        MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, motionvl_flow::WeightPrecision::F32, &device)?;
     let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {
@@ -94,12 +95,18 @@ fn main() -> Result<()> {
         }
     }
     let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?.to_device(&Device::Cpu)?;
-    let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("window").context("torch flows")?.to_dtype(DType::F32)?;
+    let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?
+        .remove("window")
+        .context("torch flows")?
+        .to_dtype(DType::F32)?;
     let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
     let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
 
     let (t, o) = (median(torch_ms.clone()), median(ours_ms.clone()));
-    println!("MOFNet, one 5-frame window at {SIZE}x{SIZE}, {iters} iterations, {threads} threads (torch {}):", reference["torch"].as_str().unwrap_or("?"));
+    println!(
+        "MOFNet, one 5-frame window at {SIZE}x{SIZE}, {iters} iterations, {threads} threads (torch {}):",
+        reference["torch"].as_str().unwrap_or("?")
+    );
     println!("  PyTorch (official code) ms: {torch_ms:.0?}  median {t:.0}");
     println!("  Candle (ours)           ms: {ours_ms:.0?}  median {o:.0}");
     let torch_cpu: Vec<f64> = reference["cpu_ms"].as_array().map(|a| a.iter().filter_map(|v| v.as_f64()).collect()).unwrap_or_default();

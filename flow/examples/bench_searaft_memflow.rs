@@ -15,12 +15,12 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::{DType, Device, Tensor};
+use motionvl_flow::FlowEstimator;
 use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
 use motionvl_flow::sea_raft::{SeaRaftEstimator, SeaRaftPreset};
-use motionvl_flow::FlowEstimator;
-use ndarray::{s, Array4};
+use ndarray::{Array4, s};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -110,7 +110,10 @@ fn main() -> Result<()> {
             }
         };
         let ours = Tensor::from_vec(flows.iter().copied().collect::<Vec<f32>>(), flows.shape(), &Device::Cpu)?;
-        let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?.remove("flows").context("torch flows")?.to_dtype(DType::F32)?;
+        let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?
+            .remove("flows")
+            .context("torch flows")?
+            .to_dtype(DType::F32)?;
         let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
         let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
         // SEA-RAFT: median (upper, for an even count) of the timed runs; MemFlow: mean per step on

@@ -131,7 +131,10 @@ impl FlowCache {
                 continue;
             }
             let entries = fs::read_dir(shard.path()).map_err(|e| FlowError::io(&shard.path(), e))?;
-            count += entries.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.') && e.path().extension().is_some_and(|x| x == "safetensors")).count();
+            count += entries
+                .flatten()
+                .filter(|e| !e.file_name().to_string_lossy().starts_with('.') && e.path().extension().is_some_and(|x| x == "safetensors"))
+                .count();
         }
         Ok(count)
     }
@@ -214,7 +217,13 @@ impl FlowCache {
 
     /// The flows under `key`, or `compute`d and stored at `precision` by `estimator` on a miss
     /// or when the entry is corrupt.
-    pub fn get_or_compute_with(&self, key: &CacheKey, estimator: &str, precision: Precision, compute: impl FnOnce() -> Result<Flows>) -> Result<(Flows, CacheStatus)> {
+    pub fn get_or_compute_with(
+        &self,
+        key: &CacheKey,
+        estimator: &str,
+        precision: Precision,
+        compute: impl FnOnce() -> Result<Flows>,
+    ) -> Result<(Flows, CacheStatus)> {
         let status = match self.get(key) {
             Ok(Some(flows)) => return Ok((flows, CacheStatus::Hit)),
             Ok(None) => CacheStatus::Miss,

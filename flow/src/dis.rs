@@ -102,7 +102,12 @@ impl Dis {
             "dis" | "classic" | "dis-medium" => DisPreset::Medium,
             "dis-fast" => DisPreset::Fast,
             "dis-ultrafast" => DisPreset::UltraFast,
-            other => return Err(FlowError::UnknownEstimator { name: other.to_string(), known: "dis, classic, dis-medium, dis-fast, dis-ultrafast".into() }),
+            other => {
+                return Err(FlowError::UnknownEstimator {
+                    name: other.to_string(),
+                    known: "dis, classic, dis-medium, dis-fast, dis-ultrafast".into(),
+                });
+            }
         };
         if let Some(path) = spec.weights {
             return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
@@ -215,8 +220,8 @@ fn stack_uv(u: Plane, v: Plane) -> ndarray::Array3<f32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::synthetic::{average_epe, synthetic_pair, Motion};
-    use ndarray::{s, Array3};
+    use crate::synthetic::{Motion, average_epe, synthetic_pair};
+    use ndarray::{Array3, s};
 
     fn epe_of(preset: DisPreset, h: usize, w: usize, motion: Motion) -> (f32, f32) {
         let pair = synthetic_pair(h, w, motion, 11);

@@ -10,7 +10,7 @@
 use std::path::Path;
 
 use candle_core::{DType, Tensor};
-use ndarray::{s, Array4, ArrayView4};
+use ndarray::{Array4, ArrayView4, s};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowError, Result};

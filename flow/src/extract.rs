@@ -12,11 +12,11 @@ use std::path::{Path, PathBuf};
 use motionvl_data::budget::{SampleFit, VideoLimits};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{DataLoader, LoaderConfig, QwenMedia};
-use motionvl_data::manifest::{read_manifest, Benchmark};
+use motionvl_data::manifest::{Benchmark, read_manifest};
 use motionvl_data::media_config::{ProtocolConfig, TrainingVideo};
 use motionvl_data::preprocess::PreprocessConfig;
-use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions, TrainingSample};
 use motionvl_data::samples::tokenizer_for_fresh_model;
+use motionvl_data::samples::{LlavaRows, ReadOptions, TrainingSample, read_training_rows};
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
 
 use crate::error::{FlowError, Result};
@@ -49,7 +49,10 @@ pub enum TokenizerSource {
     Hub(String),
     /// A model trained from scratch: `train sft` trains its tokenizer on the training text
     /// (vocabulary `vocab`) and keeps it in `base_dir`.
-    Fresh { base_dir: PathBuf, vocab: usize },
+    Fresh {
+        base_dir: PathBuf,
+        vocab: usize,
+    },
     Unknown,
 }
 
@@ -143,7 +146,9 @@ fn read_videos(manifest: &Path, media_root: Option<&Path>, rows: LlavaRows) -> R
         .iter()
         .find_map(|&b| read_manifest(b, manifest, &opts).ok().filter(|r| !r.items.is_empty()))
         .map(|read| ManifestVideos::Benchmark(read.items.into_iter().flat_map(|q| q.videos).collect()))
-        .ok_or_else(|| FlowError::InvalidInput(format!("{} is neither training conversations nor a benchmark manifest motionvl reads", manifest.display())))
+        .ok_or_else(|| {
+            FlowError::InvalidInput(format!("{} is neither training conversations nor a benchmark manifest motionvl reads", manifest.display()))
+        })
 }
 
 /// Every video of a training file or benchmark manifest, each once, in order.
@@ -182,7 +187,9 @@ pub fn plan_jobs(
                     jobs.extend(samples.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None }));
                 }
             },
-            (ManifestVideos::Training(samples), None) => jobs.extend(samples.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None })),
+            (ManifestVideos::Training(samples), None) => {
+                jobs.extend(samples.into_iter().flat_map(|s| s.videos).map(|video| Job { video, limits: None }))
+            }
             (ManifestVideos::Benchmark(videos), _) => jobs.extend(videos.into_iter().map(|video| Job { video, limits: None })),
         }
     }

@@ -103,7 +103,8 @@ impl MotionMedia {
                 // the MOFNet frames to that count.
                 let tp = self.qwen.video_config.temporal_patch_size;
                 let count = planned.plan.indices.len().div_ceil(tp) * tp;
-                let mofnet = official::mofnet_frames(planned.decoded.view(), count).map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
+                let mofnet = official::mofnet_frames(planned.decoded.view(), count)
+                    .map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
                 let (_, dh, dw, _) = planned.decoded.dim();
                 let plan = format!("official:{:?}@{dh}x{dw}->{count}x{}x{}", planned.plan.indices, official::MOFNET_HEIGHT, official::MOFNET_WIDTH);
                 let key = CacheKey::of_floats(mofnet.view(), &plan, self.estimator.as_ref());
@@ -176,7 +177,9 @@ impl MotionMedia {
                 let pseudo = PseudoImages::from_flows(flows.view(), &self.pseudo)?.to_u8();
                 let motion = normalize_patchify(pseudo.view(), cfg)?;
                 if motion.grid_thw != vision.grid_thw {
-                    return Err(format!("{}: motion grid {:?} differs from the video grid {:?}", path.display(), motion.grid_thw, vision.grid_thw).into());
+                    return Err(
+                        format!("{}: motion grid {:?} differs from the video grid {:?}", path.display(), motion.grid_thw, vision.grid_thw).into()
+                    );
                 }
                 motion.pixel_values
             }
@@ -197,13 +200,8 @@ impl MotionMedia {
 impl MediaProcessor for MotionMedia {
     fn process(&self, sample: &TrainingSample) -> std::result::Result<ProcessedMedia, BoxError> {
         let images = sample.images.iter().map(|p| self.qwen.load_image(p)).collect::<std::result::Result<_, _>>()?;
-        let (videos, motion) = sample
-            .videos
-            .iter()
-            .map(|p| self.load_video_with_motion(p))
-            .collect::<std::result::Result<Vec<_>, _>>()?
-            .into_iter()
-            .unzip();
+        let (videos, motion) =
+            sample.videos.iter().map(|p| self.load_video_with_motion(p)).collect::<std::result::Result<Vec<_>, _>>()?.into_iter().unzip();
         Ok(ProcessedMedia { images, videos, motion })
     }
 

@@ -29,8 +29,8 @@ pub use config::{MofConfig, TwinsConfig, WINDOW, WINDOW_STRIDE};
 pub use network::MofNet;
 
 use crate::error::{FlowError, Result};
-use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows, WeightPrecision};
+use crate::state_dict::weights_id;
 
 /// Iterations of VideoFlow's sintel/kitti evaluation configs (its submission config uses 32).
 pub const DEFAULT_ITERS: usize = 12;
@@ -57,7 +57,8 @@ pub fn window_plan(n: usize) -> Vec<Window> {
         list.resize(WINDOW, n.saturating_sub(1));
         return vec![Window { frames: window_at(&list, 0), keep: 0..flows }];
     }
-    let mut plan: Vec<Window> = (0..=list.len() - WINDOW).step_by(WINDOW_STRIDE).map(|s| Window { frames: window_at(&list, s), keep: 0..3 }).collect();
+    let mut plan: Vec<Window> =
+        (0..=list.len() - WINDOW).step_by(WINDOW_STRIDE).map(|s| Window { frames: window_at(&list, s), keep: 0..3 }).collect();
     let remainder = (list.len() - 2) % WINDOW_STRIDE;
     if remainder > 0 {
         plan.push(Window { frames: window_at(&list, list.len() - WINDOW), keep: 3 - remainder..3 });
@@ -111,7 +112,8 @@ impl MofNetEstimator {
     pub fn from_checkpoint(path: &Path, cfg: MofConfig, iters: usize, precision: WeightPrecision, device: &Device) -> Result<Self> {
         let tensors = weights::load_checkpoint(path, precision, device)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
-        let model = MofNet::new(vb, &cfg).map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit the MOFNet config: {e}") })?;
+        let model = MofNet::new(vb, &cfg)
+            .map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit the MOFNet config: {e}") })?;
         let mut estimator = Self::from_model(model, iters, device, weights_id(path)?)?;
         estimator.precision = precision;
         Ok(estimator)
@@ -180,7 +182,8 @@ impl FlowEstimator for MofNetEstimator {
         for window in window_plan(n) {
             let first = window.frames.iter().copied().min().unwrap_or(0);
             features.retain(|&k, _| k >= first);
-            let missing: Vec<usize> = window.frames.iter().copied().filter(|k| !features.contains_key(k)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+            let missing: Vec<usize> =
+                window.frames.iter().copied().filter(|k| !features.contains_key(k)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
             if !missing.is_empty() {
                 let images = self.to_tensor(frames.select(Axis(0), &missing).view())?;
                 let fmaps = self.model.features(&images)?;

@@ -18,7 +18,7 @@
 //!    whole video, CLIP mean/std, bilinear resize to the vision grid, temporal alignment,
 //!    Qwen2.5-VL patch order (`motion_mllm.py:112-173`). Nothing is quantised.
 
-use ndarray::{s, Array2, Array4, ArrayView4, Axis};
+use ndarray::{Array2, Array4, ArrayView4, Axis, s};
 
 use motionvl_data::preprocess::PreprocessConfig;
 

@@ -19,7 +19,7 @@
 //! [`Alignment::Central`] averages the flows arriving at and leaving frame t (a central
 //! difference), with the ends taking their only neighbour.
 
-use ndarray::{s, Array4, ArrayView4, Axis};
+use ndarray::{Array4, ArrayView4, Axis, s};
 
 use crate::error::{FlowError, Result};
 

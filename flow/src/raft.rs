@@ -25,8 +25,8 @@ pub use config::{RaftArch, RaftConfig};
 pub use model::Raft;
 
 use crate::error::{FlowError, Result};
-use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::state_dict::weights_id;
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
 const FEATURE_BATCH: usize = 8;
@@ -62,7 +62,8 @@ impl RaftEstimator {
     pub fn from_checkpoint(path: &Path, cfg: RaftConfig, iters: usize, device: &Device) -> Result<Self> {
         let tensors = weights::load_checkpoint(path, device)?;
         let vb = VarBuilder::from_tensors(tensors, DType::F32, device);
-        let model = Raft::new(vb, &cfg).map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit {:?}: {e}", cfg.arch) })?;
+        let model = Raft::new(vb, &cfg)
+            .map_err(|e| FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("does not fit {:?}: {e}", cfg.arch) })?;
         Ok(Self::from_model(model, iters, device, weights_id(path)?))
     }
 

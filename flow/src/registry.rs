@@ -77,5 +77,4 @@ mod tests {
         let refused = estimator_from_spec(&rounded, &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(refused.contains("bf16-rounded") && refused.contains("`dis`"), "{refused}");
     }
-
 }

@@ -11,13 +11,23 @@ use ndarray::{Array3, Array4, ArrayView3};
 /// A known motion between the two frames of a pair, in pixels of a `H×W` frame.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Motion {
-    Translation { dx: f32, dy: f32 },
+    Translation {
+        dx: f32,
+        dy: f32,
+    },
     /// Rotation about the frame centre, counter-clockwise in image coordinates (y down).
-    Rotation { degrees: f32 },
+    Rotation {
+        degrees: f32,
+    },
     /// Scaling about the frame centre (`scale > 1`: content moves outwards).
-    Zoom { scale: f32 },
+    Zoom {
+        scale: f32,
+    },
     /// A smooth random field: a few low-frequency sinusoids per component, peak `amplitude` px.
-    Smooth { amplitude: f32, seed: u64 },
+    Smooth {
+        amplitude: f32,
+        seed: u64,
+    },
 }
 
 /// Two RGB frames `[2,H,W,3]` and the exact forward flow `[2,H,W]` between them.

@@ -3,7 +3,7 @@
 //! speed relative to the field's largest vector — and a strip of frames above their flows.
 //! Display only: the per-image normalisation here is exactly what pseudo-images avoid.
 
-use image::{imageops, RgbImage};
+use image::{RgbImage, imageops};
 use ndarray::{ArrayView3, ArrayView4, Axis};
 
 /// The 55 wheel colours: red → yellow → green → cyan → blue → magenta → red, with the
@@ -33,7 +33,8 @@ pub fn flow_to_rgb(flow: ArrayView3<f32>, max_radius: Option<f32>) -> RgbImage {
     let (_, h, w) = flow.dim();
     let wheel = colour_wheel();
     let n = wheel.len() as f32;
-    let largest = flow.index_axis(Axis(0), 0).iter().zip(flow.index_axis(Axis(0), 1).iter()).map(|(u, v)| (u * u + v * v).sqrt()).fold(0f32, f32::max);
+    let largest =
+        flow.index_axis(Axis(0), 0).iter().zip(flow.index_axis(Axis(0), 1).iter()).map(|(u, v)| (u * u + v * v).sqrt()).fold(0f32, f32::max);
     let scale = max_radius.unwrap_or(largest).max(1e-5);
     RgbImage::from_fn(w as u32, h as u32, |x, y| {
         let (u, v) = (flow[[0, y as usize, x as usize]] / scale, flow[[1, y as usize, x as usize]] / scale);
@@ -65,7 +66,10 @@ pub fn frame_to_rgb(frame: ArrayView3<u8>) -> RgbImage {
 pub fn strip(frames: ArrayView4<u8>, flows: ArrayView4<f32>, tile_height: u32) -> RgbImage {
     let (n, h, w, _) = frames.dim();
     let tile_w = ((w as f32 * tile_height as f32 / h as f32).round() as u32).max(1);
-    let largest = flows.axis_iter(Axis(0)).map(|f| f.index_axis(Axis(0), 0).iter().zip(f.index_axis(Axis(0), 1).iter()).map(|(u, v)| (u * u + v * v).sqrt()).fold(0f32, f32::max)).fold(0f32, f32::max);
+    let largest = flows
+        .axis_iter(Axis(0))
+        .map(|f| f.index_axis(Axis(0), 0).iter().zip(f.index_axis(Axis(0), 1).iter()).map(|(u, v)| (u * u + v * v).sqrt()).fold(0f32, f32::max))
+        .fold(0f32, f32::max);
     let mut out = RgbImage::from_pixel(tile_w * n as u32, tile_height * 2, image::Rgb([255, 255, 255]));
     for t in 0..n {
         let frame = imageops::resize(&frame_to_rgb(frames.index_axis(Axis(0), t)), tile_w, tile_height, imageops::FilterType::Triangle);

@@ -10,7 +10,7 @@
 use std::time::Instant;
 
 use candle_core::{Device, Tensor, Var};
-use motionvl_models::fused::attention::{attention, Mask};
+use motionvl_models::fused::attention::{Mask, attention};
 use motionvl_models::ops;
 
 #[global_allocator]

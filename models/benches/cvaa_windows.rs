@@ -22,7 +22,8 @@ fn env_usize(key: &str, default: usize) -> usize {
 }
 
 fn main() -> anyhow::Result<()> {
-    let checkpoint = PathBuf::from(std::env::var("CVAA_CHECKPOINT").map_err(|_| anyhow::anyhow!("set CVAA_CHECKPOINT to a `train cvaa` checkpoint folder"))?);
+    let checkpoint =
+        PathBuf::from(std::env::var("CVAA_CHECKPOINT").map_err(|_| anyhow::anyhow!("set CVAA_CHECKPOINT to a `train cvaa` checkpoint folder"))?);
     let (windows, batch) = (env_usize("CVAA_WINDOWS", 512), env_usize("CVAA_BATCH", 64));
     let model = Cvaa::load(&checkpoint, &Device::Cpu)?;
     let s = model.config().satellite_size;

@@ -15,12 +15,12 @@ use std::time::Instant;
 
 use anyhow::Context;
 use candle_core::{Device, Tensor};
+use motionvl_models::Qwen25VlConfig;
 use motionvl_models::init::random_model;
-use motionvl_models::machine::{peak_rss_mib, MachineReport};
+use motionvl_models::machine::{MachineReport, peak_rss_mib};
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
-use motionvl_models::Qwen25VlConfig;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 
 mod common;
 use common::{as_the_cli_runs, child};
@@ -38,7 +38,6 @@ fn flag(args: &[String], name: &str, default: usize) -> anyhow::Result<usize> {
         None => Ok(default),
     }
 }
-
 
 /// The left-padded batch the Python side builds.
 fn prompts(cfg: &Qwen25VlConfig, rows: usize) -> PromptBatch {
@@ -59,7 +58,12 @@ fn prompts(cfg: &Qwen25VlConfig, rows: usize) -> PromptBatch {
     for ids in rows {
         let pad = width - ids.len();
         batch.mask.push((0..width).map(|i| i >= pad).collect());
-        batch.kinds.push((0..pad).map(|_| TokenKind::Text).chain(ids.iter().map(|&t| if t == cfg.video_token_id { TokenKind::Video } else { TokenKind::Text })).collect());
+        batch.kinds.push(
+            (0..pad)
+                .map(|_| TokenKind::Text)
+                .chain(ids.iter().map(|&t| if t == cfg.video_token_id { TokenKind::Video } else { TokenKind::Text }))
+                .collect(),
+        );
         batch.ids.push(std::iter::repeat_n(PAD, pad).chain(ids).collect());
     }
     batch
@@ -73,7 +77,10 @@ fn measure(rows: usize, new_tokens: usize) -> anyhow::Result<Value> {
     let patches = GRID.iter().product::<usize>();
     let inputs = VisionInputs {
         images: None,
-        videos: Some(PixelInput { pixel_values: Tensor::randn(0f32, 1.0, (rows * patches, cfg.vision.patch_dim()), &device)?, grids: vec![GRID; rows] }),
+        videos: Some(PixelInput {
+            pixel_values: Tensor::randn(0f32, 1.0, (rows * patches, cfg.vision.patch_dim()), &device)?,
+            grids: vec![GRID; rows],
+        }),
         video_seconds_per_grid: vec![1.0; rows],
     };
     let median = |new: usize| -> anyhow::Result<f64> {
@@ -100,7 +107,6 @@ fn measure(rows: usize, new_tokens: usize) -> anyhow::Result<Value> {
     }))
 }
 
-
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let rows = flag(&args, "--rows", 4)?;
@@ -116,7 +122,9 @@ fn main() -> anyhow::Result<()> {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/qwen25vl_generate.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     let torch = child(Command::new(python).args([script, "--rows", &r, "--new-tokens", &n]), "transformers generate");
-    let candle = child(as_the_cli_runs(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n])), "candle generate").context("candle side")?;
+    let candle =
+        child(as_the_cli_runs(Command::new(std::env::current_exe()?).args(["--measure", "--rows", &r, "--new-tokens", &n])), "candle generate")
+            .context("candle side")?;
     println!("load average: {:.2} before, {:.2} after", before.load_1m, MachineReport::now().load_1m);
     println!("candle  {candle}");
     if let Some(torch) = torch {

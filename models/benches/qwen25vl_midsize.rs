@@ -16,14 +16,14 @@ use std::time::Instant;
 
 use anyhow::Context;
 use candle_core::{DType, Device, Shape, Tensor, Var};
-use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
-use motionvl_models::flops::ForwardFlops;
-use motionvl_models::machine::{peak_rss_mib, MachineReport};
-use motionvl_models::qwen25vl::{causal_lm_loss, PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
-use motionvl_models::rope::TokenKind;
+use candle_nn::var_builder::SimpleBackend;
 use motionvl_models::Qwen25VlConfig;
-use serde_json::{json, Value};
+use motionvl_models::flops::ForwardFlops;
+use motionvl_models::machine::{MachineReport, peak_rss_mib};
+use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs, causal_lm_loss};
+use motionvl_models::rope::TokenKind;
+use serde_json::{Value, json};
 
 mod common;
 use common::{as_the_cli_runs, child};
@@ -78,7 +78,6 @@ fn median_seconds(mut f: impl FnMut() -> anyhow::Result<()>, runs: usize) -> any
     Ok(times[times.len() / 2])
 }
 
-
 /// The benchmark's prompt: 20 text tokens, the video, 40 text tokens; labels on the last 30.
 fn prompt(cfg: &Qwen25VlConfig) -> (PromptBatch, Vec<Vec<i64>>) {
     let mut ids = vec![151644u32];
@@ -112,7 +111,13 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
     // A backward pass is timed only once it is shown to reach every trained weight.
     let require_all_reached = |grads: &candle_core::backprop::GradStore| -> anyhow::Result<()> {
         let vars = weights.0.lock().map_err(|_| anyhow::anyhow!("weights poisoned"))?;
-        let missing: Vec<&str> = vars.iter().filter(|(_, v)| grads.get(v).is_none_or(|g| g.abs().and_then(|a| a.max_all()).and_then(|m| m.to_scalar::<f32>()).is_ok_and(|m| m == 0.0))).map(|(n, _)| n.as_str()).collect();
+        let missing: Vec<&str> = vars
+            .iter()
+            .filter(|(_, v)| {
+                grads.get(v).is_none_or(|g| g.abs().and_then(|a| a.max_all()).and_then(|m| m.to_scalar::<f32>()).is_ok_and(|m| m == 0.0))
+            })
+            .map(|(n, _)| n.as_str())
+            .collect();
         anyhow::ensure!(missing.is_empty(), "{mode}: {} of {} trained weights got no gradient, e.g. {}", missing.len(), vars.len(), missing[0]);
         Ok(())
     };
@@ -146,8 +151,6 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
     Ok(json!({ "mode": mode, "seconds": (seconds * 1000.0).round() / 1000.0, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }))
 }
 
-
-
 fn main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     if let Some(i) = args.iter().position(|a| a == "--measure") {
@@ -168,8 +171,18 @@ fn main() -> anyhow::Result<()> {
     // (mode, candle mode, FLOPs candle does, FLOPs PyTorch does)
     let plan = [
         ("prefill forward (logits of every token)", "prefill", flops.prefill(tokens), flops.prefill(tokens)),
-        ("forward + backward (motionvl: LM head on the 30 labelled rows)", "train", flops.train_language_model(LABELLED), flops.train_language_model(tokens)),
-        ("forward + backward (both: logits of every token)", "train-full-logits", flops.train_language_model(tokens), flops.train_language_model(tokens)),
+        (
+            "forward + backward (motionvl: LM head on the 30 labelled rows)",
+            "train",
+            flops.train_language_model(LABELLED),
+            flops.train_language_model(tokens),
+        ),
+        (
+            "forward + backward (both: logits of every token)",
+            "train-full-logits",
+            flops.train_language_model(tokens),
+            flops.train_language_model(tokens),
+        ),
     ];
     let torch_mode = |candle_mode: &str| if candle_mode == "prefill" { "prefill" } else { "train" };
     let mut torch_runs: std::collections::HashMap<&str, Option<Value>> = Default::default();
@@ -186,22 +199,38 @@ fn main() -> anyhow::Result<()> {
     let after = MachineReport::now();
 
     if let Some(t) = torch_runs.values().flatten().next() {
-        println!("pytorch {}", json!({ "torch": t["torch"], "cpu_capability": t["cpu_capability"], "blas": t["blas"], "threads": t["threads"], "attention": t["attention"] }));
+        println!(
+            "pytorch {}",
+            json!({ "torch": t["torch"], "cpu_capability": t["cpu_capability"], "blas": t["blas"], "threads": t["threads"], "attention": t["attention"] })
+        );
     }
     println!("load average: {:.2} before, {:.2} after", before.load_1m, after.load_1m);
     println!("\n| | motionvl | PyTorch | PyTorch / motionvl time |\n|---|---|---|---|");
     let gflops = |flops: f64, s: f64| flops / s / 1e9;
     for (label, candle, candle_flops, torch, torch_flops) in &rows {
         let cs = candle["seconds"].as_f64().unwrap_or(f64::NAN);
-        let (ts, tmem) = torch.as_ref().map_or((f64::NAN, f64::NAN), |t| (t["seconds"].as_f64().unwrap_or(f64::NAN), t["peak_rss_MiB"].as_f64().unwrap_or(f64::NAN)));
-        println!("| {label} | {cs:.3} s, {:.0} GFLOP/s | {ts:.3} s, {:.0} GFLOP/s | {:.2}× |", gflops(*candle_flops, cs), gflops(*torch_flops, ts), ts / cs);
+        let (ts, tmem) = torch
+            .as_ref()
+            .map_or((f64::NAN, f64::NAN), |t| (t["seconds"].as_f64().unwrap_or(f64::NAN), t["peak_rss_MiB"].as_f64().unwrap_or(f64::NAN)));
+        println!(
+            "| {label} | {cs:.3} s, {:.0} GFLOP/s | {ts:.3} s, {:.0} GFLOP/s | {:.2}× |",
+            gflops(*candle_flops, cs),
+            gflops(*torch_flops, ts),
+            ts / cs
+        );
         println!("| … peak RSS | {} MiB | {tmem} MiB | {:.2} |", candle["peak_rss_MiB"], tmem / candle["peak_rss_MiB"].as_f64().unwrap_or(f64::NAN));
     }
     for (name, m, n, k) in MATMULS {
         let f = 2.0 * (m * n * k) as f64;
         let cs = candle_mm["matmul_s"][name].as_f64().unwrap_or(f64::NAN);
         let ts = torch_mm.as_ref().and_then(|t| t["matmul_s"][name].as_f64()).unwrap_or(f64::NAN);
-        println!("| matmul {name} [{m}×{k}]·[{k}×{n}] | {:.4} s, {:.0} GFLOP/s | {ts:.4} s, {:.0} GFLOP/s | {:.2}× |", cs, gflops(f, cs), gflops(f, ts), ts / cs);
+        println!(
+            "| matmul {name} [{m}×{k}]·[{k}×{n}] | {:.4} s, {:.0} GFLOP/s | {ts:.4} s, {:.0} GFLOP/s | {:.2}× |",
+            cs,
+            gflops(f, cs),
+            gflops(f, ts),
+            ts / cs
+        );
     }
     Ok(())
 }

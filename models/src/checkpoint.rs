@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 
 use candle_core::safetensors::MmapedSafetensors;
 use candle_core::{DType, Device, Shape, Tensor, Var};
-use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
+use candle_nn::var_builder::SimpleBackend;
 
 use crate::config::Qwen25VlConfig;
 use crate::error::{ModelError, Result};
@@ -75,10 +75,7 @@ impl CheckpointFiles {
         let fetch = |file: &str| hub.fetch(repo, revision, file);
         let config = fetch("config.json")?;
         let weights = match fetch(INDEX_FILE) {
-            Ok(index) => shard_names(&index)?
-                .iter()
-                .map(|f| fetch(f))
-                .collect::<Result<Vec<_>>>()?,
+            Ok(index) => shard_names(&index)?.iter().map(|f| fetch(f)).collect::<Result<Vec<_>>>()?,
             Err(_) => vec![fetch(SINGLE_FILE)?],
         };
         // Tokenizer and processor files sit beside the config in the snapshot; not every
@@ -99,13 +96,8 @@ fn shard_names(index: &Path) -> Result<BTreeSet<String>> {
     let text = std::fs::read_to_string(index).map_err(|source| ModelError::Io { path: index.to_path_buf(), source })?;
     let bad = |reason: String| ModelError::Config { path: index.to_path_buf(), reason };
     let json: serde_json::Value = serde_json::from_str(&text).map_err(|e| bad(e.to_string()))?;
-    let map = json
-        .get("weight_map")
-        .and_then(|m| m.as_object())
-        .ok_or_else(|| bad("no `weight_map` object".into()))?;
-    map.values()
-        .map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad("`weight_map` values must be file names".into())))
-        .collect()
+    let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| bad("no `weight_map` object".into()))?;
+    map.values().map(|v| v.as_str().map(str::to_owned).ok_or_else(|| bad("`weight_map` values must be file names".into()))).collect()
 }
 
 /// How hub ids are resolved: the cache folder and whether the network may be used.
@@ -119,18 +111,14 @@ impl HubOptions {
     /// `HF_HUB_CACHE`, else `$HF_HOME/hub`, else `~/.cache/huggingface/hub`; offline when
     /// `HF_HUB_OFFLINE` is `1`/`true` (hf-hub itself reads neither variable).
     pub fn from_env() -> Self {
-        let cache_dir = std::env::var_os("HF_HUB_CACHE")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| hf_hub::Cache::from_env().path().clone());
+        let cache_dir = std::env::var_os("HF_HUB_CACHE").map(PathBuf::from).unwrap_or_else(|| hf_hub::Cache::from_env().path().clone());
         let offline = std::env::var("HF_HUB_OFFLINE").is_ok_and(|v| matches!(v.as_str(), "1" | "true" | "TRUE" | "yes"));
         Self { cache_dir, offline }
     }
 
     pub fn fetch(&self, repo: &str, revision: &str, file: &str) -> Result<PathBuf> {
         let cache = hf_hub::Cache::new(self.cache_dir.clone());
-        let cached = cache
-            .repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into()))
-            .get(file);
+        let cached = cache.repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into())).get(file);
         if let Some(path) = cached {
             return Ok(path);
         }
@@ -138,13 +126,8 @@ impl HubOptions {
             return Err(ModelError::NotCached { repo: repo.into(), file: file.into(), cache: self.cache_dir.clone() });
         }
         let hub_error = |reason: String| ModelError::Hub { repo: repo.into(), file: file.into(), reason };
-        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache)
-            .with_progress(true)
-            .build()
-            .map_err(|e| hub_error(e.to_string()))?;
-        api.repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into()))
-            .get(file)
-            .map_err(|e| hub_error(e.to_string()))
+        let api = hf_hub::api::sync::ApiBuilder::from_cache(cache).with_progress(true).build().map_err(|e| hub_error(e.to_string()))?;
+        api.repo(hf_hub::Repo::with_revision(repo.into(), hf_hub::RepoType::Model, revision.into())).get(file).map_err(|e| hub_error(e.to_string()))
     }
 }
 
@@ -171,20 +154,13 @@ impl CheckpointWeights {
     pub fn open(files: &[PathBuf]) -> Result<Self> {
         for file in files {
             if !file.is_file() {
-                return Err(ModelError::Io {
-                    path: file.clone(),
-                    source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights file missing"),
-                });
+                return Err(ModelError::Io { path: file.clone(), source: std::io::Error::new(std::io::ErrorKind::NotFound, "weights file missing") });
             }
         }
         // SAFETY: the files are opened read-only; mutating them while mapped is outside our contract,
         // as for every mmap-based loader (candle's own VarBuilder does the same).
         let tensors = unsafe { MmapedSafetensors::multi(files) }?;
-        let stored_names = tensors
-            .tensors()
-            .into_iter()
-            .map(|(name, _)| (canonical_name(&name), name))
-            .collect();
+        let stored_names = tensors.tensors().into_iter().map(|(name, _)| (canonical_name(&name), name)).collect();
         let files = files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>().join(", ");
         Ok(Self { tensors, stored_names, files })
     }
@@ -199,19 +175,13 @@ impl CheckpointWeights {
     }
 
     pub fn load(&self, name: &str, dtype: DType, device: &Device) -> Result<Tensor> {
-        let stored = self
-            .stored_names
-            .get(name)
-            .ok_or_else(|| ModelError::MissingTensor { name: name.into(), files: self.files.clone() })?;
+        let stored = self.stored_names.get(name).ok_or_else(|| ModelError::MissingTensor { name: name.into(), files: self.files.clone() })?;
         Ok(self.tensors.load(stored, device)?.to_dtype(dtype)?)
     }
 
     /// A tensor in the dtype it is stored in.
     pub fn load_stored(&self, name: &str, device: &Device) -> Result<Tensor> {
-        let stored = self
-            .stored_names
-            .get(name)
-            .ok_or_else(|| ModelError::MissingTensor { name: name.into(), files: self.files.clone() })?;
+        let stored = self.stored_names.get(name).ok_or_else(|| ModelError::MissingTensor { name: name.into(), files: self.files.clone() })?;
         Ok(self.tensors.load(stored, device)?)
     }
 

@@ -188,14 +188,8 @@ impl Qwen25VlConfig {
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        Self::from_json(&text).map_err(|reason| ModelError::Config {
-            path: path.to_path_buf(),
-            reason,
-        })
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        Self::from_json(&text).map_err(|reason| ModelError::Config { path: path.to_path_buf(), reason })
     }
 
     /// Parses either config layout; the error names the first missing or invalid key.
@@ -206,30 +200,14 @@ impl Qwen25VlConfig {
         let top = raw.top;
         macro_rules! text_key {
             ($key:ident) => {
-                nested
-                    .$key
-                    .clone()
-                    .or(top.$key.clone())
-                    .ok_or_else(|| format!("missing `{}`", stringify!($key)))?
+                nested.$key.clone().or(top.$key.clone()).ok_or_else(|| format!("missing `{}`", stringify!($key)))?
             };
         }
-        let rope = nested
-            .rope_parameters
-            .as_ref()
-            .or(nested.rope_scaling.as_ref())
-            .or(top.rope_parameters.as_ref())
-            .or(top.rope_scaling.as_ref());
-        let mrope = rope
-            .and_then(|r| r.mrope_section.clone())
-            .ok_or("missing `mrope_section` (in rope_scaling or rope_parameters)")?;
-        let mrope_section: [usize; 3] = mrope
-            .try_into()
-            .map_err(|v: Vec<usize>| format!("`mrope_section` must have 3 entries, found {}", v.len()))?;
-        let rope_theta = rope
-            .and_then(|r| r.rope_theta)
-            .or(nested.rope_theta)
-            .or(top.rope_theta)
-            .ok_or("missing `rope_theta`")?;
+        let rope = nested.rope_parameters.as_ref().or(nested.rope_scaling.as_ref()).or(top.rope_parameters.as_ref()).or(top.rope_scaling.as_ref());
+        let mrope = rope.and_then(|r| r.mrope_section.clone()).ok_or("missing `mrope_section` (in rope_scaling or rope_parameters)")?;
+        let mrope_section: [usize; 3] =
+            mrope.try_into().map_err(|v: Vec<usize>| format!("`mrope_section` must have 3 entries, found {}", v.len()))?;
+        let rope_theta = rope.and_then(|r| r.rope_theta).or(nested.rope_theta).or(top.rope_theta).ok_or("missing `rope_theta`")?;
         let act = |name: Option<String>| -> std::result::Result<Activation, String> {
             let name = name.unwrap_or_else(|| "silu".into());
             Activation::parse(&name).ok_or(format!("unsupported activation `{name}`"))
@@ -263,9 +241,7 @@ impl Qwen25VlConfig {
         let v = raw.vision_config.ok_or("missing `vision_config`")?;
         macro_rules! vision_key {
             ($key:ident) => {
-                v.$key
-                    .clone()
-                    .ok_or_else(|| format!("missing `vision_config.{}`", stringify!($key)))?
+                v.$key.clone().ok_or_else(|| format!("missing `vision_config.{}`", stringify!($key)))?
             };
         }
         let vision = VisionConfig {
@@ -280,7 +256,8 @@ impl Qwen25VlConfig {
             temporal_patch_size: v.temporal_patch_size.unwrap_or(2),
             window_size: v.window_size.unwrap_or(112),
             fullatt_block_indexes: v.fullatt_block_indexes.clone().unwrap_or_default(),
-            tokens_per_second: whole(v.tokens_per_second.unwrap_or(2.0)).ok_or("`vision_config.tokens_per_second` must be a whole number (transformers reads it as an int)")?,
+            tokens_per_second: whole(v.tokens_per_second.unwrap_or(2.0))
+                .ok_or("`vision_config.tokens_per_second` must be a whole number (transformers reads it as an int)")?,
             hidden_act: act(v.hidden_act.clone())?,
             rope_theta: v.rope_parameters.as_ref().and_then(|r| r.rope_theta).unwrap_or(10000.0),
         };
@@ -386,6 +363,9 @@ mod tests {
         assert_eq!(cfg.vision_token_mismatch(same), None);
         let shifted = [same[0], same[1] + 7, same[2], same[3] + 1];
         let said = cfg.vision_token_mismatch(shifted).unwrap_or_default();
-        assert_eq!(said, format!("the model's video_token_id is {} but the tokenizer gives {}: they come from different checkpoints", same[1], same[1] + 7));
+        assert_eq!(
+            said,
+            format!("the model's video_token_id is {} but the tokenizer gives {}: they come from different checkpoints", same[1], same[1] + 7)
+        );
     }
 }

@@ -10,7 +10,7 @@
 
 use std::path::Path;
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::{Init, VarBuilder};
 use serde::{Deserialize, Serialize};
 
@@ -132,8 +132,14 @@ impl Adapter {
         let fc2 = vb.pp("fc2");
         let normal = Init::Randn { mean: 0.0, stdev: (dim as f64).powf(-0.5) };
         Ok(Self {
-            fc1: Linear::from_parts(fc1.get_with_hints((hidden, dim), "weight", normal)?, Some(fc1.get_with_hints(hidden, "bias", Init::Const(0.0))?)),
-            fc2: Linear::from_parts(fc2.get_with_hints((dim, hidden), "weight", Init::Const(0.0))?, Some(fc2.get_with_hints(dim, "bias", Init::Const(0.0))?)),
+            fc1: Linear::from_parts(
+                fc1.get_with_hints((hidden, dim), "weight", normal)?,
+                Some(fc1.get_with_hints(hidden, "bias", Init::Const(0.0))?),
+            ),
+            fc2: Linear::from_parts(
+                fc2.get_with_hints((dim, hidden), "weight", Init::Const(0.0))?,
+                Some(fc2.get_with_hints(dim, "bias", Init::Const(0.0))?),
+            ),
         })
     }
 
@@ -281,7 +287,14 @@ mod tests {
     #[test]
     fn adapters_start_as_the_identity_and_outputs_are_unit_length() {
         let cfg = CvaaConfig {
-            backbone: Dinov2Config { hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, image_size: 28, patch_size: 14, ..Dinov2Config::default() },
+            backbone: Dinov2Config {
+                hidden_size: 32,
+                num_hidden_layers: 1,
+                num_attention_heads: 2,
+                image_size: 28,
+                patch_size: 14,
+                ..Dinov2Config::default()
+            },
             interpolation: Interpolation::Transformers,
             embed_dim: 16,
             adapter_hidden: 24,

@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use crate::checkpoint::HubOptions;
 use crate::config::Activation;
 use crate::error::{ModelError, Result};
-use crate::ops::{attention, LayerNorm, Linear};
+use crate::ops::{LayerNorm, Linear, attention};
 
 /// The `Dinov2Config` keys the backbone reads (`config.json` of a transformers checkpoint).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -269,11 +269,11 @@ impl Dinov2Embeddings {
         }
         let (rows, cols) = (h / p, w / p);
         // The stride-P convolution as a matmul over flattened patches: [B, rows·cols, C·P·P].
-        let patches = pixel_values
-            .to_dtype(self.projection.dtype())?
-            .reshape((b, c, rows, p, cols, p))?
-            .permute((0, 2, 4, 1, 3, 5))?
-            .reshape((b, rows * cols, c * p * p))?;
+        let patches = pixel_values.to_dtype(self.projection.dtype())?.reshape((b, c, rows, p, cols, p))?.permute((0, 2, 4, 1, 3, 5))?.reshape((
+            b,
+            rows * cols,
+            c * p * p,
+        ))?;
         let tokens = patches.broadcast_matmul(&self.projection.t()?)?.broadcast_add(&self.projection_bias)?;
         let d = tokens.dim(2)?;
         let cls = self.cls_token.broadcast_as((b, 1, d))?;
@@ -422,9 +422,7 @@ impl Dinov2Model {
     /// transformers does (N(0, 0.02²) weights, zero biases, unit norms and LayerScale).
     pub fn new(cfg: &Dinov2Config, interpolation: PosInterpolation, vb: VarBuilder) -> Result<Self> {
         let act = cfg.activation().map_err(ModelError::Input)?;
-        let layers = (0..cfg.num_hidden_layers)
-            .map(|i| Dinov2Layer::new(cfg, act, vb.pp(format!("encoder.layer.{i}"))))
-            .collect::<Result<_>>()?;
+        let layers = (0..cfg.num_hidden_layers).map(|i| Dinov2Layer::new(cfg, act, vb.pp(format!("encoder.layer.{i}")))).collect::<Result<_>>()?;
         Ok(Self {
             embeddings: Dinov2Embeddings::new(cfg, interpolation, vb.pp("embeddings"))?,
             layers,
@@ -519,10 +517,8 @@ impl Dinov2Weights {
         let files = weights_file.display().to_string();
         let stored = candle_core::safetensors::load(&weights_file, device)?;
         // Heads and wrappers of classification checkpoints sit around the backbone.
-        let stored: HashMap<String, Tensor> = stored
-            .into_iter()
-            .map(|(name, t)| (name.strip_prefix("dinov2.").map(str::to_owned).unwrap_or(name), t))
-            .collect();
+        let stored: HashMap<String, Tensor> =
+            stored.into_iter().map(|(name, t)| (name.strip_prefix("dinov2.").map(str::to_owned).unwrap_or(name), t)).collect();
         let naming = if stored.contains_key("pos_embed") {
             Dinov2Naming::Meta
         } else if stored.keys().any(|n| n.contains(".attention.q_proj.")) {
@@ -537,12 +533,14 @@ impl Dinov2Weights {
                 return Err(ModelError::Io {
                     path: path.join("config.json"),
                     source: std::io::Error::new(std::io::ErrorKind::NotFound, "a transformers DINOv2 checkpoint needs its config.json"),
-                })
+                });
             }
         };
         let (tensors, interpolation) = match naming {
             Dinov2Naming::Hub => (stored, PosInterpolation::Transformers),
-            Dinov2Naming::Transformers5 => (stored.into_iter().map(|(n, t)| (hub_name_of_transformers5(&n), t)).collect(), PosInterpolation::Transformers),
+            Dinov2Naming::Transformers5 => {
+                (stored.into_iter().map(|(n, t)| (hub_name_of_transformers5(&n), t)).collect(), PosInterpolation::Transformers)
+            }
             Dinov2Naming::Meta => {
                 let interpolation = if stored.contains_key("mask_token") { PosInterpolation::Meta } else { PosInterpolation::Timm };
                 (hub_tensors_of_meta(stored, &files)?, interpolation)

@@ -20,31 +20,19 @@ pub enum ModelError {
     #[error("the adapter adapts `{module}`, which the base model does not have — the adapter was trained on another model")]
     AdapterExtraModule { module: String },
     #[error("checkpoint tensor `{name}` has shape {found:?}, the config expects {expected:?}")]
-    TensorShape {
-        name: String,
-        expected: Vec<usize>,
-        found: Vec<usize>,
-    },
+    TensorShape { name: String, expected: Vec<usize>, found: Vec<usize> },
     #[error("no safetensors weights in {0} (expected model.safetensors or model.safetensors.index.json)")]
     NoWeights(PathBuf),
-    #[error("model `{repo}` file `{file}` is not in the Hugging Face cache at {cache} and offline mode is on; download it first (or unset HF_HUB_OFFLINE) or pass a local directory")]
-    NotCached {
-        repo: String,
-        file: String,
-        cache: PathBuf,
-    },
+    #[error(
+        "model `{repo}` file `{file}` is not in the Hugging Face cache at {cache} and offline mode is on; download it first (or unset HF_HUB_OFFLINE) or pass a local directory"
+    )]
+    NotCached { repo: String, file: String, cache: PathBuf },
     #[error("downloading `{file}` of `{repo}` failed: {reason}")]
-    Hub {
-        repo: String,
-        file: String,
-        reason: String,
-    },
-    #[error("{kind} placeholder tokens and {kind} features disagree: the prompt holds {tokens} placeholder tokens but the vision tower produced {features} feature rows")]
-    PlaceholderMismatch {
-        kind: &'static str,
-        tokens: usize,
-        features: usize,
-    },
+    Hub { repo: String, file: String, reason: String },
+    #[error(
+        "{kind} placeholder tokens and {kind} features disagree: the prompt holds {tokens} placeholder tokens but the vision tower produced {features} feature rows"
+    )]
+    PlaceholderMismatch { kind: &'static str, tokens: usize, features: usize },
     #[error("{path}: {reason}")]
     Package { path: PathBuf, reason: String },
     #[error("invalid input: {0}")]

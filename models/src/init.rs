@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Device, Shape, Tensor};
-use candle_nn::var_builder::SimpleBackend;
 use candle_nn::VarBuilder;
+use candle_nn::var_builder::SimpleBackend;
 use rand::{Rng, SeedableRng};
 
 use crate::config::Qwen25VlConfig;
@@ -74,6 +74,7 @@ pub fn save_checkpoint(dir: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<Strin
     std::fs::create_dir_all(dir).map_err(|source| ModelError::Io { path: dir.to_path_buf(), source })?;
     motionvl_data::files::write_json_atomic(&dir.join("config.json"), &cfg.to_hub_json())?;
     candle_core::safetensors::save(tensors, dir.join("model.safetensors"))?;
-    motionvl_data::files::apply_default_mode(&dir.join("model.safetensors")).map_err(|source| ModelError::Io { path: dir.join("model.safetensors"), source })?;
+    motionvl_data::files::apply_default_mode(&dir.join("model.safetensors"))
+        .map_err(|source| ModelError::Io { path: dir.join("model.safetensors"), source })?;
     Ok(())
 }

@@ -16,15 +16,15 @@ pub mod lora_adapter;
 pub mod machine;
 pub mod motion;
 pub mod ops;
+pub mod qwen25vl;
 pub mod recompute;
 pub mod rope;
 pub mod seeded;
-pub mod text;
 pub mod sis_package;
+pub mod text;
 pub mod torch_save;
 pub mod training_loss;
 pub mod vision;
-pub mod qwen25vl;
 
 pub use checkpoint::{CheckpointFiles, CheckpointWeights, HubOptions};
 pub use config::{Qwen25VlConfig, TextConfig, VisionConfig};

@@ -20,7 +20,7 @@ use crate::checkpoint::canonical_name;
 use crate::error::{ModelError, Result};
 use crate::ops::Linear;
 
-pub use crate::lora_adapter::{dropout_keep_mask, LoraAdapter, LoraRuntime};
+pub use crate::lora_adapter::{LoraAdapter, LoraRuntime, dropout_keep_mask};
 
 /// The projections LoRA adapts by default: attention and MLP of every decoder layer.
 pub const DEFAULT_TARGETS: [&str; 7] = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"];
@@ -133,7 +133,8 @@ impl LoraWeights {
                     found: vec![b.dim(0)?, a.dim(1)?],
                 });
             }
-            let adapter = LoraAdapter::new(a.clone(), b.clone(), self.config.scale(rank), self.config.dropout, module_id as u64, self.runtime.clone());
+            let adapter =
+                LoraAdapter::new(a.clone(), b.clone(), self.config.scale(rank), self.config.dropout, module_id as u64, self.runtime.clone());
             linear.set_adapter(Some(adapter));
         }
         if let Some(name) = remaining.keys().next() {
@@ -144,10 +145,7 @@ impl LoraWeights {
 
     /// Trainable variables with their PEFT-style names (`<module>.lora_A.weight`).
     pub fn named_vars(&self) -> Vec<(String, Var)> {
-        self.modules
-            .iter()
-            .flat_map(|(m, p)| [(format!("{m}.lora_A.weight"), p.a.clone()), (format!("{m}.lora_B.weight"), p.b.clone())])
-            .collect()
+        self.modules.iter().flat_map(|(m, p)| [(format!("{m}.lora_A.weight"), p.a.clone()), (format!("{m}.lora_B.weight"), p.b.clone())]).collect()
     }
 
     /// Folds every adapter into `tensors` (hub names): `W ← W + scale · B A`.
@@ -187,7 +185,11 @@ impl LoraWeights {
         let fits = a.len() == 2 && b.len() == 2 && b[1] == a[0] && [b[0], a[1]] == weight.dims();
         if !fits {
             let found = [b.first().copied().unwrap_or(0), a.last().copied().unwrap_or(0)];
-            return Err(ModelError::AdapterMismatch { module: module.to_owned(), update: format!("lora_B {b:?} × lora_A {a:?} = {found:?}"), base: format!("{:?}", weight.dims()) });
+            return Err(ModelError::AdapterMismatch {
+                module: module.to_owned(),
+                update: format!("lora_B {b:?} × lora_A {a:?} = {found:?}"),
+                base: format!("{:?}", weight.dims()),
+            });
         }
         let delta = (pair.b.as_tensor().matmul(pair.a.as_tensor())? * self.config.scale(rank))?;
         Ok((weight.to_dtype(DType::F32)? + delta)?.to_dtype(weight.dtype())?)
@@ -203,7 +205,8 @@ impl LoraWeights {
             tensors.insert(format!("{key}.lora_B.weight"), pair.b.as_tensor().clone());
         }
         candle_core::safetensors::save(&tensors, dir.join(WEIGHTS_FILE))?;
-        motionvl_data::files::apply_default_mode(&dir.join(WEIGHTS_FILE)).map_err(|source| ModelError::Io { path: dir.join(WEIGHTS_FILE), source })?;
+        motionvl_data::files::apply_default_mode(&dir.join(WEIGHTS_FILE))
+            .map_err(|source| ModelError::Io { path: dir.join(WEIGHTS_FILE), source })?;
         let alternatives = self.config.target_modules.join("|");
         // PEFT full-matches a string against module paths; this keeps the vision tower's
         // identically named MLP out unless it is adapted too.
@@ -257,10 +260,8 @@ impl LoraWeights {
         let tensors = candle_core::safetensors::load(&weights_path, device)?;
         let mut halves: BTreeMap<String, [Option<Tensor>; 2]> = BTreeMap::new();
         for (key, tensor) in tensors {
-            let (module, half) = peft_module(&key).ok_or_else(|| ModelError::Config {
-                path: weights_path.clone(),
-                reason: format!("`{key}` is not a LoRA A/B weight"),
-            })?;
+            let (module, half) = peft_module(&key)
+                .ok_or_else(|| ModelError::Config { path: weights_path.clone(), reason: format!("`{key}` is not a LoRA A/B weight") })?;
             halves.entry(module).or_default()[half] = Some(tensor.to_dtype(DType::F32)?);
         }
         let mut modules = BTreeMap::new();
@@ -294,11 +295,7 @@ fn peft_module(key: &str) -> Option<(String, usize)> {
     let path = key.strip_prefix("base_model.model.")?;
     let path = path.strip_suffix(".weight")?;
     let path = path.strip_suffix(".default").unwrap_or(path);
-    let (module, half) = if let Some(m) = path.strip_suffix(".lora_A") {
-        (m, 0)
-    } else {
-        (path.strip_suffix(".lora_B")?, 1)
-    };
+    let (module, half) = if let Some(m) = path.strip_suffix(".lora_A") { (m, 0) } else { (path.strip_suffix(".lora_B")?, 1) };
     Some((canonical_name(module), half))
 }
 

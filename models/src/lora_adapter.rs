@@ -2,8 +2,8 @@
 //! switches all adapters of a model share. A leaf: the layers use it, the adapter files
 //! ([`crate::lora`]) build it.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use candle_core::{DType, Device, Tensor};
 
@@ -88,4 +88,3 @@ pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64,
     let uniform = Tensor::rand(0f32, 1f32, shape, device)?;
     uniform.ge(p as f64)?.to_dtype(DType::F32)? * keep as f64
 }
-

@@ -27,10 +27,12 @@ pub struct MachineReport {
 impl MachineReport {
     pub fn now() -> Self {
         let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-        let cpu_model = cpuinfo.lines().find_map(|l| l.strip_prefix("model name")).map_or("unknown".into(), |v| v.trim_start_matches([' ', '\t', ':']).to_owned());
+        let cpu_model = cpuinfo
+            .lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map_or("unknown".into(), |v| v.trim_start_matches([' ', '\t', ':']).to_owned());
         let flags: Vec<&str> = cpuinfo.lines().find_map(|l| l.strip_prefix("flags")).map_or(vec![], |v| v.split_whitespace().collect());
-        let isa: Vec<&'static str> =
-            ["avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"].into_iter().filter(|f| flags.contains(f)).collect();
+        let isa: Vec<&'static str> = ["avx2", "fma", "avx512f", "avx512_bf16", "amx_tile"].into_iter().filter(|f| flags.contains(f)).collect();
         Self {
             cpu_model,
             logical_cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),

@@ -163,7 +163,8 @@ impl Connector {
     /// layer norm in f32) from the connector's f32 master weights.
     pub fn forward(&self, motion_tokens: &Tensor) -> Result<Tensor> {
         let dtype = motion_tokens.dtype();
-        let cast = |l: &Linear| -> Result<Linear> { Ok(Linear::from_parts(l.weight().to_dtype(dtype)?, l.bias().map(|b| b.to_dtype(dtype)).transpose()?)) };
+        let cast =
+            |l: &Linear| -> Result<Linear> { Ok(Linear::from_parts(l.weight().to_dtype(dtype)?, l.bias().map(|b| b.to_dtype(dtype)).transpose()?)) };
         let x = cast(&self.fc1)?.forward(&self.norm.forward(motion_tokens)?)?.gelu_erf()?;
         Ok(cast(&self.fc2)?.forward(&x)?)
     }
@@ -289,7 +290,12 @@ impl MotionBranch {
         {
             return Err(ModelError::Config {
                 path: dir.join(MOTION_META_FILE),
-                reason: format!("records a connector of hidden width {}, but {} holds one of width {}", spec.hidden, path.display(), connector.hidden()?),
+                reason: format!(
+                    "records a connector of hidden width {}, but {} holds one of width {}",
+                    spec.hidden,
+                    path.display(),
+                    connector.hidden()?
+                ),
             });
         }
         let encoder = if meta.own_encoder {

@@ -8,7 +8,7 @@
 //! gradient on the CPU.
 
 use candle_core::backend::BackendStorage;
-use candle_core::{CpuStorage, CustomOp1, DType, Layout, Module, Result, Shape, Storage, Tensor, D};
+use candle_core::{CpuStorage, CustomOp1, D, DType, Layout, Module, Result, Shape, Storage, Tensor};
 use candle_nn::VarBuilder;
 
 /// Root-mean-square norm as Qwen2 computes it: statistics in f32, scale in the input dtype.

@@ -1,16 +1,16 @@
 //! Qwen2.5-VL for conditional generation: the vision tower's features replace the image/video
 //! placeholder tokens, the decoder runs on M-RoPE positions, and the LM head gives logits.
 
-use candle_core::{DType, Device, Module, Tensor, D};
+use candle_core::{D, DType, Device, Module, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::checkpoint::{CheckpointFiles, CheckpointWeights};
 use crate::config::Qwen25VlConfig;
 use crate::error::{ModelError, Result};
 use crate::ops::Linear;
-use crate::rope::{rope_index, RopePositions, TokenKind, VisionSpan};
+use crate::rope::{RopePositions, TokenKind, VisionSpan, rope_index};
 use crate::text::{CausalMask, KvCache, TextModel};
-use crate::training_loss::{log_softmax_f32, mean_nll, EmbeddingLeaf, TrainingLoss};
+use crate::training_loss::{EmbeddingLeaf, TrainingLoss, log_softmax_f32, mean_nll};
 use crate::vision::VisionTower;
 
 /// Token ids of a left-padded batch with, per position, whether it is real and what it holds.
@@ -40,7 +40,8 @@ impl PromptBatch {
                 2 => TokenKind::Video,
                 _ => TokenKind::Text,
             });
-            let (pad_ids, pad_mask, pad_kinds) = (std::iter::repeat_n(pad_id, pad), std::iter::repeat_n(false, pad), std::iter::repeat_n(TokenKind::Text, pad));
+            let (pad_ids, pad_mask, pad_kinds) =
+                (std::iter::repeat_n(pad_id, pad), std::iter::repeat_n(false, pad), std::iter::repeat_n(TokenKind::Text, pad));
             let real = std::iter::repeat_n(true, ids.len());
             match side {
                 Padding::Left => {
@@ -256,9 +257,8 @@ impl Qwen25Vl {
     }
 
     pub fn encode_vision(&self, inputs: &VisionInputs) -> Result<VisionFeatures> {
-        let run = |p: &Option<PixelInput>| -> Result<Option<Tensor>> {
-            p.as_ref().map(|p| self.visual.forward(&p.pixel_values, &p.grids)).transpose()
-        };
+        let run =
+            |p: &Option<PixelInput>| -> Result<Option<Tensor>> { p.as_ref().map(|p| self.visual.forward(&p.pixel_values, &p.grids)).transpose() };
         Ok(VisionFeatures { images: run(&inputs.images)?, videos: run(&inputs.videos)? })
     }
 
@@ -342,7 +342,13 @@ impl Qwen25Vl {
     /// The training loss of [`Self::loss_from_embeds`] on the embeddings [`Self::embed`] makes,
     /// ready for [`TrainingLoss::backward`], which differentiates the LM head and a trained
     /// token embedding directly (see [`crate::training_loss`]): the trainer's path.
-    pub fn training_loss(&self, batch: &PromptBatch, features: &VisionFeatures, positions: &RopePositions, labels: &[Vec<i64>]) -> Result<TrainingLoss> {
+    pub fn training_loss(
+        &self,
+        batch: &PromptBatch,
+        features: &VisionFeatures,
+        positions: &RopePositions,
+        labels: &[Vec<i64>],
+    ) -> Result<TrainingLoss> {
         batch.validate()?;
         let weight = self.text.embedding_weight();
         let (embedding, embeds) = if weight.is_variable() {
@@ -375,7 +381,13 @@ impl Qwen25Vl {
 
     /// The decoder's final states `[n, hidden]` at the `n` positions that predict a label, and
     /// which positions and labels those are (the LM head need run on these rows only).
-    pub fn labelled_states(&self, embeds: &Tensor, mask: &[Vec<bool>], positions: &RopePositions, labels: &[Vec<i64>]) -> Result<(Tensor, LabelPicks)> {
+    pub fn labelled_states(
+        &self,
+        embeds: &Tensor,
+        mask: &[Vec<bool>],
+        positions: &RopePositions,
+        labels: &[Vec<i64>],
+    ) -> Result<(Tensor, LabelPicks)> {
         let hidden = self.hidden_from_embeds(embeds, mask, positions)?;
         let (rows, len, width) = hidden.dims3()?;
         let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
@@ -434,10 +446,7 @@ impl Qwen25Vl {
         if let Some(p) = penalty
             && p.prompt_ids.len() != rows
         {
-            return Err(ModelError::Input(format!(
-                "the repetition penalty has prompt ids of {} rows for a batch of {rows}",
-                p.prompt_ids.len()
-            )));
+            return Err(ModelError::Input(format!("the repetition penalty has prompt ids of {} rows for a batch of {rows}", p.prompt_ids.len())));
         }
         // The ids each row's sequence holds so far: its prompt, then what it generated.
         let mut seen: Vec<std::collections::HashSet<u32>> = match penalty {
@@ -507,15 +516,15 @@ fn vision_spans(batch: &PromptBatch, inputs: &VisionInputs) -> Result<Vec<Vision
             }
             let (grid, seconds) = if kind == TokenKind::Image {
                 next_image += 1;
-                let grid = *image_grids.get(next_image - 1).ok_or_else(|| {
-                    ModelError::Input(format!("the prompts hold more image blocks than the {} image inputs", image_grids.len()))
-                })?;
+                let grid = *image_grids
+                    .get(next_image - 1)
+                    .ok_or_else(|| ModelError::Input(format!("the prompts hold more image blocks than the {} image inputs", image_grids.len())))?;
                 (grid, 0.0)
             } else {
                 next_video += 1;
-                let grid = *video_grids.get(next_video - 1).ok_or_else(|| {
-                    ModelError::Input(format!("the prompts hold more video blocks than the {} video inputs", video_grids.len()))
-                })?;
+                let grid = *video_grids
+                    .get(next_video - 1)
+                    .ok_or_else(|| ModelError::Input(format!("the prompts hold more video blocks than the {} video inputs", video_grids.len())))?;
                 (grid, inputs.video_seconds_per_grid.get(next_video - 1).copied().unwrap_or(1.0))
             };
             spans.push(VisionSpan { grid, seconds_per_grid: seconds });

@@ -119,11 +119,7 @@ impl SisPackage {
             return Ok(None);
         }
         let config_path = dir.join(SIS_CONFIG_FILE);
-        let config = if config_path.is_file() {
-            crate::error::read_validated_json(&config_path, validate)?
-        } else {
-            SisMotionConfig::default()
-        };
+        let config = if config_path.is_file() { crate::error::read_validated_json(&config_path, validate)? } else { SisMotionConfig::default() };
         let package = Self { dir: dir.to_path_buf(), config };
         let has_connector = package.connector_path().is_file();
         if !config_path.is_file() && !has_connector {
@@ -198,7 +194,10 @@ pub fn write_connector(path: &Path, vars: &[(String, Var)], dtype: DType) -> Res
     let mut tensors = Vec::with_capacity(CONNECTOR_TENSORS.len());
     for (released, ours) in RELEASED_CONNECTOR_TENSORS.iter().zip(CONNECTOR_TENSORS) {
         let name = format!("connector.{ours}");
-        let var = vars.iter().find(|(n, _)| *n == name).ok_or_else(|| ModelError::MissingTensor { name: name.clone(), files: "the connector weights".into() })?;
+        let var = vars
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| ModelError::MissingTensor { name: name.clone(), files: "the connector weights".into() })?;
         tensors.push(((*released).to_owned(), var.1.as_tensor().to_device(&Device::Cpu)?.to_dtype(dtype)?));
     }
     crate::torch_save::save_state_dict(path, &tensors)
@@ -253,7 +252,9 @@ mod tests {
         write_connector(&dir.path().join("connector_weights.pt"), &vars, DType::BF16).unwrap();
         let rounded: Vec<(String, Vec<f32>)> = vars
             .iter()
-            .map(|(n, v)| (n.clone(), v.as_tensor().to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap()))
+            .map(|(n, v)| {
+                (n.clone(), v.as_tensor().to_dtype(DType::BF16).unwrap().to_dtype(DType::F32).unwrap().flatten_all().unwrap().to_vec1().unwrap())
+            })
             .collect();
         assert_eq!(values(&found.load_connector(6, &Device::Cpu).unwrap()), rounded);
     }
@@ -263,7 +264,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("c.pt");
         let vars = connector(6, 10);
-        let tensors: Vec<(String, Tensor)> = RELEASED_CONNECTOR_TENSORS.iter().zip(&vars).map(|(r, (_, v))| ((*r).to_owned(), v.as_tensor().clone())).collect();
+        let tensors: Vec<(String, Tensor)> =
+            RELEASED_CONNECTOR_TENSORS.iter().zip(&vars).map(|(r, (_, v))| ((*r).to_owned(), v.as_tensor().clone())).collect();
 
         crate::torch_save::save_state_dict(&path, &tensors[..5]).unwrap();
         let err = read_connector(&path, 6, &Device::Cpu).unwrap_err().to_string();

@@ -8,8 +8,8 @@ use candle_nn::VarBuilder;
 
 use crate::config::TextConfig;
 use crate::fused::attention as fused;
-use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
-use crate::recompute::{checkpointed, RecomputedGrads};
+use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary, attention};
+use crate::recompute::{RecomputedGrads, checkpointed};
 use crate::rope::RopePositions;
 
 /// M-RoPE angles: frequency `j` of the `head_dim/2` turns with the t, h or w position according to
@@ -23,26 +23,13 @@ pub struct MultimodalRotary {
 impl MultimodalRotary {
     pub fn new(cfg: &TextConfig) -> Self {
         let half = cfg.head_dim() / 2;
-        let inv_freq = (0..half)
-            .map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32))
-            .collect();
-        let axis_of_freq = cfg
-            .mrope_section
-            .iter()
-            .enumerate()
-            .flat_map(|(axis, &n)| std::iter::repeat_n(axis, n))
-            .collect();
+        let inv_freq = (0..half).map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32)).collect();
+        let axis_of_freq = cfg.mrope_section.iter().enumerate().flat_map(|(axis, &n)| std::iter::repeat_n(axis, n)).collect();
         Self { inv_freq, axis_of_freq }
     }
 
     /// cos/sin `[B, 1, L, head_dim]` (f32) for `position(axis, row, i)` over `rows × len`.
-    pub fn cos_sin(
-        &self,
-        rows: usize,
-        len: usize,
-        position: impl Fn(usize, usize, usize) -> i64,
-        device: &Device,
-    ) -> Result<(Tensor, Tensor)> {
+    pub fn cos_sin(&self, rows: usize, len: usize, position: impl Fn(usize, usize, usize) -> i64, device: &Device) -> Result<(Tensor, Tensor)> {
         let half = self.inv_freq.len();
         let mut cos = Vec::with_capacity(rows * len * 2 * half);
         let mut sin = Vec::with_capacity(rows * len * 2 * half);
@@ -81,10 +68,7 @@ impl KvCache {
     }
 
     pub fn len(&self) -> usize {
-        self.layers
-            .first()
-            .and_then(|l| l.as_ref())
-            .map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
+        self.layers.first().and_then(|l| l.as_ref()).map_or(0, |(k, _)| k.dim(2).unwrap_or(0))
     }
 
     pub fn is_empty(&self) -> bool {
@@ -129,18 +113,10 @@ impl TextAttention {
         out.push((format!("{prefix}.o_proj"), &mut self.o_proj));
     }
 
-    fn forward(
-        &self,
-        xs: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: &CausalMask,
-        cache: Option<&mut Option<(Tensor, Tensor)>>,
-    ) -> Result<Tensor> {
+    fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, cache: Option<&mut Option<(Tensor, Tensor)>>) -> Result<Tensor> {
         let (b, l, _) = xs.dims3()?;
-        let heads = |proj: &Linear, n: usize| -> Result<Tensor> {
-            proj.forward(xs)?.reshape((b, l, n, self.head_dim))?.transpose(1, 2)?.contiguous()
-        };
+        let heads =
+            |proj: &Linear, n: usize| -> Result<Tensor> { proj.forward(xs)?.reshape((b, l, n, self.head_dim))?.transpose(1, 2)?.contiguous() };
         let q = apply_rotary(&heads(&self.q_proj, self.num_heads)?, cos, sin)?;
         let mut k = apply_rotary(&heads(&self.k_proj, self.num_kv_heads)?, cos, sin)?;
         let mut v = heads(&self.v_proj, self.num_kv_heads)?;
@@ -233,9 +209,7 @@ pub struct TextModel {
 
 impl TextModel {
     pub fn new(cfg: &TextConfig, vb: VarBuilder) -> Result<Self> {
-        let layers = (0..cfg.num_hidden_layers)
-            .map(|i| DecoderLayer::new(cfg, vb.pp(format!("layers.{i}"))))
-            .collect::<Result<_>>()?;
+        let layers = (0..cfg.num_hidden_layers).map(|i| DecoderLayer::new(cfg, vb.pp(format!("layers.{i}")))).collect::<Result<_>>()?;
         Ok(Self {
             embed_tokens: vb.pp("embed_tokens").get((cfg.vocab_size, cfg.hidden_size), "weight")?,
             layers,
@@ -282,14 +256,7 @@ impl TextModel {
     }
 
     /// Runs the decoder on `embeds` [B, L, hidden] and applies the final norm.
-    pub fn forward(
-        &self,
-        embeds: &Tensor,
-        cos: &Tensor,
-        sin: &Tensor,
-        mask: &CausalMask,
-        mut cache: Option<&mut KvCache>,
-    ) -> Result<Tensor> {
+    pub fn forward(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
         let mut xs = embeds.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             xs = match (&self.checkpointing, cache.as_deref_mut()) {

@@ -268,7 +268,21 @@ mod tests {
             let mut archive = zip::ZipArchive::new(std::io::Cursor::new(bytes)).unwrap();
             (0..archive.len()).map(|i| archive.by_index(i).unwrap().name().unwrap().into_owned()).collect()
         };
-        assert_eq!(names, ["x/data.pkl", "x/byteorder", "x/data/0", "x/data/1", "x/data/2", "x/data/3", "x/data/4", "x/data/5", "x/version", "x/.data/serialization_id"]);
+        assert_eq!(
+            names,
+            [
+                "x/data.pkl",
+                "x/byteorder",
+                "x/data/0",
+                "x/data/1",
+                "x/data/2",
+                "x/data/3",
+                "x/data/4",
+                "x/data/5",
+                "x/version",
+                "x/.data/serialization_id"
+            ]
+        );
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! `loss.backward()`.
 
 use candle_core::backprop::GradStore;
-use candle_core::{CpuStorage, DType, InplaceOp2, Layout, Tensor, Var, D};
+use candle_core::{CpuStorage, D, DType, InplaceOp2, Layout, Tensor, Var};
 
 use crate::error::Result;
 use crate::ops::Linear;

@@ -11,7 +11,7 @@ use candle_nn::VarBuilder;
 use crate::config::VisionConfig;
 use crate::error::ModelError;
 use crate::fused::attention as fused;
-use crate::ops::{apply_rotary, attention, GatedMlp, Linear, RmsNorm};
+use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary, attention};
 
 /// Vision RMSNorm eps is fixed in the reference, whatever the config says.
 const VISION_NORM_EPS: f64 = 1e-6;
@@ -196,10 +196,7 @@ impl VisionAttention {
         for &(len, count) in &segments.groups {
             // [count·len, H, D] → [count, H, len, D]
             let take = |x: &Tensor| -> Result<Tensor> {
-                x.narrow(0, offset, count * len)?
-                    .reshape((count, len, self.num_heads, self.head_dim))?
-                    .transpose(1, 2)?
-                    .contiguous()
+                x.narrow(0, offset, count * len)?.reshape((count, len, self.num_heads, self.head_dim))?.transpose(1, 2)?.contiguous()
             };
             let out = attention(&take(&q)?, &take(&k)?, &take(&v)?, scale, None)?;
             outputs.push(out.transpose(1, 2)?.reshape((count * len, self.num_heads * self.head_dim))?);
@@ -287,9 +284,7 @@ pub struct VisionTower {
 
 impl VisionTower {
     pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> Result<Self> {
-        let blocks = (0..cfg.depth)
-            .map(|i| VisionBlock::new(cfg, vb.pp(format!("blocks.{i}"))))
-            .collect::<Result<_>>()?;
+        let blocks = (0..cfg.depth).map(|i| VisionBlock::new(cfg, vb.pp(format!("blocks.{i}")))).collect::<Result<_>>()?;
         Ok(Self {
             patch_embed: PatchEmbed::new(cfg, vb.pp("patch_embed"))?,
             blocks,
@@ -340,18 +335,11 @@ impl VisionTower {
         let layout = VisionLayout::new(grids, &self.cfg)?;
         let expected = [layout.num_patches(), self.cfg.patch_dim()];
         if pixel_values.dims() != expected {
-            return Err(ModelError::Input(format!(
-                "pixel values have shape {:?}, the grids {grids:?} need {expected:?}",
-                pixel_values.dims()
-            )));
+            return Err(ModelError::Input(format!("pixel values have shape {:?}, the grids {grids:?} need {expected:?}", pixel_values.dims())));
         }
         let device = pixel_values.device();
         let unit = self.cfg.merge_unit();
-        let patch_order: Vec<u32> = layout
-            .window_index
-            .iter()
-            .flat_map(|&u| (u * unit..(u + 1) * unit).map(|r| r as u32))
-            .collect();
+        let patch_order: Vec<u32> = layout.window_index.iter().flat_map(|&u| (u * unit..(u + 1) * unit).map(|r| r as u32)).collect();
         let mut patch_inverse = vec![0u32; patch_order.len()];
         for (i, &r) in patch_order.iter().enumerate() {
             patch_inverse[r as usize] = i as u32;
@@ -386,9 +374,7 @@ impl VisionTower {
     fn rotary(&self, layout: &VisionLayout, patch_order: &[u32], device: &Device) -> Result<(Tensor, Tensor)> {
         let head_dim = self.cfg.head_dim();
         let quarter = head_dim / 4;
-        let inv_freq: Vec<f32> = (0..quarter)
-            .map(|i| 1.0 / (self.cfg.rope_theta as f32).powf((2 * i) as f32 / (head_dim / 2) as f32))
-            .collect();
+        let inv_freq: Vec<f32> = (0..quarter).map(|i| 1.0 / (self.cfg.rope_theta as f32).powf((2 * i) as f32 / (head_dim / 2) as f32)).collect();
         let mut cos = Vec::with_capacity(patch_order.len() * head_dim);
         let mut sin = Vec::with_capacity(patch_order.len() * head_dim);
         let mut angles = vec![0f32; head_dim / 2];
@@ -404,9 +390,6 @@ impl VisionTower {
             }
         }
         let shape = (patch_order.len(), 1, head_dim);
-        Ok((
-            Tensor::from_vec(cos, shape, device)?.to_dtype(DType::F32)?,
-            Tensor::from_vec(sin, shape, device)?.to_dtype(DType::F32)?,
-        ))
+        Ok((Tensor::from_vec(cos, shape, device)?.to_dtype(DType::F32)?, Tensor::from_vec(sin, shape, device)?.to_dtype(DType::F32)?))
     }
 }

@@ -90,7 +90,13 @@ fn relative_vec(a: &[f64], b: &[f64]) -> f64 {
 
 /// Checks `fused` against `composed` at `inputs`: forward, autograd gradients of every input,
 /// and finite differences of the fused forward; prints the measured errors.
-fn check(name: &str, fused: &dyn Fn(&[Tensor]) -> Result<Tensor>, composed: &dyn Fn(&[Tensor]) -> Result<Tensor>, inputs: &[Tensor], seed: u64) -> Result<()> {
+fn check(
+    name: &str,
+    fused: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    composed: &dyn Fn(&[Tensor]) -> Result<Tensor>,
+    inputs: &[Tensor],
+    seed: u64,
+) -> Result<()> {
     let mut rng = StdRng::seed_from_u64(seed);
     let reference = composed(inputs)?;
     let out = fused(inputs)?;
@@ -117,13 +123,7 @@ fn norm_case(dims: &[usize], eps: f64, seed: u64) -> Result<()> {
     let xs = (random(&mut rng, dims, -1.0, 1.0)? + 0.3)?;
     let weight = random(&mut rng, &dims[dims.len() - 1..], 0.5, 1.5)?;
     assert!(norm::applies(&xs, &weight), "the fused RMSNorm must apply to contiguous f32 {dims:?}");
-    check(
-        &format!("rms-norm {dims:?}"),
-        &|t| norm::rms_norm(&t[0], &t[1], eps),
-        &|t| norm::composed(&t[0], &t[1], eps),
-        &[xs, weight],
-        seed + 1,
-    )
+    check(&format!("rms-norm {dims:?}"), &|t| norm::rms_norm(&t[0], &t[1], eps), &|t| norm::composed(&t[0], &t[1], eps), &[xs, weight], seed + 1)
 }
 
 #[test]

@@ -8,17 +8,17 @@
 //! Prints one line per comparison and a JSON summary; exits non-zero when one is out of
 //! tolerance. `tools/gpu_check.sh` runs it with the rest of the GPU check.
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::{DType, Device, Tensor};
 use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::sea_raft::{SeaRaftConfig, SeaRaftEstimator};
 use motionvl_flow::{FlowEstimator, RaftConfig, RaftEstimator};
-use motionvl_models::lora::LoraWeights;
-use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, PixelInput, Qwen25Vl, VisionInputs};
 use motionvl_models::CheckpointFiles;
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, Qwen25Vl, VisionInputs, causal_lm_loss};
 use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, tolerance};
-use motionvl_tests::flow_dump::{max_abs, FlowDump};
+use motionvl_tests::flow_dump::{FlowDump, max_abs};
 use motionvl_tests::qwen_dump::QwenDump;
 
 struct Check {
@@ -37,7 +37,9 @@ fn estimator(dump: &FlowDump, device: &Device) -> Result<Box<dyn FlowEstimator>>
             let (cfg, iters) = RaftConfig::from_json(&config)?;
             Box::new(RaftEstimator::from_checkpoint(&weights, cfg, iters.ok_or_else(no_iters)?, device)?)
         }
-        "sea_raft_s" | "sea_raft_m" | "sea_raft_l" => Box::new(SeaRaftEstimator::from_checkpoint(&weights, &SeaRaftConfig::from_json(&config)?, device)?),
+        "sea_raft_s" | "sea_raft_m" | "sea_raft_l" => {
+            Box::new(SeaRaftEstimator::from_checkpoint(&weights, &SeaRaftConfig::from_json(&config)?, device)?)
+        }
         "memflow" => Box::new(MemFlowEstimator::from_checkpoint(&weights, MemFlowConfig::from_json(&config)?, device)?),
         "mofnet" => {
             let (cfg, iters) = MofConfig::from_json(&config)?;
@@ -89,12 +91,17 @@ fn qwen(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
         for adapter in adapters {
             let (cpu, cuda) = (run_qwen(&dump, adapter, &Device::Cpu)?, run_qwen(&dump, adapter, gpu)?);
             let name = format!("{}{}", dump.dump.label, if adapter { " + LoRA" } else { "" });
-            let close = |what: &str, a: &Tensor, b: &Tensor, tolerance: f32| Check { what: format!("{name}: {what}"), diff: max_abs_diff(a, b), tolerance };
+            let close =
+                |what: &str, a: &Tensor, b: &Tensor, tolerance: f32| Check { what: format!("{name}: {what}"), diff: max_abs_diff(a, b), tolerance };
             checks.push(close("vision features", &cpu.features, &cuda.features, tolerance::F32_ACTIVATIONS));
             checks.push(close("logits", &cpu.logits, &cuda.logits, tolerance::F32_ACTIVATIONS));
             checks.push(close("loss", &cpu.loss, &cuda.loss, tolerance::LOSS));
             let same = cpu.generated == cuda.generated;
-            checks.push(Check { what: format!("{name}: greedy tokens {:?} vs {:?}", cpu.generated, cuda.generated), diff: if same { 0.0 } else { 1.0 }, tolerance: 0.0 });
+            checks.push(Check {
+                what: format!("{name}: greedy tokens {:?} vs {:?}", cpu.generated, cuda.generated),
+                diff: if same { 0.0 } else { 1.0 },
+                tolerance: 0.0,
+            });
         }
     }
     Ok(())

@@ -4,7 +4,7 @@
 use candle_core::DType;
 use ndarray::{Array4, ArrayView4};
 
-use crate::fixtures::{tolerance, Dump, Tensors};
+use crate::fixtures::{Dump, Tensors, tolerance};
 
 pub struct FlowDump {
     pub dump: Dump,

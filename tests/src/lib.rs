@@ -2,7 +2,7 @@
 //! compares dumps of every family; [`qwen_dump`] and [`flow_dump`] read the dumps of a family into
 //! the types its tests use.
 
-pub mod fixtures;
 pub mod fixture_json;
-pub mod qwen_dump;
+pub mod fixtures;
 pub mod flow_dump;
+pub mod qwen_dump;

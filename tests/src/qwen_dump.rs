@@ -2,11 +2,11 @@
 //! input types, for the parity, LoRA and loading tests.
 
 use candle_core::{DType, Device};
+use motionvl_models::CheckpointFiles;
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::{RopePositions, TokenKind};
-use motionvl_models::CheckpointFiles;
 
-use crate::fixtures::{dumps, Dump, Tensors};
+use crate::fixtures::{Dump, Tensors, dumps};
 
 pub struct QwenDump {
     pub dump: Dump,
@@ -77,7 +77,9 @@ impl QwenDump {
                 .enumerate()
                 .map(|(b, mask)| {
                     let mut real = (0..source_mask[b].len()).filter(|&i| source_mask[b][i] == 1).map(|i| axes[axis][b][i]);
-                    mask.iter().map(|&m| if m { real.next().unwrap_or_else(|| panic!("{}: prompt longer than its sequence", self.dump.label)) } else { 1 }).collect()
+                    mask.iter()
+                        .map(|&m| if m { real.next().unwrap_or_else(|| panic!("{}: prompt longer than its sequence", self.dump.label)) } else { 1 })
+                        .collect()
                 })
                 .collect()
         });
@@ -98,8 +100,7 @@ impl QwenDump {
         let hf = self.expected.i64_3d(&format!("{prefix}position_ids"));
         let legacy = self.expected.i64_3d(&format!("{prefix}legacy.position_ids"));
         let mask = self.inputs.i64_rows(&format!("{prefix}attention_mask"));
-        (0..3).all(|axis| {
-            mask.iter().enumerate().all(|(b, row)| row.iter().enumerate().all(|(i, &m)| m == 0 || hf[axis][b][i] == legacy[axis][b][i]))
-        })
+        (0..3)
+            .all(|axis| mask.iter().enumerate().all(|(b, row)| row.iter().enumerate().all(|(i, &m)| m == 0 || hf[axis][b][i] == legacy[axis][b][i])))
     }
 }

@@ -28,7 +28,8 @@ fn ids_and_label_masks_equal_apply_chat_template_on_every_dump() {
             assert_eq!(got.labels, labels, "{name}: labels under {mask:?}");
         }
         let opts = TemplateOptions { max_seq_len: None, merge_size, ..TemplateOptions::default() };
-        let prompt = tokenizer.encode_prompt(name, &messages[..messages.len() - 1], &images, &videos, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
+        let prompt =
+            tokenizer.encode_prompt(name, &messages[..messages.len() - 1], &images, &videos, &opts).unwrap_or_else(|err| panic!("{name}: {err}"));
         let prompt_ids: Vec<u32> = dump.field("expected.json", &e, "prompt_ids");
         assert_eq!(prompt.input_ids, prompt_ids, "{name}: generation prompt");
     }

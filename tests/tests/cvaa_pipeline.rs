@@ -5,13 +5,13 @@
 
 use std::path::Path;
 
-use motionvl_data::cvaa::{read_pairs, UavView};
+use motionvl_data::cvaa::{UavView, read_pairs};
 use motionvl_data::samples::ReadOptions;
-use motionvl_data::video::{EncodeSettings, VideoWriter};
-use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
-use motionvl_eval::retrieve::serialise_box;
-use motionvl_data::synth::satellite::{write_pairs, SatelliteConfig};
 use motionvl_data::synth::SynthConfig;
+use motionvl_data::synth::satellite::{SatelliteConfig, write_pairs};
+use motionvl_data::video::{EncodeSettings, VideoWriter};
+use motionvl_eval::prior::{CvaaPriorConfig, write_prompts};
+use motionvl_eval::retrieve::serialise_box;
 use motionvl_eval::retrieve::{Retriever, WindowConfig};
 use motionvl_models::dinov2::Dinov2Config;
 use motionvl_train::cvaa::{CheckpointSection, CvaaRecipe, CvaaStepLog, CvaaTrainer, DataSection, LoggingSection, ModelSection, OptimSection};
@@ -22,7 +22,14 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
         seed: 3,
         model: ModelSection {
             backbone: None,
-            init: Some(Dinov2Config { hidden_size: 32, num_hidden_layers: 1, num_attention_heads: 2, image_size: 28, patch_size: 14, ..Dinov2Config::default() }),
+            init: Some(Dinov2Config {
+                hidden_size: 32,
+                num_hidden_layers: 1,
+                num_attention_heads: 2,
+                image_size: 28,
+                patch_size: 14,
+                ..Dinov2Config::default()
+            }),
             train_backbone: true,
             init_from: None,
             embed_dim: 16,
@@ -33,7 +40,13 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
             satellite_size: 28,
             device: "cpu".into(),
         },
-        data: DataSection { train: Some(pairs.to_path_buf()), university1652: None, crop_jitter: 0.1, same_image_batches: true, overlap_targets: true },
+        data: DataSection {
+            train: Some(pairs.to_path_buf()),
+            university1652: None,
+            crop_jitter: 0.1,
+            same_image_batches: true,
+            overlap_targets: true,
+        },
         optim: OptimSection {
             lr: 1e-3,
             backbone_lr: Some(5e-4),
@@ -62,7 +75,14 @@ fn losses(logs: &[CvaaStepLog]) -> Vec<(usize, f64)> {
 fn trains_resumes_exactly_and_retrieves() {
     let dir = tempfile::tempdir().expect("temp dir");
     let world = SynthConfig { train_worlds: 1, test_worlds: 1, ..SynthConfig::default() };
-    let sat = SatelliteConfig { size_px: 96, metres_per_pixel: 3.0, frame_px: 28, train_frames_per_world: 8, test_frames_per_world: 4, ..SatelliteConfig::default() };
+    let sat = SatelliteConfig {
+        size_px: 96,
+        metres_per_pixel: 3.0,
+        frame_px: 28,
+        train_frames_per_world: 8,
+        test_frames_per_world: 4,
+        ..SatelliteConfig::default()
+    };
     let summary = write_pairs(&world, &sat, dir.path(), &|| {}).expect("pairs");
     assert_eq!(summary.pairs, [8, 4]);
 
@@ -83,10 +103,13 @@ fn trains_resumes_exactly_and_retrieves() {
     stopped.stop_on(stop.clone());
     stop.request();
     match stopped.run() {
-        Err(motionvl_train::sft::TrainError::Stopped { step: 1, checkpoint }) => assert!(checkpoint.ends_with("checkpoint-1"), "{}", checkpoint.display()),
+        Err(motionvl_train::sft::TrainError::Stopped { step: 1, checkpoint }) => {
+            assert!(checkpoint.ends_with("checkpoint-1"), "{}", checkpoint.display())
+        }
         other => panic!("not stopped after step 1: {:?}", other.map(|l| l.len())),
     }
-    let rest = CvaaTrainer::new(&recipe(&summary.train_pairs, &dir.path().join("stopped"), 4), Some("auto")).expect("resume").run().expect("3 more steps");
+    let rest =
+        CvaaTrainer::new(&recipe(&summary.train_pairs, &dir.path().join("stopped"), 4), Some("auto")).expect("resume").run().expect("3 more steps");
     assert_eq!(losses(&rest), losses(&straight[1..]), "stopped after step 1 and resumed: the straight run's steps");
 
     let a = motionvl_models::cvaa::Cvaa::load(&dir.path().join("straight/checkpoint-4"), &candle_core::Device::Cpu).expect("checkpoint loads");
@@ -98,7 +121,8 @@ fn trains_resumes_exactly_and_retrieves() {
     assert_eq!(log.lines().count(), 4, "one log line per step after the resume");
     assert!(std::fs::read_dir(dir.path().join("resumed/tensorboard")).expect("events").next().is_some());
 
-    let retriever = Retriever::load(&dir.path().join("straight/checkpoint-4"), WindowConfig::default(), &candle_core::Device::Cpu).expect("retriever");
+    let retriever =
+        Retriever::load(&dir.path().join("straight/checkpoint-4"), WindowConfig::default(), &candle_core::Device::Cpu).expect("retriever");
     let test = read_pairs(&summary.test_pairs).expect("test pairs");
     let best = retriever.retrieve(&test[0].uav, &test[0].satellite, 5).expect("retrieve");
     assert_eq!(best.len(), 5);
@@ -135,9 +159,11 @@ fn trains_resumes_exactly_and_retrieves() {
     let bench = motionvl_eval::bench::find("links2").expect("links2");
     let (rows, boxed) = write_prompts(bench, &manifest, &opts, &cfg, &candle_core::Device::Cpu, &prompts, &|| {}).expect("prompts");
     assert_eq!((rows, boxed), (2, 1));
-    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&prompts).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
+    let lines: Vec<serde_json::Value> =
+        std::fs::read_to_string(&prompts).expect("prompts").lines().map(|l| serde_json::from_str(l).expect("json")).collect();
     let duration = motionvl_data::video::probe_video(&clip).expect("probe").duration_s;
-    let expected = retriever.retrieve(&UavView::VideoAt { path: clip.clone(), seconds: duration / 2.0 }, &test[1].satellite, 1).expect("retrieve")[0].bbox;
+    let expected =
+        retriever.retrieve(&UavView::VideoAt { path: clip.clone(), seconds: duration / 2.0 }, &test[1].satellite, 1).expect("retrieve")[0].bbox;
     let got: Vec<f64> = serde_json::from_value(lines[0]["box"].clone()).expect("a box");
     assert_eq!(got, expected.to_vec());
     let prompt = lines[0]["prompt"].as_str().expect("prompt");
@@ -149,7 +175,14 @@ fn trains_resumes_exactly_and_retrieves() {
 fn a_pretrained_backbone_stays_frozen_while_the_heads_learn() {
     let dir = tempfile::tempdir().expect("temp dir");
     let world = SynthConfig { train_worlds: 1, test_worlds: 1, ..SynthConfig::default() };
-    let sat = SatelliteConfig { size_px: 96, metres_per_pixel: 3.0, frame_px: 28, train_frames_per_world: 8, test_frames_per_world: 1, ..SatelliteConfig::default() };
+    let sat = SatelliteConfig {
+        size_px: 96,
+        metres_per_pixel: 3.0,
+        frame_px: 28,
+        train_frames_per_world: 8,
+        test_frames_per_world: 1,
+        ..SatelliteConfig::default()
+    };
     let summary = write_pairs(&world, &sat, dir.path(), &|| {}).expect("pairs");
     let fixture = motionvl_tests::fixtures::fixtures_root().join("dinov2/odd_size");
     let mut r = recipe(&summary.train_pairs, &dir.path().join("frozen"), 2);
@@ -161,8 +194,11 @@ fn a_pretrained_backbone_stays_frozen_while_the_heads_learn() {
     let projector_before = trainer.tensors()["projector.weight"].flatten_all().and_then(|t| t.to_vec1::<f32>()).expect("projector");
     trainer.run().expect("2 steps");
     let after = motionvl_models::dinov2::Dinov2Weights::open(&fixture, &candle_core::Device::Cpu).expect("fixture").tensors;
-    let saved = candle_core::safetensors::load(dir.path().join("frozen/checkpoint-2/model.safetensors"), &candle_core::Device::Cpu).expect("checkpoint");
-    let same = |a: &candle_core::Tensor, b: &candle_core::Tensor| a.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok() == b.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok();
+    let saved =
+        candle_core::safetensors::load(dir.path().join("frozen/checkpoint-2/model.safetensors"), &candle_core::Device::Cpu).expect("checkpoint");
+    let same = |a: &candle_core::Tensor, b: &candle_core::Tensor| {
+        a.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok() == b.flatten_all().and_then(|t| t.to_vec1::<f32>()).ok()
+    };
     for (name, tensor) in &after {
         let stored = saved.get(&format!("backbone.{name}")).unwrap_or_else(|| panic!("checkpoint lacks backbone.{name}"));
         assert!(same(stored, tensor), "frozen backbone tensor {name} changed");
@@ -192,7 +228,14 @@ fn a_trained_retriever_finds_the_footprint_better_than_a_random_window() {
     let small = |out: &str| {
         let mut r = recipe(&summary.train_pairs, &dir.path().join(out), 0);
         r.seed = 0;
-        r.model.init = Some(Dinov2Config { hidden_size: 48, num_hidden_layers: 2, num_attention_heads: 2, image_size: 56, patch_size: 14, ..Dinov2Config::default() });
+        r.model.init = Some(Dinov2Config {
+            hidden_size: 48,
+            num_hidden_layers: 2,
+            num_attention_heads: 2,
+            image_size: 56,
+            patch_size: 14,
+            ..Dinov2Config::default()
+        });
         (r.model.embed_dim, r.model.adapter_hidden, r.model.uav_size, r.model.satellite_size) = (32, 64, [56, 56], 56);
         r.data.overlap_targets = false;
         r.optim.max_steps = None;

@@ -3,7 +3,7 @@
 
 use candle_core::{DType, Device};
 use motionvl_models::dinov2::{Dinov2Model, Dinov2Naming, Dinov2Weights, PosInterpolation};
-use motionvl_tests::fixtures::{assert_close, dumps, Dump, Tensors};
+use motionvl_tests::fixtures::{Dump, Tensors, assert_close, dumps};
 
 const TOL: f32 = 1e-4;
 
@@ -46,7 +46,9 @@ fn positions_resample_like_each_implementation() {
         let grid = fx.inputs.i64_flat("interpolation_grid");
         let (rows, cols) = (grid[0] as usize, grid[1] as usize);
         let mut model = fx.model();
-        for (way, interpolation) in [("transformers", PosInterpolation::Transformers), ("meta", PosInterpolation::Meta), ("timm", PosInterpolation::Timm)] {
+        for (way, interpolation) in
+            [("transformers", PosInterpolation::Transformers), ("meta", PosInterpolation::Meta), ("timm", PosInterpolation::Timm)]
+        {
             model.set_interpolation(interpolation);
             let positions = model.embeddings().positions(rows, cols).unwrap();
             assert_close(&format!("{}: positions at {rows}×{cols}, {way}", fx.name), &positions, fx.expected.get(&format!("positions.{way}")), 1e-5);

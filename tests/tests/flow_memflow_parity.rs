@@ -6,7 +6,7 @@
 
 use candle_core::{DType, Device};
 use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
-use motionvl_flow::{estimator_by_name, FlowEstimator};
+use motionvl_flow::{FlowEstimator, estimator_by_name};
 use motionvl_tests::fixtures::{dumps, fixtures_root, tolerance};
 use motionvl_tests::flow_dump::FlowDump;
 use ndarray::s;
@@ -46,8 +46,13 @@ fn registry_names_the_checkpoint() {
 fn released_wrapping_is_unwrapped() {
     // `{'model': {'module.<name>': …}}`, as MemFlowNet_*.pth are saved.
     let dir = fixtures_root().join("flow/memflow/tiny");
-    let wrapped = motionvl_flow::sea_raft::weights::load_state_dict(&dir.join("wrapped_subset.pth"), &Device::Cpu, "MemFlow", "update_block.aggregator.to_v.weight")
-        .expect("wrapped .pth reads");
+    let wrapped = motionvl_flow::sea_raft::weights::load_state_dict(
+        &dir.join("wrapped_subset.pth"),
+        &Device::Cpu,
+        "MemFlow",
+        "update_block.aggregator.to_v.weight",
+    )
+    .expect("wrapped .pth reads");
     let mut names: Vec<&str> = wrapped.keys().map(String::as_str).collect();
     names.sort();
     assert_eq!(names, ["att.to_qk.weight", "update_block.aggregator.gamma", "update_block.aggregator.to_v.weight"]);

@@ -8,10 +8,10 @@ use std::sync::{Arc, Mutex};
 
 use candle_core::{DType, Device, Shape, Tensor};
 use candle_nn::VarBuilder;
-use motionvl_flow::mofnet::{weights, window_plan, MofConfig, MofNet, MofNetEstimator};
-use motionvl_flow::{estimator_by_name, EstimatorSpec, FlowEstimator};
+use motionvl_flow::mofnet::{MofConfig, MofNet, MofNetEstimator, weights, window_plan};
+use motionvl_flow::{EstimatorSpec, FlowEstimator, estimator_by_name};
 use motionvl_tests::fixtures::{dumps, fixtures_root};
-use motionvl_tests::flow_dump::{to_array4, FlowDump};
+use motionvl_tests::flow_dump::{FlowDump, to_array4};
 use ndarray::{Array4, Axis};
 
 #[test]
@@ -41,7 +41,9 @@ fn mofnet_matches_videoflow_on_every_dump() {
 #[test]
 fn pth_checkpoint_reads_like_the_safetensors() {
     let dir = fixtures_root().join("flow/mofnet/tiny");
-    let from_pth = motionvl_flow::mofnet::weights::load_checkpoint(&dir.join("checkpoint_sample.pth"), motionvl_flow::WeightPrecision::F32, &Device::Cpu).expect("pth");
+    let from_pth =
+        motionvl_flow::mofnet::weights::load_checkpoint(&dir.join("checkpoint_sample.pth"), motionvl_flow::WeightPrecision::F32, &Device::Cpu)
+            .expect("pth");
     let reference = candle_core::safetensors::load(dir.join("model.safetensors"), &Device::Cpu).expect("model.safetensors");
     let mut names: Vec<&String> = from_pth.keys().collect();
     names.sort();
@@ -106,7 +108,8 @@ impl candle_nn::var_builder::SimpleBackend for RecordingCheckpoint {
 fn sintel_model_reads_every_used_tensor_of_the_official_checkpoint() {
     let path = fixtures_root().join("flow/mofnet/sintel_keys.json");
     let shapes: HashMap<String, Vec<usize>> = serde_json::from_str(&std::fs::read_to_string(&path).expect("sintel_keys.json")).expect("name → shape");
-    let shapes: HashMap<String, Vec<usize>> = shapes.into_iter().map(|(k, v)| (k.strip_prefix("module.").map(str::to_string).unwrap_or(k), v)).collect();
+    let shapes: HashMap<String, Vec<usize>> =
+        shapes.into_iter().map(|(k, v)| (k.strip_prefix("module.").map(str::to_string).unwrap_or(k), v)).collect();
     let used: BTreeSet<String> = shapes.keys().filter(|k| !weights::is_unused(k)).cloned().collect();
     let skipped: BTreeSet<String> = shapes.keys().filter(|k| weights::is_unused(k)).cloned().collect();
     assert!(skipped.iter().all(|k| k.contains(".svt.norm.") || k.starts_with("att.pos_emb.") || k.contains("velocity_update_block")), "{skipped:?}");

@@ -6,7 +6,7 @@
 
 use candle_core::Device;
 use motionvl_flow::sea_raft::{SeaRaftConfig, SeaRaftEstimator};
-use motionvl_flow::{estimator_by_name, FlowEstimator};
+use motionvl_flow::{FlowEstimator, estimator_by_name};
 use motionvl_tests::fixtures::{families, fixtures_root};
 use motionvl_tests::flow_dump::FlowDump;
 

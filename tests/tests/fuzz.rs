@@ -17,8 +17,8 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use motionvl_data::rng::SynthRng;
 use motionvl_data::manifest::{AnswerOption, Benchmark, read_manifest, split_inline_options};
+use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::{ReadOptions, ReadOutcome, read_training_samples};
 use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
 use motionvl_eval::predictions::read_predictions;
@@ -98,10 +98,18 @@ fn mutate(seed: &[u8], rng: &mut SynthRng) -> Vec<u8> {
 
 fn corpus() -> Vec<PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let files: Vec<PathBuf> = ["data/tests/data/dualcog.json", "data/tests/data/lf.jsonl", "data/tests/data/links2bench.jsonl", "data/tests/data/llava.json", "data/tests/data/sisbench.json", "tests/data/tiny-sft/train.jsonl", "tests/data/fuzz/predictions.jsonl"]
-        .iter()
-        .map(|f| root.join(f))
-        .collect();
+    let files: Vec<PathBuf> = [
+        "data/tests/data/dualcog.json",
+        "data/tests/data/lf.jsonl",
+        "data/tests/data/links2bench.jsonl",
+        "data/tests/data/llava.json",
+        "data/tests/data/sisbench.json",
+        "tests/data/tiny-sft/train.jsonl",
+        "tests/data/fuzz/predictions.jsonl",
+    ]
+    .iter()
+    .map(|f| root.join(f))
+    .collect();
     for f in &files {
         assert!(f.is_file(), "fuzz seed {} is missing", f.display());
     }
@@ -197,7 +205,13 @@ fn the_predictions_reader_never_panics() {
 #[test]
 fn option_splitting_and_answer_extraction_never_panic() {
     let options = AnswerOption::lettered(&["move forward", "turn left", "ascend", "3.5 m"]);
-    let seeds = ["The answer is B. turn left", "A. up\nB. down\nC) left (D) right", "{\"answer\": \"C\", \"time\": \"00:12\"}", "Yes, 12.5 meters at 1:02.5", "B and D"];
+    let seeds = [
+        "The answer is B. turn left",
+        "A. up\nB. down\nC) left (D) right",
+        "{\"answer\": \"C\", \"time\": \"00:12\"}",
+        "Yes, 12.5 meters at 1:02.5",
+        "B and D",
+    ];
     for (s, seed) in seeds.iter().enumerate() {
         for i in 0..iterations() * 4 {
             let case_seed = (s as u64) << 32 | i;
@@ -279,7 +293,8 @@ fn point_cloud_readers_never_panic_or_trust_counts() {
         write_ply(&path, &points(), binary).expect("ply");
         let read = read_cloud(&path).expect("reads back");
         assert_eq!(read.points.len(), points().len(), "{file} round trip");
-        let worst = read.points.iter().zip(points()).map(|(a, b)| (a.x - b.x).abs().max((a.y - b.y).abs()).max((a.z - b.z).abs())).fold(0.0, f64::max);
+        let worst =
+            read.points.iter().zip(points()).map(|(a, b)| (a.x - b.x).abs().max((a.y - b.y).abs()).max((a.z - b.z).abs())).fold(0.0, f64::max);
         assert!(worst < 1e-5, "{file}: a written point moved by {worst}");
         seeds.push((file, std::fs::read(&path).expect("seed")));
     }
@@ -296,8 +311,8 @@ fn point_cloud_readers_never_panic_or_trust_counts() {
 /// `valid_instances.json` and trajectories, seeded by their writers (which read back equal).
 #[test]
 fn dccs_instance_and_trajectory_readers_never_panic() {
-    use motionvl_data::dccs::instances::{read_instances, write_instances, Category, Landmark, OrientedBox};
     use motionvl_data::dccs::geom::V3;
+    use motionvl_data::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
     use motionvl_data::dccs::trajectory::Trajectory;
     let dir = tempfile::tempdir().expect("tempdir");
     let landmarks = vec![
@@ -338,7 +353,9 @@ fn dccs_instance_and_trajectory_readers_never_panic() {
 #[test]
 fn the_parquet_reader_never_panics_or_trusts_its_footer() {
     let seed = std::fs::read(repo_root().join("data/tests/data/urbanvideo/MCQ.parquet")).expect("seed");
-    fuzz_bytes("parquet", Format::Checked, &[("MCQ.parquet", seed)], |p| motionvl_data::parquet_rows::read_parquet_rows(p).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("parquet", Format::Checked, &[("MCQ.parquet", seed)], |p| {
+        motionvl_data::parquet_rows::read_parquet_rows(p).map(|_| ()).map_err(|e| e.to_string())
+    });
 }
 
 /// Training recipes (SFT and CVAA) and evaluation configs, as the repository ships them; a
@@ -352,11 +369,17 @@ fn toml_recipe_and_config_readers_never_panic() {
     let again = dir.path().join("again.toml");
     std::fs::write(&again, recipe.to_toml()).expect("write");
     assert_eq!(motionvl_train::recipe::Recipe::load(&again, &[]).expect("reads back"), recipe, "recipe round trip");
-    fuzz_bytes("sft recipes", Format::Tolerant, &[("recipe.toml", sft)], |p| motionvl_train::recipe::Recipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("sft recipes", Format::Tolerant, &[("recipe.toml", sft)], |p| {
+        motionvl_train::recipe::Recipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string())
+    });
     let cvaa = std::fs::read(root.join("configs/cvaa/synth.toml")).expect("seed");
-    fuzz_bytes("cvaa recipes", Format::Tolerant, &[("cvaa.toml", cvaa)], |p| motionvl_train::cvaa::CvaaRecipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("cvaa recipes", Format::Tolerant, &[("cvaa.toml", cvaa)], |p| {
+        motionvl_train::cvaa::CvaaRecipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string())
+    });
     let eval = std::fs::read(root.join("configs/eval/sisbench-official-3b.toml")).expect("seed");
-    fuzz_bytes("evaluation configs", Format::Tolerant, &[("eval.toml", eval)], |p| motionvl_eval::config::RunConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("evaluation configs", Format::Tolerant, &[("eval.toml", eval)], |p| {
+        motionvl_eval::config::RunConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string())
+    });
 }
 
 /// A model's `config.json` and `tokenizer.json`, from the Qwen2.5-VL fixtures.
@@ -364,9 +387,13 @@ fn toml_recipe_and_config_readers_never_panic() {
 fn model_config_and_tokenizer_readers_never_panic() {
     let root = repo_root();
     let config = std::fs::read(root.join("tests/fixtures/qwen2_5_vl/tiny-a/config.json")).expect("seed");
-    fuzz_bytes("model configs", Format::Tolerant, &[("config.json", config)], |p| motionvl_models::Qwen25VlConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("model configs", Format::Tolerant, &[("config.json", config)], |p| {
+        motionvl_models::Qwen25VlConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string())
+    });
     let tokenizer = std::fs::read(root.join("tests/fixtures/chat_template/tokenizer.json")).expect("seed");
-    fuzz_bytes("tokenizers", Format::Tolerant, &[("tokenizer.json", tokenizer)], |p| motionvl_data::text::QwenTokenizer::from_file(p).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("tokenizers", Format::Tolerant, &[("tokenizer.json", tokenizer)], |p| {
+        motionvl_data::text::QwenTokenizer::from_file(p).map(|_| ()).map_err(|e| e.to_string())
+    });
 }
 
 /// Safetensors files (weights, adapters, flow files): header and every tensor.
@@ -388,7 +415,9 @@ fn the_safetensors_reader_never_panics_or_trusts_its_header() {
 fn pytorch_pickle_readers_never_panic() {
     let root = repo_root();
     let pth = std::fs::read(root.join("tests/fixtures/flow/mofnet/tiny/checkpoint_sample.pth")).expect("seed");
-    fuzz_bytes("pth checkpoints", Format::Checked, &[("checkpoint.pth", pth)], |p| motionvl_flow::state_dict::read_pth(p).map(|_| ()).map_err(|e| e.to_string()));
+    fuzz_bytes("pth checkpoints", Format::Checked, &[("checkpoint.pth", pth)], |p| {
+        motionvl_flow::state_dict::read_pth(p).map(|_| ()).map_err(|e| e.to_string())
+    });
     let connector = std::fs::read(root.join("tests/fixtures/sis_motion_pickle/torch_connector.pt")).expect("seed");
     // The connector's width d, from its LayerNorm as torch saved it.
     let saved = candle_core::pickle::read_all(root.join("tests/fixtures/sis_motion_pickle/torch_connector.pt")).expect("torch's own file reads");

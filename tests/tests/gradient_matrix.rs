@@ -10,11 +10,11 @@
 //! (`qwen25vl_parity.rs`), and the LoRA forward PEFT's (`lora.rs`).
 
 use candle_core::{DType, Device, Tensor, Var};
-use motionvl_models::lora::{LoraConfig, LoraWeights, DEFAULT_TARGETS};
-use motionvl_models::motion::{vision_features, Connector, MotionBranch};
+use motionvl_models::CheckpointFiles;
+use motionvl_models::lora::{DEFAULT_TARGETS, LoraConfig, LoraWeights};
+use motionvl_models::motion::{Connector, MotionBranch, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, Qwen25Vl};
 use motionvl_models::seeded;
-use motionvl_models::CheckpointFiles;
 use motionvl_tests::fixtures::{max_abs, max_rel_diff};
 use motionvl_tests::qwen_dump::QwenDump;
 
@@ -144,5 +144,7 @@ fn every_trained_tensor_gets_the_reference_gradient_in_every_configuration() {
             }
         }
     }
-    eprintln!("checkpointing against not: worst relative error {worst_f32:e} (f32), {worst_bf16:e} (bf16); bf16 against f32: least cosine {least_cosine:.4}");
+    eprintln!(
+        "checkpointing against not: worst relative error {worst_f32:e} (f32), {worst_bf16:e} (bf16); bf16 against f32: least cosine {least_cosine:.4}"
+    );
 }

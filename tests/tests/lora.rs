@@ -5,12 +5,12 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use candle_core::{DType, Device, Tensor};
+use motionvl_models::CheckpointWeights;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::qwen25vl::{GenerateOptions, Qwen25Vl};
-use motionvl_models::CheckpointWeights;
-use motionvl_tests::fixtures::{assert_close, max_abs_diff, tolerance, Tensors};
-use motionvl_tests::qwen_dump::QwenDump;
 use motionvl_models::seeded;
+use motionvl_tests::fixtures::{Tensors, assert_close, max_abs_diff, tolerance};
+use motionvl_tests::qwen_dump::QwenDump;
 
 fn lora_dumps() -> Vec<QwenDump> {
     let dumps: Vec<QwenDump> = QwenDump::all().into_iter().filter(|fx| fx.dump.has("lora")).collect();
@@ -26,7 +26,9 @@ fn write_transformers4_adapter(src: &Path, dst: &Path) {
         .names()
         .into_iter()
         .map(|k| {
-            let old = k.replace("base_model.model.model.language_model.", "base_model.model.model.").replace("base_model.model.model.visual.", "base_model.model.visual.");
+            let old = k
+                .replace("base_model.model.model.language_model.", "base_model.model.model.")
+                .replace("base_model.model.model.visual.", "base_model.model.visual.");
             (old, tensors.get(k).clone())
         })
         .collect();
@@ -57,7 +59,12 @@ fn peft_adapter_reproduces_peft_logits_under_both_namings() {
             let want: Vec<u32> = expected.i64_flat("lora.generated_ids")[prompt.len()..].iter().map(|&t| t as u32).collect();
             assert_eq!(generated.tokens[0], want, "{}: LoRA generation", fx.dump.label);
             let steps = Tensor::stack(&generated.step_logits, 1).unwrap();
-            assert_close(&format!("{}: LoRA generation logits", fx.dump.label), &steps, expected.get("lora.generated_logits"), tolerance::F32_ACTIVATIONS);
+            assert_close(
+                &format!("{}: LoRA generation logits", fx.dump.label),
+                &steps,
+                expected.get("lora.generated_logits"),
+                tolerance::F32_ACTIVATIONS,
+            );
         }
     }
 }
@@ -97,9 +104,15 @@ fn fresh_adapters_leave_logits_unchanged_and_round_trip() {
 
         // Merged weights give the adapted model's logits.
         let weights = CheckpointWeights::open(&[fx.dump.path("model.safetensors")]).unwrap();
-        let mut tensors: HashMap<String, Tensor> = weights.names().map(|n| (n.to_owned(), weights.load(n, DType::F32, &Device::Cpu).unwrap())).collect();
+        let mut tensors: HashMap<String, Tensor> =
+            weights.names().map(|n| (n.to_owned(), weights.load(n, DType::F32, &Device::Cpu).unwrap())).collect();
         reloaded.merge_into(&mut tensors).unwrap();
         let merged = Qwen25Vl::new(model.config(), candle_nn::VarBuilder::from_tensors(tensors, DType::F32, &Device::Cpu)).unwrap();
-        assert_close(&format!("{}: merged adapter", fx.dump.label), &merged.forward(&batch, &video, None).unwrap(), &trained, tolerance::F32_ACTIVATIONS);
+        assert_close(
+            &format!("{}: merged adapter", fx.dump.label),
+            &merged.forward(&batch, &video, None).unwrap(),
+            &trained,
+            tolerance::F32_ACTIVATIONS,
+        );
     }
 }

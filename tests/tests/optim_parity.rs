@@ -45,7 +45,13 @@ struct Fixture {
 
 impl Fixture {
     fn load(dump: Dump) -> Self {
-        Self { meta: dump.json("meta.json"), init: dump.tensors("init.safetensors"), gradients: dump.tensors("gradients.safetensors"), expected: dump.tensors("expected.safetensors"), dump }
+        Self {
+            meta: dump.json("meta.json"),
+            init: dump.tensors("init.safetensors"),
+            gradients: dump.tensors("gradients.safetensors"),
+            expected: dump.tensors("expected.safetensors"),
+            dump,
+        }
     }
 
     fn usize(&self, key: &str) -> usize {
@@ -59,12 +65,26 @@ impl Fixture {
     /// `(name, motionvl group, decays)` in the dump's order.
     fn params(&self) -> Vec<(String, String, bool)> {
         let params = self.meta["params"].as_array().unwrap_or_else(|| panic!("{}: meta.json lacks `params`", self.dump.label));
-        params.iter().map(|p| (p["name"].as_str().expect("param name").to_owned(), p["group"].as_str().expect("param group").to_owned(), p["decay"].as_bool().expect("param decay"))).collect()
+        params
+            .iter()
+            .map(|p| {
+                (
+                    p["name"].as_str().expect("param name").to_owned(),
+                    p["group"].as_str().expect("param group").to_owned(),
+                    p["decay"].as_bool().expect("param decay"),
+                )
+            })
+            .collect()
     }
 
     fn config(&self) -> AdamWConfig {
         let betas = &self.meta["betas"];
-        AdamWConfig { beta1: betas[0].as_f64().expect("beta1"), beta2: betas[1].as_f64().expect("beta2"), eps: self.f64("eps"), weight_decay: self.f64("weight_decay") }
+        AdamWConfig {
+            beta1: betas[0].as_f64().expect("beta1"),
+            beta2: betas[1].as_f64().expect("beta2"),
+            eps: self.f64("eps"),
+            weight_decay: self.f64("weight_decay"),
+        }
     }
 
     /// The trainer's groups, LoRA then connector, each at its own rate; decay goes by name.

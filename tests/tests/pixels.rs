@@ -11,11 +11,10 @@
 //! - our smart resize: the exact size of `*_resized_u8`;
 //! - our bicubic resize of `*_u8` against `*_resized_u8`: [`RESIZE_TOLERANCE`] levels.
 
-use motionvl_tests::fixtures::{dumps, Dump};
+use motionvl_tests::fixtures::{Dump, dumps};
 
 use motionvl_data::preprocess::{
-    PreprocessConfig, normalize_image_resized, normalize_patchify, preprocess_image, preprocess_video,
-    resize_bicubic_aa, resize_frames, smart_resize,
+    PreprocessConfig, normalize_image_resized, normalize_patchify, preprocess_image, preprocess_video, resize_bicubic_aa, resize_frames, smart_resize,
 };
 use ndarray::{Array2, Array3, Array4};
 use safetensors::{Dtype, SafeTensors};
@@ -55,9 +54,7 @@ impl Fixture {
 
     fn raw(&self, name: &str, dtype: Dtype) -> (Vec<usize>, Vec<u8>) {
         let st = self.tensors();
-        let t = st
-            .tensor(name)
-            .unwrap_or_else(|e| panic!("{}: tensor {name}: {e}", self.dump.label));
+        let t = st.tensor(name).unwrap_or_else(|e| panic!("{}: tensor {name}: {e}", self.dump.label));
         assert_eq!(t.dtype(), dtype, "{}: tensor {name} dtype", self.dump.label);
         (t.shape().to_vec(), t.data().to_vec())
     }
@@ -74,37 +71,22 @@ impl Fixture {
 
     fn f32_2d(&self, name: &str) -> Array2<f32> {
         let (shape, data) = self.raw(name, Dtype::F32);
-        let values = data
-            .chunks_exact(4)
-            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-            .collect();
+        let values = data.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
         Array2::from_shape_vec((shape[0], shape[1]), values).expect("f32 2-D shape")
     }
 
     fn grid(&self, name: &str) -> [usize; 3] {
         let (shape, data) = self.raw(name, Dtype::I64);
         assert_eq!(shape, vec![1, 3], "{}: {name} shape", self.dump.label);
-        let v: Vec<usize> = data
-            .chunks_exact(8)
-            .map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as usize)
-            .collect();
+        let v: Vec<usize> = data.chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().expect("8 bytes")) as usize).collect();
         [v[0], v[1], v[2]]
     }
 
     /// The processor settings this dump was made with (`variant_spec.video` / `.image`).
     fn config(&self, kind: &str) -> PreprocessConfig {
         let spec = &self.meta["variant_spec"][kind];
-        let get = |k: &str| {
-            spec[k]
-                .as_u64()
-                .unwrap_or_else(|| panic!("{}: meta.json variant_spec.{kind}.{k}", self.dump.label))
-                as usize
-        };
-        PreprocessConfig {
-            min_pixels: get("min_pixels"),
-            max_pixels: get("max_pixels"),
-            ..PreprocessConfig::default()
-        }
+        let get = |k: &str| spec[k].as_u64().unwrap_or_else(|| panic!("{}: meta.json variant_spec.{kind}.{k}", self.dump.label)) as usize;
+        PreprocessConfig { min_pixels: get("min_pixels"), max_pixels: get("max_pixels"), ..PreprocessConfig::default() }
     }
 
     fn name(&self) -> String {
@@ -118,10 +100,7 @@ fn max_abs_diff_f32(a: &Array2<f32>, b: &Array2<f32>) -> f32 {
 }
 
 fn max_abs_diff_u8<'a>(a: impl Iterator<Item = &'a u8>, b: impl Iterator<Item = &'a u8>) -> i32 {
-    a.zip(b)
-        .map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs())
-        .max()
-        .unwrap_or(0)
+    a.zip(b).map(|(x, y)| (i32::from(*x) - i32::from(*y)).abs()).max().unwrap_or(0)
 }
 
 #[test]
@@ -132,18 +111,9 @@ fn video_normalize_patchify_matches_hf() {
         let got = normalize_patchify(resized.view(), &cfg).expect("patchify");
         let want = fx.f32_2d("pixel_values_videos");
         assert_eq!(got.grid_thw, fx.grid("video_grid_thw"), "{}: video grid", fx.name());
-        assert_eq!(
-            got.pixel_values.dim(),
-            want.dim(),
-            "{}: pixel_values_videos shape",
-            fx.name()
-        );
+        assert_eq!(got.pixel_values.dim(), want.dim(), "{}: pixel_values_videos shape", fx.name());
         let d = max_abs_diff_f32(&got.pixel_values, &want);
-        assert!(
-            d <= VALUE_TOLERANCE,
-            "{}: pixel_values_videos max abs diff {d}",
-            fx.name()
-        );
+        assert!(d <= VALUE_TOLERANCE, "{}: pixel_values_videos max abs diff {d}", fx.name());
     }
 }
 
@@ -164,23 +134,12 @@ fn image_normalize_patchify_matches_hf() {
 #[test]
 fn smart_resize_matches_hf_sizes() {
     for fx in Fixture::all() {
-        for (kind, raw_name, resized_name) in [
-            ("video", "video_frames_u8", "video_resized_u8"),
-            ("image", "image_u8", "image_resized_u8"),
-        ] {
+        for (kind, raw_name, resized_name) in [("video", "video_frames_u8", "video_resized_u8"), ("image", "image_u8", "image_resized_u8")] {
             let cfg = fx.config(kind);
             let (raw_shape, _) = fx.raw(raw_name, Dtype::U8);
             let (resized_shape, _) = fx.raw(resized_name, Dtype::U8);
-            let (h, w) = if kind == "video" {
-                (raw_shape[1], raw_shape[2])
-            } else {
-                (raw_shape[0], raw_shape[1])
-            };
-            let want = if kind == "video" {
-                (resized_shape[1], resized_shape[2])
-            } else {
-                (resized_shape[0], resized_shape[1])
-            };
+            let (h, w) = if kind == "video" { (raw_shape[1], raw_shape[2]) } else { (raw_shape[0], raw_shape[1]) };
+            let want = if kind == "video" { (resized_shape[1], resized_shape[2]) } else { (resized_shape[0], resized_shape[1]) };
             let got = smart_resize(h, w, cfg.factor(), cfg.min_pixels, cfg.max_pixels).expect("smart_resize");
             assert_eq!(got, want, "{}: {kind} smart_resize of {h}x{w}", fx.name());
         }
@@ -194,21 +153,13 @@ fn bicubic_resize_matches_torchvision() {
         let want = fx.u8_4d("video_resized_u8");
         let got = resize_frames(raw.view(), want.dim().1, want.dim().2);
         let d = max_abs_diff_u8(got.iter(), want.iter());
-        assert!(
-            d <= RESIZE_TOLERANCE,
-            "{}: video resize differs by {d} levels",
-            fx.name()
-        );
+        assert!(d <= RESIZE_TOLERANCE, "{}: video resize differs by {d} levels", fx.name());
 
         let raw = fx.u8_3d("image_u8");
         let want = fx.u8_3d("image_resized_u8");
         let got = resize_bicubic_aa(raw.view(), want.dim().0, want.dim().1);
         let d = max_abs_diff_u8(got.iter(), want.iter());
-        assert!(
-            d <= RESIZE_TOLERANCE,
-            "{}: image resize differs by {d} levels",
-            fx.name()
-        );
+        assert!(d <= RESIZE_TOLERANCE, "{}: image resize differs by {d} levels", fx.name());
     }
 }
 
@@ -236,11 +187,7 @@ fn bicubic_resize_matches_torchvision_on_extra_sizes() {
     let path = cases.remove(0).path("resizes.safetensors");
     let bytes = std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     let st = SafeTensors::deserialize(&bytes).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-    let mut names: Vec<String> = st
-        .names()
-        .into_iter()
-        .filter_map(|n| n.strip_suffix(".input").map(str::to_string))
-        .collect();
+    let mut names: Vec<String> = st.names().into_iter().filter_map(|n| n.strip_suffix(".input").map(str::to_string)).collect();
     names.sort();
     assert!(names.len() >= 20, "expected 20 cases in {}", path.display());
     let load = |name: &str| {
@@ -254,11 +201,6 @@ fn bicubic_resize_matches_torchvision_on_extra_sizes() {
         let want = load(&format!("{case}.output"));
         let got = resize_bicubic_aa(input.view(), want.dim().0, want.dim().1);
         let d = max_abs_diff_u8(got.iter(), want.iter());
-        assert!(
-            d <= RESIZE_TOLERANCE,
-            "{case}: {:?} -> {:?} differs by {d} levels",
-            input.dim(),
-            want.dim()
-        );
+        assert!(d <= RESIZE_TOLERANCE, "{case}: {:?} -> {:?} differs by {d} levels", input.dim(), want.dim());
     }
 }

@@ -8,7 +8,7 @@ use candle_core::{DType, Device, Tensor};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionFeatures, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::{CheckpointFiles, HubOptions, ModelError};
-use motionvl_tests::fixtures::{assert_close, max_abs, max_rel_diff, tolerance, Tensors};
+use motionvl_tests::fixtures::{Tensors, assert_close, max_abs, max_rel_diff, tolerance};
 use motionvl_tests::qwen_dump::QwenDump;
 
 /// transformers' logits for the dump's video sample, so that every weight — the vision tower's
@@ -58,55 +58,55 @@ fn sharded_checkpoint_with_transformers5_names_loads_identically() {
 #[test]
 fn hub_id_resolves_from_the_cache_and_offline_misses_are_explained() {
     for fx in QwenDump::all() {
-    let fixture = &fx.dump.dir;
-    let cache = tempfile::tempdir().unwrap();
-    let repo = cache.path().join("models--motionvl--tiny");
-    let snapshot = repo.join("snapshots").join("0123abcd");
-    std::fs::create_dir_all(&snapshot).unwrap();
-    std::fs::create_dir_all(repo.join("refs")).unwrap();
-    std::fs::write(repo.join("refs").join("main"), "0123abcd").unwrap();
-    for file in ["config.json", "model.safetensors", "generation_config.json"] {
-        std::fs::copy(fixture.join(file), snapshot.join(file)).unwrap();
-    }
-    let hub = HubOptions { cache_dir: cache.path().to_path_buf(), offline: true };
-    let files = CheckpointFiles::resolve("motionvl/tiny", &hub).unwrap();
-    assert!(files.dir.join("generation_config.json").is_file(), "side files resolve into the snapshot folder");
-    let model = Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap();
-    assert_reproduces_dump("hub-cached checkpoint", &model, &fx);
+        let fixture = &fx.dump.dir;
+        let cache = tempfile::tempdir().unwrap();
+        let repo = cache.path().join("models--motionvl--tiny");
+        let snapshot = repo.join("snapshots").join("0123abcd");
+        std::fs::create_dir_all(&snapshot).unwrap();
+        std::fs::create_dir_all(repo.join("refs")).unwrap();
+        std::fs::write(repo.join("refs").join("main"), "0123abcd").unwrap();
+        for file in ["config.json", "model.safetensors", "generation_config.json"] {
+            std::fs::copy(fixture.join(file), snapshot.join(file)).unwrap();
+        }
+        let hub = HubOptions { cache_dir: cache.path().to_path_buf(), offline: true };
+        let files = CheckpointFiles::resolve("motionvl/tiny", &hub).unwrap();
+        assert!(files.dir.join("generation_config.json").is_file(), "side files resolve into the snapshot folder");
+        let model = Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap();
+        assert_reproduces_dump("hub-cached checkpoint", &model, &fx);
 
-    let err = CheckpointFiles::resolve("motionvl/absent", &hub).unwrap_err();
-    assert!(matches!(err, ModelError::NotCached { .. }), "{err}");
-    let message = err.to_string();
-    assert!(message.contains("motionvl/absent") && message.contains("offline"), "{message}");
+        let err = CheckpointFiles::resolve("motionvl/absent", &hub).unwrap_err();
+        assert!(matches!(err, ModelError::NotCached { .. }), "{err}");
+        let message = err.to_string();
+        assert!(message.contains("motionvl/absent") && message.contains("offline"), "{message}");
     }
 }
 
 #[test]
 fn missing_and_misshaped_tensors_are_named() {
     for fx in QwenDump::all() {
-    let fixture = &fx.dump.dir;
-    let tensors = Tensors::load(&fixture.join("model.safetensors"));
-    for victim in ["model.layers.0.self_attn.q_proj.weight", "visual.blocks.0.mlp.up_proj.weight"] {
-    let write_variant = |replacement: Option<Tensor>| -> String {
-        let dir = tempfile::tempdir().unwrap();
-        std::fs::copy(fixture.join("config.json"), dir.path().join("config.json")).unwrap();
-        let mut map: HashMap<String, Tensor> = tensors.names().into_iter().map(|n| (n.clone(), tensors.get(n).clone())).collect();
-        match replacement {
-            Some(t) => map.insert(victim.into(), t),
-            None => map.remove(victim),
-        };
-        candle_core::safetensors::save(&map, dir.path().join("model.safetensors")).unwrap();
-        let files = CheckpointFiles::from_dir(dir.path()).unwrap();
-        Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap_err().to_string()
-    };
-    let missing = write_variant(None);
-    assert!(missing.contains(victim), "{missing}");
-    let shape = tensors.get(victim).dims().to_vec();
-    let wrong = Tensor::zeros((shape[0], shape[1] + 1), DType::F32, &Device::Cpu).unwrap();
-    let misshaped = write_variant(Some(wrong));
-    assert!(misshaped.contains(victim), "{misshaped}");
-    assert!(misshaped.contains(&format!("{:?}", [shape[0], shape[1] + 1])) && misshaped.contains(&format!("{shape:?}")), "{misshaped}");
-    }
+        let fixture = &fx.dump.dir;
+        let tensors = Tensors::load(&fixture.join("model.safetensors"));
+        for victim in ["model.layers.0.self_attn.q_proj.weight", "visual.blocks.0.mlp.up_proj.weight"] {
+            let write_variant = |replacement: Option<Tensor>| -> String {
+                let dir = tempfile::tempdir().unwrap();
+                std::fs::copy(fixture.join("config.json"), dir.path().join("config.json")).unwrap();
+                let mut map: HashMap<String, Tensor> = tensors.names().into_iter().map(|n| (n.clone(), tensors.get(n).clone())).collect();
+                match replacement {
+                    Some(t) => map.insert(victim.into(), t),
+                    None => map.remove(victim),
+                };
+                candle_core::safetensors::save(&map, dir.path().join("model.safetensors")).unwrap();
+                let files = CheckpointFiles::from_dir(dir.path()).unwrap();
+                Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap_err().to_string()
+            };
+            let missing = write_variant(None);
+            assert!(missing.contains(victim), "{missing}");
+            let shape = tensors.get(victim).dims().to_vec();
+            let wrong = Tensor::zeros((shape[0], shape[1] + 1), DType::F32, &Device::Cpu).unwrap();
+            let misshaped = write_variant(Some(wrong));
+            assert!(misshaped.contains(victim), "{misshaped}");
+            assert!(misshaped.contains(&format!("{:?}", [shape[0], shape[1] + 1])) && misshaped.contains(&format!("{shape:?}")), "{misshaped}");
+        }
     }
 }
 
@@ -117,10 +117,7 @@ fn placeholder_count_mismatch_names_both_counts() {
     let ids = vec![1, cfg.vision_start_token_id, cfg.video_token_id, cfg.video_token_id, cfg.vision_end_token_id, 9];
     let kinds = ids.iter().map(|&t| if t == cfg.video_token_id { TokenKind::Video } else { TokenKind::Text }).collect();
     let batch = PromptBatch::single(ids, kinds);
-    let features = VisionFeatures {
-        images: None,
-        videos: Some(Tensor::zeros((3, cfg.text.hidden_size), DType::F32, &Device::Cpu).unwrap()),
-    };
+    let features = VisionFeatures { images: None, videos: Some(Tensor::zeros((3, cfg.text.hidden_size), DType::F32, &Device::Cpu).unwrap()) };
     let err = model.embed(&batch, &features).unwrap_err();
     assert!(matches!(err, ModelError::PlaceholderMismatch { tokens: 2, features: 3, .. }), "{err}");
     let message = err.to_string();
@@ -141,8 +138,18 @@ fn bf16_load_matches_transformers_bf16() {
         let rel = max_rel_diff(&logits, reference);
         let mean_rel = mean_rel_diff(&logits, reference);
         eprintln!("{}: bf16 logits against transformers' bf16: max {rel:.2e}, mean {mean_rel:.2e} relative", fx.dump.label);
-        assert!(rel <= tolerance::BF16_LOGITS_RELATIVE, "{}: bf16 logits differ from transformers' bf16 by {rel:e} (bound {:e})", fx.dump.label, tolerance::BF16_LOGITS_RELATIVE);
-        assert!(mean_rel <= tolerance::BF16_LOGITS_MEAN_RELATIVE, "{}: bf16 logits differ from transformers' bf16 by {mean_rel:e} on average (bound {:e})", fx.dump.label, tolerance::BF16_LOGITS_MEAN_RELATIVE);
+        assert!(
+            rel <= tolerance::BF16_LOGITS_RELATIVE,
+            "{}: bf16 logits differ from transformers' bf16 by {rel:e} (bound {:e})",
+            fx.dump.label,
+            tolerance::BF16_LOGITS_RELATIVE
+        );
+        assert!(
+            mean_rel <= tolerance::BF16_LOGITS_MEAN_RELATIVE,
+            "{}: bf16 logits differ from transformers' bf16 by {mean_rel:e} on average (bound {:e})",
+            fx.dump.label,
+            tolerance::BF16_LOGITS_MEAN_RELATIVE
+        );
 
         let rows = |t: &Tensor| -> Vec<Vec<f32>> { t.to_dtype(DType::F32).unwrap().squeeze(0).unwrap().to_vec2().unwrap() };
         let (ours, theirs) = (rows(&logits), rows(reference));
@@ -181,7 +188,12 @@ fn f16_load_is_close_to_f32() {
         assert_eq!(logits.dtype(), DType::F16);
         let rel = max_rel_diff(&logits, fx.expected.get("logits"));
         eprintln!("{}: f16 logits drift {rel:.4} relative to transformers' f32", fx.dump.label);
-        assert!(rel < tolerance::F16_LOGITS_RELATIVE, "{}: f16 logits drift by {rel} relative to f32 (bound {})", fx.dump.label, tolerance::F16_LOGITS_RELATIVE);
+        assert!(
+            rel < tolerance::F16_LOGITS_RELATIVE,
+            "{}: f16 logits drift by {rel} relative to f32 (bound {})",
+            fx.dump.label,
+            tolerance::F16_LOGITS_RELATIVE
+        );
     }
 }
 

@@ -6,7 +6,7 @@
 //! its greedy generation, against which the default generation path runs end to end.
 
 use candle_core::{DType, Device, Tensor};
-use motionvl_models::qwen25vl::{causal_lm_loss, GenerateOptions, Qwen25Vl};
+use motionvl_models::qwen25vl::{GenerateOptions, Qwen25Vl, causal_lm_loss};
 use motionvl_models::vision::VisionLayout;
 use motionvl_models::{CheckpointWeights, Qwen25VlConfig};
 use motionvl_tests::fixtures::{assert_close, max_rel_diff, tolerance};
@@ -58,7 +58,11 @@ fn positions_follow_the_legacy_algorithm() {
                 for (b, mask) in batch.mask.iter().enumerate() {
                     for (i, &real) in mask.iter().enumerate() {
                         if real {
-                            assert_eq!(ours.positions[axis][b][i], reference[axis][b][i], "{}: {prefix}legacy position axis {axis} row {b} col {i}", fx.dump.label);
+                            assert_eq!(
+                                ours.positions[axis][b][i], reference[axis][b][i],
+                                "{}: {prefix}legacy position axis {axis} row {b} col {i}",
+                                fx.dump.label
+                            );
                         }
                     }
                 }
@@ -197,7 +201,12 @@ fn default_generation_matches_transformers_4_57() {
         for (prefix, inputs) in [("", fx.video_inputs()), ("batch.", fx.batch_inputs())] {
             let batch = fx.prompt(&format!("{prefix}prompt_"));
             let ours = model.positions(&batch, &inputs).unwrap();
-            assert_eq!(ours.next, fx.expected.i64_flat(&format!("{prefix}legacy.decode_start")), "{}: {prefix}first generated position", fx.dump.label);
+            assert_eq!(
+                ours.next,
+                fx.expected.i64_flat(&format!("{prefix}legacy.decode_start")),
+                "{}: {prefix}first generated position",
+                fx.dump.label
+            );
             let out = model.generate(&batch, &inputs, None, &options).unwrap();
             for (b, row) in fx.expected.i64_rows(&format!("{prefix}legacy.generated_ids")).iter().enumerate() {
                 let new: Vec<u32> = row[batch.len()..].iter().map(|&t| t as u32).collect();

@@ -19,7 +19,9 @@ fn penalised_greedy_ids_equal_transformers_alone_and_in_a_padded_batch() {
         let reference = Tensors::load(&fixtures_root().join(format!("repetition_penalty/{name}.safetensors")));
         let model = fx.model();
         let options = GenerateOptions { max_new_tokens: 8, stop_ids: vec![], keep_logits: false };
-        for (source, inputs, rows) in [("prompt_", fx.video_inputs(), vec!["single"]), ("batch.prompt_", fx.batch_inputs(), vec!["batch.row0", "batch.row1"])] {
+        for (source, inputs, rows) in
+            [("prompt_", fx.video_inputs(), vec!["single"]), ("batch.prompt_", fx.batch_inputs(), vec!["batch.row0", "batch.row1"])]
+        {
             let batch = fx.prompt(source);
             let features = model.encode_vision(&inputs).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
             let embeds = model.embed(&batch, &features).unwrap_or_else(|e| panic!("{}: {e}", fx.dump.label));
@@ -35,7 +37,8 @@ fn penalised_greedy_ids_equal_transformers_alone_and_in_a_padded_batch() {
                 for (b, row) in rows.iter().enumerate() {
                     let want: Vec<u32> = reference.i64_flat(&format!("penalty_{p}.{row}")).into_iter().map(|t| t as u32).collect();
                     assert_eq!(out.tokens[b], want, "{}: penalty {p}, {row}", fx.dump.label);
-                    changed += usize::from(row == &"single" && want != reference.i64_flat("plain.single").into_iter().map(|t| t as u32).collect::<Vec<_>>());
+                    changed +=
+                        usize::from(row == &"single" && want != reference.i64_flat("plain.single").into_iter().map(|t| t as u32).collect::<Vec<_>>());
                 }
             }
         }

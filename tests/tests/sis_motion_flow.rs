@@ -22,9 +22,9 @@ use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::official::{self, MOFNET_HEIGHT, MOFNET_WIDTH};
-use motionvl_flow::{estimator_from_spec, EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig};
-use motionvl_tests::fixtures::{dumps, fixtures_root, Dump, Tensors};
-use ndarray::{s, Array4, ArrayD, ArrayViewD, Axis, IxDyn};
+use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec};
+use motionvl_tests::fixtures::{Dump, Tensors, dumps, fixtures_root};
+use ndarray::{Array4, ArrayD, ArrayViewD, Axis, IxDyn, s};
 
 /// MOFNet's input frames, 0–255: bilinear resizing reproduces ATen's single-threaded CPU kernel
 /// (`official::resize_bilinear`), measured bit for bit on every question of tiny-a and tiny-b;
@@ -104,7 +104,11 @@ impl Reference {
             Tolerance::Relative(rel) => rel * scale,
         };
         let diff = pairs.iter().map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
-        let mut line = format!("{what}: max |Δ| {diff:.2e} (relative {:.2e}, reference up to {scale:.3}, bound {bound:.2e}) over {} values", diff / scale, pairs.len());
+        let mut line = format!(
+            "{what}: max |Δ| {diff:.2e} (relative {:.2e}, reference up to {scale:.3}, bound {bound:.2e}) over {} values",
+            diff / scale,
+            pairs.len()
+        );
         assert!(diff <= bound, "{line}");
         if let Some(sums) = &self.sum_last {
             let sums = match &channels {
@@ -146,7 +150,8 @@ fn dump_mofnet(dump: &Dump) -> MofNetEstimator {
     let widths = config.get("mofnet").unwrap_or_else(|| panic!("{}: sis_motion_config.json has no `mofnet` key", dump.label));
     let (cfg, iters) = MofConfig::from_json(&widths.to_string()).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
     let iters = iters.unwrap_or_else(|| panic!("{}: the `mofnet` key names no iterations", dump.label));
-    MofNetEstimator::from_checkpoint(&dump.path("package/MOF_kitti.pth"), cfg, iters, motionvl_flow::WeightPrecision::F32, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", dump.label))
+    MofNetEstimator::from_checkpoint(&dump.path("package/MOF_kitti.pth"), cfg, iters, motionvl_flow::WeightPrecision::F32, &Device::Cpu)
+        .unwrap_or_else(|e| panic!("{}: {e}", dump.label))
 }
 
 /// One evaluated question of a dump: the frames the official reader returned and its grid.
@@ -173,7 +178,8 @@ impl Question {
             .map(|path| {
                 let expected = Tensors::load(&path);
                 let label = format!("{}/{}", dump.label, path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default());
-                let frames = motionvl_tests::flow_dump::to_array4(&expected.get("frames_u8").to_dtype(DType::U8).unwrap_or_else(|e| panic!("{label}: {e}")));
+                let frames =
+                    motionvl_tests::flow_dump::to_array4(&expected.get("frames_u8").to_dtype(DType::U8).unwrap_or_else(|e| panic!("{label}: {e}")));
                 let grid = expected.i64_flat("video_grid_thw");
                 assert_eq!(grid.len(), 3, "{label}: video_grid_thw");
                 Question { grid_thw: [grid[0] as usize, grid[1] as usize, grid[2] as usize], label, expected, frames }
@@ -186,10 +192,16 @@ impl Question {
     fn mofnet_frames(&self, cfg: &PreprocessConfig) -> Array4<f32> {
         let count = self.grid_thw[0] * cfg.temporal_patch_size;
         let n = self.frames.dim().0;
-        let picked: Vec<i64> = if n == count { (0..n as i64).collect() } else { official::numpy_linspace_indices(n, count).into_iter().map(|i| i as i64).collect() };
+        let picked: Vec<i64> =
+            if n == count { (0..n as i64).collect() } else { official::numpy_linspace_indices(n, count).into_iter().map(|i| i as i64).collect() };
         assert_eq!(picked, self.expected.i64_flat("mofnet_frame_indices"), "{}: MOFNet frame choice", self.label);
         let ours = official::mofnet_frames(self.frames.view(), count).unwrap_or_else(|e| panic!("{}: {e}", self.label));
-        Reference::read(&self.expected, "mofnet_frames").compare(&format!("{}: mofnet_frames", self.label), ours.view().into_dyn(), None, Tolerance::Absolute(MOFNET_FRAMES_ABS));
+        Reference::read(&self.expected, "mofnet_frames").compare(
+            &format!("{}: mofnet_frames", self.label),
+            ours.view().into_dyn(),
+            None,
+            Tolerance::Absolute(MOFNET_FRAMES_ABS),
+        );
         ours
     }
 }
@@ -222,16 +234,31 @@ fn flows_and_pixels_match_the_official_code_on_every_dump() {
 
             // One MOFNet pass over the clip: the forward flows of its middle frames.
             let middle = mofnet.coarse_clip_flows(frames.view()).unwrap_or_else(|e| panic!("{label}: {e}"));
-            Reference::read(&question.expected, "flows").compare(&format!("{label}: flows (forward)"), middle.view().into_dyn(), Some(0..2), Tolerance::Relative(FLOWS_RELATIVE));
+            Reference::read(&question.expected, "flows").compare(
+                &format!("{label}: flows (forward)"),
+                middle.view().into_dyn(),
+                Some(0..2),
+                Tolerance::Relative(FLOWS_RELATIVE),
+            );
 
             // One flow per frame (recorded before the ±400 clamp, which these flows never reach),
             // and the motion encoder's pixels.
             assert!(middle.iter().all(|v| v.abs() < official::FLOW_CLAMP), "{label}: flows reach the clamp");
             let flows = official::clip_flows(middle.view()).unwrap_or_else(|e| panic!("{label}: {e}"));
             let replicated = Reference::read(&question.expected, "flows_replicated");
-            replicated.compare(&format!("{label}: flows_replicated (forward)"), flows.view().into_dyn(), Some(0..2), Tolerance::Relative(FLOWS_RELATIVE));
+            replicated.compare(
+                &format!("{label}: flows_replicated (forward)"),
+                flows.view().into_dyn(),
+                Some(0..2),
+                Tolerance::Relative(FLOWS_RELATIVE),
+            );
             let pixels = official::pixel_values_flow(flows.view(), question.grid_thw, &cfg).unwrap_or_else(|e| panic!("{label}: {e}"));
-            Reference::read(&question.expected, "pixel_values_flow").compare(&format!("{label}: pixel_values_flow"), pixels.view().into_dyn(), None, Tolerance::Relative(PIXELS_RELATIVE));
+            Reference::read(&question.expected, "pixel_values_flow").compare(
+                &format!("{label}: pixel_values_flow"),
+                pixels.view().into_dyn(),
+                None,
+                Tolerance::Relative(PIXELS_RELATIVE),
+            );
         }
     }
 }
@@ -274,6 +301,7 @@ fn official_pipeline_through_motion_media() {
     let (vision, motion) = media.load_video_with_motion(&video).expect("pixels");
     assert_eq!(motion.grid_thw, vision.grid_thw);
     assert_eq!(motion.pixel_values.dim(), vision.pixel_values.dim());
-    let expected = official::pixel_values_flow(official::clip_flows(flows.view()).expect("clip").view(), vision.grid_thw, &media.qwen.video_config).expect("pixels");
+    let expected = official::pixel_values_flow(official::clip_flows(flows.view()).expect("clip").view(), vision.grid_thw, &media.qwen.video_config)
+        .expect("pixels");
     assert_eq!(motion.pixel_values, expected);
 }

@@ -43,7 +43,8 @@ fn bits(t: &Tensor) -> Bits {
 #[test]
 fn torch_pickle_files_written_by_torch_read_exactly() {
     let expected = expected();
-    let mixed: HashMap<String, Tensor> = candle_core::pickle::read_all(pickle_dir().join("torch_mixed.pt")).expect("torch_mixed.pt").into_iter().collect();
+    let mixed: HashMap<String, Tensor> =
+        candle_core::pickle::read_all(pickle_dir().join("torch_mixed.pt")).expect("torch_mixed.pt").into_iter().collect();
     let names = keys("mixed");
     assert_eq!(mixed.len(), names.len());
     for key in &names {
@@ -67,10 +68,13 @@ fn torch_pickle_writer_reproduces_the_files_torch_loads() {
     let expected = expected();
     let dir = tempfile::tempdir().unwrap();
     for dict in ["connector", "mixed"] {
-        let tensors: Vec<(String, Tensor)> = keys(dict).into_iter().map(|k| {
-            let t = expected[&format!("{dict}/{k}")].clone();
-            (k, t)
-        }).collect();
+        let tensors: Vec<(String, Tensor)> = keys(dict)
+            .into_iter()
+            .map(|k| {
+                let t = expected[&format!("{dict}/{k}")].clone();
+                (k, t)
+            })
+            .collect();
         let file = format!("ours_{dict}.pt");
         let written = dir.path().join(&file);
         save_state_dict(&written, &tensors).expect("writes");
@@ -139,7 +143,8 @@ fn exported_package_loads_back_with_the_trained_tensors() {
 
     let package = SisPackage::detect(&out).unwrap().expect("the export is a package");
     assert_eq!(package.config.motion_config.decoder_depth, meta.estimator_settings["iters"].as_u64().unwrap() as usize);
-    let mut fixture_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/flow/mofnet/tiny/config.json")).unwrap()).unwrap();
+    let mut fixture_config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(repo_root().join("tests/fixtures/flow/mofnet/tiny/config.json")).unwrap()).unwrap();
     fixture_config["iters"] = package.config.motion_config.decoder_depth.into();
     assert_eq!(package.config.mofnet.as_ref(), Some(&fixture_config));
     assert!(summary.mofnet_converted);
@@ -150,7 +155,10 @@ fn exported_package_loads_back_with_the_trained_tensors() {
     for (name, var) in &loaded {
         assert_eq!(bits(var.as_tensor()), bits(&trained[name]), "{name}");
     }
-    assert_eq!(lora_bits(&LoraWeights::load_peft(&out, &Device::Cpu).unwrap()), lora_bits(&LoraWeights::load_peft(&checkpoint, &Device::Cpu).unwrap()));
+    assert_eq!(
+        lora_bits(&LoraWeights::load_peft(&out, &Device::Cpu).unwrap()),
+        lora_bits(&LoraWeights::load_peft(&checkpoint, &Device::Cpu).unwrap())
+    );
     let adapter_config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(out.join("adapter_config.json")).unwrap()).unwrap();
     assert_eq!(adapter_config["base_model_name_or_path"].as_str(), Some(summary.base_model.as_str()));
 
@@ -194,7 +202,8 @@ fn exported_package_loads_back_with_the_trained_tensors() {
 
     // A connector of motionvl's original d → d → d width is not one the official code can build.
     let width = trained["connector.norm.weight"].dim(0).unwrap();
-    let square: HashMap<String, Tensor> = Connector::init_vars(width, 3, &Device::Cpu).unwrap().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
+    let square: HashMap<String, Tensor> =
+        Connector::init_vars(width, 3, &Device::Cpu).unwrap().into_iter().map(|(n, v)| (n, v.as_tensor().clone())).collect();
     candle_core::safetensors::save(&square, checkpoint.join("motion.safetensors")).unwrap();
     let err = export(ExportFormat::SisMotion, &checkpoint, &dir.path().join("other"), None).unwrap_err().to_string();
     assert!(err.contains(&format!("hidden width is {width}")) && err.contains("connector_hidden = 2048"), "{err}");
@@ -234,14 +243,19 @@ fn official_packages_give_the_dumps_connector_out() {
             };
             let (motion, expected, visual) = (stored("motion_tokens"), stored("connector_out"), stored("visual_tokens"));
             let rows = motion.dim(0).unwrap().min(expected.dim(0).unwrap()).min(visual.dim(0).unwrap());
-            let (motion, expected, visual) = (motion.narrow(0, 0, rows).unwrap(), expected.narrow(0, 0, rows).unwrap(), visual.narrow(0, 0, rows).unwrap());
+            let (motion, expected, visual) =
+                (motion.narrow(0, 0, rows).unwrap(), expected.narrow(0, 0, rows).unwrap(), visual.narrow(0, 0, rows).unwrap());
             let ours = branch.connector.forward(&motion).unwrap();
             let max_abs = |t: &Tensor| t.abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
             let err = max_abs(&(&ours - &expected).unwrap());
             let size = max_abs(&expected);
             // connector_out was recorded as (visual + mlp) − visual: f32 roundings of that size.
             let bound = 4.0 * f32::EPSILON * (max_abs(&visual) + size) + 1e-6 * size;
-            eprintln!("{} {}: {rows} rows, max |connector_out − ours| = {err:e} (bound {bound:e}, max |connector_out| {size:e})", dump.label, path.display());
+            eprintln!(
+                "{} {}: {rows} rows, max |connector_out − ours| = {err:e} (bound {bound:e}, max |connector_out| {size:e})",
+                dump.label,
+                path.display()
+            );
             assert!(size > 1e-3, "{}: a connector output this small could not fail the test", path.display());
             assert!(err <= bound, "{}: max difference {err:e} > {bound:e}", path.display());
             questions += 1;

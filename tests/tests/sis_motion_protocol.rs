@@ -23,7 +23,11 @@ use motionvl_tests::fixtures::{Dump, dumps};
 const PIXEL_TOLERANCE: f32 = 1e-5;
 
 fn predictions(dump: &Dump) -> Vec<serde_json::Value> {
-    dump.text("predictions.jsonl").lines().filter(|l| !l.trim().is_empty()).map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", dump.label))).collect()
+    dump.text("predictions.jsonl")
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{}: {e}", dump.label)))
+        .collect()
 }
 
 #[test]
@@ -118,7 +122,8 @@ fn left_out_questions_and_prompt_ids_equal_the_official_evaluators() {
                 continue;
             }
             let seconds: Vec<f32> = q.videos.iter().map(|v| v.second_per_grid.unwrap_or(f64::NAN) as f32).collect();
-            let want = expected.get("second_per_grid_ts").to_dtype(candle_core::DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>());
+            let want =
+                expected.get("second_per_grid_ts").to_dtype(candle_core::DType::F32).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<f32>());
             if want.as_ref().ok() != Some(&seconds) {
                 problems.push(format!("{id}: second_per_grid_ts {seconds:?} vs {want:?}"));
             }

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::QwenMedia;
-use motionvl_data::manifest::{OFFICIAL_MIN_FRAMES, LeftOut, official_left_out, read_sisbench};
+use motionvl_data::manifest::{LeftOut, OFFICIAL_MIN_FRAMES, official_left_out, read_sisbench};
 use motionvl_data::samples::{ReadOptions, RowProblem};
 use motionvl_data::video::{DecodeOptions, FolderListing, FrameFolder};
 use motionvl_tests::fixtures::dumps;
@@ -31,8 +31,8 @@ fn released_rows_media_frames_and_left_out_rows_equal_the_official_evaluator() {
     for dump in dumps("sis_motion") {
         let meta = dump.json("meta.json");
         let manifest = dump.path("SIS-Bench/SIS-Bench.jsonl");
-        let out = read_sisbench(&manifest, &ReadOptions { skip_bad: true, ..ReadOptions::default() })
-            .unwrap_or_else(|e| panic!("{}: {e}", dump.label));
+        let out =
+            read_sisbench(&manifest, &ReadOptions { skip_bad: true, ..ReadOptions::default() }).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
 
         // Left out: rows whose media the resolver cannot find, and clips of 1–7 frames.
         let mut ours: BTreeMap<String, String> = BTreeMap::new();
@@ -69,10 +69,8 @@ fn released_rows_media_frames_and_left_out_rows_equal_the_official_evaluator() {
             let resolved: String = dump.field("meta.json", official, "media");
             assert_eq!(q.videos[0], dump.dir.join(&resolved), "{what}: media");
 
-            let (plan, decoded) = media
-                .source(&q.videos[0])
-                .load(&media.video_policy, &DecodeOptions::default())
-                .unwrap_or_else(|e| panic!("{what}: {e}"));
+            let (plan, decoded) =
+                media.source(&q.videos[0]).load(&media.video_policy, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
             let expected = dump.tensors(&format!("expected/{}.safetensors", q.id));
             let want: Vec<usize> = expected.i64_flat("frame_indices").into_iter().map(|i| i as usize).collect();
             let recorded: Vec<usize> = dump.field("meta.json", official, "frame_indices");
@@ -81,14 +79,18 @@ fn released_rows_media_frames_and_left_out_rows_equal_the_official_evaluator() {
                 // A folder's frame_indices count in the numeric order of the names; compare the
                 // files themselves, which the official code took from its `sorted()` listing.
                 let folder = FrameFolder::open_listed(&q.videos[0], 1.0, FolderListing::Official).unwrap_or_else(|e| panic!("{what}: {e}"));
-                let names: Vec<String> =
-                    plan.indices.iter().map(|&i| folder.files()[i].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()).collect();
+                let names: Vec<String> = plan
+                    .indices
+                    .iter()
+                    .map(|&i| folder.files()[i].file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default())
+                    .collect();
                 let files: Vec<String> = dump.field("meta.json", official, "frame_files");
                 assert_eq!(names, files, "{what}: frame files");
             } else {
                 assert_eq!(plan.indices, want, "{what}: frame indices");
             }
-            let reference = expected.get("frames_u8").flatten_all().and_then(|t| t.to_vec1::<u8>()).unwrap_or_else(|e| panic!("{what}: frames_u8: {e}"));
+            let reference =
+                expected.get("frames_u8").flatten_all().and_then(|t| t.to_vec1::<u8>()).unwrap_or_else(|e| panic!("{what}: frames_u8: {e}"));
             let ours: Vec<u8> = decoded.frames.iter().copied().collect();
             assert_eq!(ours.len(), reference.len(), "{what}: frames_u8 size");
             // The same frames, pixel for pixel (these clips carry BT.601, which PyAV 13 assumes).

@@ -7,8 +7,8 @@
 
 use std::path::Path;
 
-use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions};
-use motionvl_tests::fixtures::{dumps, Dump};
+use motionvl_data::samples::{LlavaRows, ReadOptions, read_training_rows};
+use motionvl_tests::fixtures::{Dump, dumps};
 
 /// The family's sample dumps: those with `expected.jsonl` (the family also holds other findings
 /// of the official training code, such as `d6`'s loss averaging, in their own layout).
@@ -18,7 +18,7 @@ fn sample_dumps() -> Vec<Dump> {
     found
 }
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::{show_samples, ShownSample};
+use motionvl_train::sft::{ShownSample, show_samples};
 use serde_json::Value;
 
 /// configs/sft/sis-motion-7b.toml on the dump: its rows, its tokenizer, on the CPU. The motion
@@ -47,7 +47,8 @@ fn expected_rows(dump: &Dump) -> Vec<Value> {
 }
 
 fn field<T: serde::de::DeserializeOwned>(row: &Value, key: &str, what: &str) -> T {
-    serde_json::from_value(row.get(key).cloned().unwrap_or_else(|| panic!("{what}: expected.jsonl lacks `{key}`"))).unwrap_or_else(|e| panic!("{what}: `{key}`: {e}"))
+    serde_json::from_value(row.get(key).cloned().unwrap_or_else(|| panic!("{what}: expected.jsonl lacks `{key}`")))
+        .unwrap_or_else(|e| panic!("{what}: `{key}`: {e}"))
 }
 
 #[test]
@@ -72,7 +73,8 @@ fn shown_samples_equal_the_official_collated_batches() {
         show_samples(&recipe, usize::MAX, &mut out, &mut notes).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
         assert!(notes.is_empty(), "{}: samples left out: {}", dump.label, String::from_utf8_lossy(&notes));
         assert!(!dump.dir.join("never-written").exists(), "{}: showing samples wrote a run folder", dump.label);
-        let shown: Vec<ShownSample> = String::from_utf8(out).expect("UTF-8").lines().map(|l| serde_json::from_str(l).expect("one JSON object a line")).collect();
+        let shown: Vec<ShownSample> =
+            String::from_utf8(out).expect("UTF-8").lines().map(|l| serde_json::from_str(l).expect("one JSON object a line")).collect();
         let expected = expected_rows(&dump);
         assert_eq!(shown.len(), expected.len(), "{}: samples", dump.label);
         for (got, row) in shown.iter().zip(&expected) {

@@ -14,13 +14,13 @@
 use std::collections::HashMap;
 
 use candle_core::{DType, Device, Tensor};
-use motionvl_flow::mofnet::{weights, MofConfig, MofNetEstimator};
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator, weights};
 use motionvl_flow::{FlowEstimator, WeightPrecision};
+use motionvl_models::CheckpointFiles;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::qwen25vl::Qwen25Vl;
-use motionvl_models::CheckpointFiles;
-use motionvl_tests::fixtures::{dumps, fixtures_root, Dump};
-use ndarray::{s, Array4};
+use motionvl_tests::fixtures::{Dump, dumps, fixtures_root};
+use ndarray::{Array4, s};
 use sha2::{Digest, Sha256};
 
 /// MOFNet's 1/8-resolution flows, relative to the reference's largest magnitude: the bound of
@@ -80,7 +80,11 @@ fn mofnet_flows_follow_the_weight_precision() {
         let frames = t.get("frames");
         let (n, h, w, _) = frames.dims4().unwrap_or_else(|e| panic!("{}: frames: {e}", dump.label));
         let values: Vec<f32> = f32_values(frames);
-        let images = Array4::from_shape_vec((n, h, w, 3), values).unwrap_or_else(|e| panic!("{e}")).permuted_axes([0, 3, 1, 2]).as_standard_layout().to_owned();
+        let images = Array4::from_shape_vec((n, h, w, 3), values)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .permuted_axes([0, 3, 1, 2])
+            .as_standard_layout()
+            .to_owned();
         let reference = |name: &str| -> Array4<f32> {
             let r = t.get(name);
             let d = r.dims4().unwrap_or_else(|e| panic!("{}: {name}: {e}", dump.label));
@@ -130,10 +134,14 @@ fn adapter_merged_into_bf16_weights_as_peft_merges() {
         let base: HashMap<String, Tensor> = model.linears_mut().into_iter().map(|(n, l)| (format!("{n}.weight"), l.weight().clone())).collect();
         let lora = LoraWeights::load_peft(&src.join("package"), &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
         lora.merge_into_linears(model.linears_mut()).unwrap_or_else(|e| panic!("{}: {e}", dump.label));
-        let merged: HashMap<String, Tensor> = model.linears_mut().into_iter().map(|(n, l)| {
-            assert!(l.adapter().is_none(), "{n} still has an adapter");
-            (format!("{n}.weight"), l.weight().clone())
-        }).collect();
+        let merged: HashMap<String, Tensor> = model
+            .linears_mut()
+            .into_iter()
+            .map(|(n, l)| {
+                assert!(l.adapter().is_none(), "{n} still has an adapter");
+                (format!("{n}.weight"), l.weight().clone())
+            })
+            .collect();
         let names = expected.names();
         assert!(names.len() >= 8, "{}: only {} merged tensors", dump.label, names.len());
         for name in names {
@@ -162,7 +170,7 @@ fn adapter_merged_into_bf16_weights_as_peft_merges() {
 fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
     use motionvl_eval::config::{ProtocolKind, RunConfig};
     use motionvl_eval::infer::evaluation_inputs;
-    use motionvl_flow::{estimator_from_spec, EstimatorSpec, PseudoImageConfig};
+    use motionvl_flow::{EstimatorSpec, PseudoImageConfig, estimator_from_spec};
     use motionvl_models::motion::MotionMeta;
 
     let weights = fixtures_root().join("flow/mofnet/tiny/model.safetensors");
@@ -199,11 +207,9 @@ fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
     for trained in [WeightPrecision::F32, WeightPrecision::Bf16Rounded] {
         let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), weight_precision: trained, ..EstimatorSpec::default() };
         write_meta(estimator_from_spec(&spec, &Device::Cpu).unwrap_or_else(|e| panic!("{e}")).settings());
-        for (protocol, dtype, expected) in [
-            (ProtocolKind::Official, "bf16", Some("bf16-rounded")),
-            (ProtocolKind::Official, "f32", None),
-            (ProtocolKind::Paper, "bf16", None),
-        ] {
+        for (protocol, dtype, expected) in
+            [(ProtocolKind::Official, "bf16", Some("bf16-rounded")), (ProtocolKind::Official, "f32", None), (ProtocolKind::Paper, "bf16", None)]
+        {
             let settings = evaluated(&config(protocol, dtype));
             assert_eq!(settings.get(key).and_then(|v| v.as_str()), expected, "trained {}, {protocol:?} {dtype}: {settings}", trained.as_str());
         }

@@ -9,10 +9,10 @@ use candle_core::{DType, Device, Tensor, Var};
 use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::lora_adapter::{LoraAdapter, LoraRuntime};
 use motionvl_models::qwen25vl::Qwen25Vl;
+use motionvl_models::seeded;
 use motionvl_models::{CheckpointWeights, Qwen25VlConfig};
 use motionvl_tests::fixtures::max_rel_diff;
 use motionvl_tests::qwen_dump::QwenDump;
-use motionvl_models::seeded;
 
 /// The trainer's path and autograd agree to summation order.
 const RELATIVE: f32 = 1e-5;
@@ -73,7 +73,13 @@ fn lora_on_frozen_model(fx: &QwenDump, adapt_head: bool) -> (Qwen25Vl, Vec<(Stri
     let cfg = Qwen25VlConfig::from_file(&fx.dump.path("config.json")).unwrap();
     let mut model = Qwen25Vl::new(&cfg, weights(fx).var_builder(DType::F32, &Device::Cpu)).unwrap();
     let targets = ["q_proj", "v_proj", "down_proj"].map(String::from).to_vec();
-    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, dropout: 0.0, target_modules: targets, ..LoraConfig::default() }, 7, &Device::Cpu).unwrap();
+    let lora = LoraWeights::init(
+        &model.linear_shapes(),
+        &LoraConfig { rank: 4, alpha: 8.0, dropout: 0.0, target_modules: targets, ..LoraConfig::default() },
+        7,
+        &Device::Cpu,
+    )
+    .unwrap();
     // B starts at zero: give it values so that A's gradient is not zero either.
     for (k, pair) in lora.modules.values().enumerate() {
         pair.b.set(&seeded::randn(pair.b.shape(), 0.1, 100 + k as u64, &Device::Cpu).unwrap()).unwrap();

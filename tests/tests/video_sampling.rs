@@ -4,13 +4,12 @@
 //! resized size and grid — and on the committed small clip the same resized pixels (an exact
 //! f32 tie may round either way: at most one level on one value in 10⁴).
 
-
 use motionvl_data::frames::{ClipTiming, FramePolicy};
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::sampling::{Sampling, resize_video, video_size};
 use motionvl_data::video::{DecodeOptions, VideoSource, load_image};
-use ndarray::Axis;
 use motionvl_tests::fixtures::dumps;
+use ndarray::Axis;
 use serde_json::Value;
 
 #[test]
@@ -33,7 +32,11 @@ fn frames_sizes_and_pixels_equal_qwen_vl_utils_and_transformers_on_every_dump() 
             if sampling != Sampling::QwenVlUtils {
                 continue;
             }
-            let cfg = PreprocessConfig { min_pixels: dump.field("expected.json", &case, "min_pixels"), max_pixels: dump.field("expected.json", &case, "max_pixels"), ..PreprocessConfig::default() };
+            let cfg = PreprocessConfig {
+                min_pixels: dump.field("expected.json", &case, "min_pixels"),
+                max_pixels: dump.field("expected.json", &case, "max_pixels"),
+                ..PreprocessConfig::default()
+            };
             let (h, w) = video_size(sampling, height, width, got.len(), &cfg).unwrap_or_else(|e| panic!("{what}: {e}"));
             let resized: [usize; 2] = dump.field("expected.json", &case, "resized");
             assert_eq!([h, w], resized, "{what}: resized size");
@@ -41,7 +44,8 @@ fn frames_sizes_and_pixels_equal_qwen_vl_utils_and_transformers_on_every_dump() 
             assert_eq!([got.len().div_ceil(2), h / 14, w / 14], grid, "{what}: grid");
             if let Some(pngs) = case.get("frames_png") {
                 let pngs: Vec<String> = serde_json::from_value(pngs.clone()).unwrap_or_else(|e| panic!("{what}: frames_png: {e}"));
-                let decoded = VideoSource::File(dump.path("clip.mp4")).decode(&got, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
+                let decoded =
+                    VideoSource::File(dump.path("clip.mp4")).decode(&got, &DecodeOptions::default()).unwrap_or_else(|e| panic!("{what}: {e}"));
                 let float = resize_video(sampling, decoded.frames.view(), h, w);
                 let uint8 = resize_video(Sampling::Transformers, decoded.frames.view(), h, w);
                 let (mut off_float, mut off_uint8, mut values) = (0usize, 0usize, 0usize);

@@ -6,11 +6,11 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use candle_core::Device;
+use motionvl_cli::config_media::{MotionOverrides, config_media};
 use motionvl_data::budget::VideoLimits;
 use motionvl_data::loader::MediaProcessor;
 use motionvl_data::samples::{ReadOptions, read_training_samples};
 use motionvl_data::video::{EncodeSettings, VideoWriter};
-use motionvl_cli::config_media::{config_media, MotionOverrides};
 use motionvl_eval::config::RunConfig;
 use motionvl_flow::extract::plan_jobs;
 use motionvl_flow::media::MotionMedia;
@@ -106,20 +106,26 @@ fn flows_extracted_with_the_run_config_serve_training_and_evaluation() {
     assert_eq!(extract(&eval_file, &manifest), 8);
     let summary = motionvl_eval::run(&eval, false).expect("evaluates from the cache");
     assert_eq!(summary.generated, 8);
-    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval/run.json")).expect("run.json")).expect("json");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval/run.json")).expect("run.json")).expect("json");
     assert_eq!(record["flow_cache"]["computed"], 0, "{record}");
 
     // The official protocol plans other frames (floor-linspace, its own pixel bounds): the
     // config says so with `protocol_kind`, and extraction follows it.
     let official_file = dir.path().join("eval-official.toml");
-    let official_toml = std::fs::read_to_string(&eval_file).expect("eval config").replace("[model]", "protocol_kind = \"official\"\n[model]").replace("eval-cache", "eval-official-cache").replace("/eval\"", "/eval-official\"");
+    let official_toml = std::fs::read_to_string(&eval_file)
+        .expect("eval config")
+        .replace("[model]", "protocol_kind = \"official\"\n[model]")
+        .replace("eval-cache", "eval-official-cache")
+        .replace("/eval\"", "/eval-official\"");
     std::fs::write(&official_file, official_toml).expect("official eval config");
     let mut official = RunConfig::from_file(&official_file).expect("official config reads");
     official.motion.cache_only = true;
     assert_eq!(extract(&official_file, &manifest), 8);
     let summary = motionvl_eval::run(&official, false).expect("evaluates from the cache under the official protocol");
     assert_eq!(summary.generated, 8, "no clip is left out: each has the official 8 frames or more");
-    let record: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval-official/run.json")).expect("run.json")).expect("json");
+    let record: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("eval-official/run.json")).expect("run.json")).expect("json");
     assert_eq!((record["flow_cache"]["computed"].as_u64(), record["flow_cache"]["hits"].as_u64()), (Some(0), Some(8)), "{record}");
 }
 
@@ -164,7 +170,13 @@ fn a_resume_under_a_changed_recipe_or_data_is_refused_naming_what_changed() {
 /// The trained LoRA and connector weights by name.
 fn trained_values(trainer: &Trainer) -> Vec<(String, Vec<f32>)> {
     let connector = trainer.connector_vars().unwrap_or_default().to_vec();
-    trainer.lora().named_vars().into_iter().chain(connector).map(|(name, var)| (name, var.as_tensor().flatten_all().and_then(|t| t.to_vec1()).expect("weights"))).collect()
+    trainer
+        .lora()
+        .named_vars()
+        .into_iter()
+        .chain(connector)
+        .map(|(name, var)| (name, var.as_tensor().flatten_all().and_then(|t| t.to_vec1()).expect("weights")))
+        .collect()
 }
 
 /// A `seconds`-long 1280×720 clip at `fps` with a bar sliding across.
@@ -284,7 +296,13 @@ fn samples_over_max_seq_len_are_trained_at_a_fitted_size() {
 /// An MP4 whose index declares `frames` frames of which only the first ~30% of the bytes
 /// remain, and a one-frame clip: what full disks and broken exports leave.
 fn damaged_clips(dir: &Path) -> (PathBuf, PathBuf) {
-    let settings = EncodeSettings { frame_rate: (10, 1), codec: Some("mpeg4".into()), gop_size: 1, muxer_options: vec![("movflags".into(), "+faststart".into())], ..EncodeSettings::default() };
+    let settings = EncodeSettings {
+        frame_rate: (10, 1),
+        codec: Some("mpeg4".into()),
+        gop_size: 1,
+        muxer_options: vec![("movflags".into(), "+faststart".into())],
+        ..EncodeSettings::default()
+    };
     let write = |path: &Path, frames: usize| {
         let mut writer = VideoWriter::create(path, 64, 64, &settings).expect("writer");
         for t in 0..frames {
@@ -331,7 +349,8 @@ fn damaged_media_are_named_errors_in_training_evaluation_and_flow() {
         // Flow extraction for the same recipe.
         let estimator: Arc<dyn FlowEstimator> = estimator_by_name("dis", None, &Device::Cpu).expect("dis").into();
         let media = MotionMedia::new(recipe.data.video().media(), estimator, None, PseudoImageConfig::default());
-        let err = motionvl_flow::extract::Job { video: video.to_path_buf(), limits: None }.run(&media).err().map(|e| e.to_string()).unwrap_or_default();
+        let err =
+            motionvl_flow::extract::Job { video: video.to_path_buf(), limits: None }.run(&media).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains(&name) && err.contains(expected), "flow: {err}");
     }
 
@@ -348,12 +367,16 @@ fn damaged_media_are_named_errors_in_training_evaluation_and_flow() {
     let err = motionvl_eval::run(&eval, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("cut.mp4") && err.contains("damaged or truncated"), "eval: {err}");
     std::fs::write(&eval.manifest, format!("{}\n", row.to_string().replace("cut.mp4", "single.mp4"))).expect("manifest");
-    let err = motionvl_eval::run(&RunConfig { out: dir.path().join("eval-single"), ..eval.clone() }, false).err().map(|e| e.to_string()).unwrap_or_default();
+    let err = motionvl_eval::run(&RunConfig { out: dir.path().join("eval-single"), ..eval.clone() }, false)
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
     assert!(err.contains("single.mp4") && err.contains("fewer than the plan's min_frames 2"), "eval: {err}");
 
     // A manifest without a question is a mistake, not a score of 0 of 0.
     std::fs::write(&eval.manifest, "").expect("empty manifest");
-    let err = motionvl_eval::run(&RunConfig { out: dir.path().join("eval-empty"), ..eval.clone() }, false).err().map(|e| e.to_string()).unwrap_or_default();
+    let err =
+        motionvl_eval::run(&RunConfig { out: dir.path().join("eval-empty"), ..eval.clone() }, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("sis.jsonl") && err.contains("no sisbench question"), "empty: {err}");
     let predictions = dir.path().join("p.jsonl");
     std::fs::write(&predictions, "").expect("predictions");

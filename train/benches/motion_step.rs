@@ -15,14 +15,14 @@ use motionvl_data::loader::QwenMedia;
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::video::{EncodeSettings, VideoWriter};
 use motionvl_flow::media::MotionMedia;
-use motionvl_flow::{estimator_by_name, FlowCache, PseudoImageConfig};
+use motionvl_flow::{FlowCache, PseudoImageConfig, estimator_by_name};
+use motionvl_models::Qwen25VlConfig;
 use motionvl_models::init::random_model;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
-use motionvl_models::motion::{vision_features, Connector, MotionBranch};
+use motionvl_models::motion::{Connector, MotionBranch, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
-use motionvl_models::Qwen25VlConfig;
-use motionvl_train::guard::{require_gradients, Snapshot, TrainedGroup};
+use motionvl_train::guard::{Snapshot, TrainedGroup, require_gradients};
 use motionvl_train::optim::{AdamW, AdamWConfig};
 use ndarray::{Array2, Array3};
 

@@ -16,14 +16,14 @@ use std::process::Command;
 use std::time::Instant;
 
 use candle_core::{Device, Tensor};
+use motionvl_models::Qwen25VlConfig;
 use motionvl_models::flops::ForwardFlops;
 use motionvl_models::init::random_model;
-use motionvl_models::machine::{peak_rss_mib, MachineReport};
 use motionvl_models::lora::{LoraConfig, LoraWeights};
+use motionvl_models::machine::{MachineReport, peak_rss_mib};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
-use motionvl_models::Qwen25VlConfig;
-use motionvl_train::guard::{require_gradients, Snapshot, TrainedGroup};
+use motionvl_train::guard::{Snapshot, TrainedGroup, require_gradients};
 use motionvl_train::optim::{AdamW, AdamWConfig};
 
 #[global_allocator]
@@ -63,7 +63,6 @@ fn gpu_used_mib() -> Option<f64> {
     String::from_utf8_lossy(&out.stdout).trim().parse().ok()
 }
 
-
 /// Uniform pixels in [-1, 1) from a fixed seed: every mode sees the same inputs, so the runs with
 /// and without checkpointing must report the same gradient norms.
 fn seeded_pixels(n: usize) -> anyhow::Result<Tensor> {
@@ -102,7 +101,10 @@ fn measure(profile: &Profile, checkpointing: bool) -> anyhow::Result<()> {
     let batch = PromptBatch::single(ids, kinds);
     let inputs = VisionInputs {
         images: None,
-        videos: Some(PixelInput { pixel_values: seeded_pixels(patches * 1176)?.reshape((patches, 1176))?.to_device(&device)?.to_dtype(dtype)?, grids: vec![grid] }),
+        videos: Some(PixelInput {
+            pixel_values: seeded_pixels(patches * 1176)?.reshape((patches, 1176))?.to_device(&device)?.to_dtype(dtype)?,
+            grids: vec![grid],
+        }),
         video_seconds_per_grid: vec![1.0],
     };
     let trained = lora.named_vars();
@@ -151,7 +153,13 @@ fn run_child(program: &str, args: &[&str]) -> Option<serde_json::Value> {
     let base = gpu_used_mib();
     // motionvl's binaries keep freed pages (`motionvl_cli::keep_freed_memory`); so does the
     // Candle side here. The setting means nothing to the Python side.
-    let mut child = Command::new(program).env("MIMALLOC_PURGE_DELAY", "-1").args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().ok()?;
+    let mut child = Command::new(program)
+        .env("MIMALLOC_PURGE_DELAY", "-1")
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .ok()?;
     let mut peak = base;
     while child.try_wait().ok()?.is_none() {
         if let Some(now) = gpu_used_mib() {

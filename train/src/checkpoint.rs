@@ -90,25 +90,13 @@ pub enum CheckpointError {
     )]
     AlreadyPending { step: u64, path: PathBuf },
     #[error("cannot write tensors to {path}: {source}")]
-    SaveTensors {
-        path: PathBuf,
-        source: Box<dyn std::error::Error + Send + Sync>,
-    },
+    SaveTensors { path: PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
     #[error("cannot load tensors from {path}: {source}")]
-    LoadTensors {
-        path: PathBuf,
-        source: candle_core::Error,
-    },
+    LoadTensors { path: PathBuf, source: candle_core::Error },
     #[error("cannot serialise JSON for {path}: {source}")]
-    JsonWrite {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    JsonWrite { path: PathBuf, source: serde_json::Error },
     #[error("cannot parse JSON in {path}: {source}")]
-    JsonRead {
-        path: PathBuf,
-        source: serde_json::Error,
-    },
+    JsonRead { path: PathBuf, source: serde_json::Error },
 }
 
 pub type Result<T, E = CheckpointError> = std::result::Result<T, E>;
@@ -119,15 +107,8 @@ impl From<FileError> for CheckpointError {
     }
 }
 
-fn io_err<'a>(
-    action: &'static str,
-    path: &'a Path,
-) -> impl FnOnce(io::Error) -> CheckpointError + 'a {
-    move |source| CheckpointError::Io {
-        action,
-        path: path.to_path_buf(),
-        source,
-    }
+fn io_err<'a>(action: &'static str, path: &'a Path) -> impl FnOnce(io::Error) -> CheckpointError + 'a {
+    move |source| CheckpointError::Io { action, path: path.to_path_buf(), source }
 }
 
 /// A committed, complete checkpoint.
@@ -152,13 +133,9 @@ impl Checkpoints {
     /// `keep_last: None` keeps every checkpoint.
     pub fn open(output_dir: impl Into<PathBuf>, keep_last: Option<NonZeroUsize>) -> Result<Self> {
         let output_dir = output_dir.into();
-        fs::create_dir_all(&output_dir)
-            .map_err(io_err("cannot create output directory", &output_dir))?;
+        fs::create_dir_all(&output_dir).map_err(io_err("cannot create output directory", &output_dir))?;
         clean_stale_temp(&output_dir)?;
-        Ok(Self {
-            output_dir,
-            keep_last,
-        })
+        Ok(Self { output_dir, keep_last })
     }
 
     pub fn output_dir(&self) -> &Path {
@@ -176,25 +153,16 @@ impl Checkpoints {
         // A crash of an earlier run whose pid this process happens to reuse
         // (common in containers) would otherwise make `create_dir` fail.
         clean_stale_temp(&self.output_dir)?;
-        let dir = self
-            .output_dir
-            .join(format!("{TMP_PREFIX}{step}-{}", std::process::id()));
+        let dir = self.output_dir.join(format!("{TMP_PREFIX}{step}-{}", std::process::id()));
         {
             let mut live = live_temp_dirs();
             if live.contains(&dir) {
                 return Err(CheckpointError::AlreadyPending { step, path: dir });
             }
-            fs::create_dir(&dir)
-                .map_err(io_err("cannot create checkpoint temp directory", &dir))?;
+            fs::create_dir(&dir).map_err(io_err("cannot create checkpoint temp directory", &dir))?;
             live.insert(dir.clone());
         }
-        Ok(PendingCheckpoint {
-            step,
-            dir,
-            output_dir: self.output_dir.clone(),
-            keep_last: self.keep_last,
-            done: false,
-        })
+        Ok(PendingCheckpoint { step, dir, output_dir: self.output_dir.clone(), keep_last: self.keep_last, done: false })
     }
 
     /// Complete checkpoints in the run directory, oldest step first.
@@ -254,16 +222,10 @@ impl PendingCheckpoint {
         files::write_and_sync(&marker, body.as_bytes())?;
         files::sync_dir(&self.dir)?;
 
-        let final_dir = self
-            .output_dir
-            .join(format!("{CHECKPOINT_PREFIX}{}", self.step));
+        let final_dir = self.output_dir.join(format!("{CHECKPOINT_PREFIX}{}", self.step));
         let mut displaced = None;
         if fs::symlink_metadata(&final_dir).is_ok() {
-            let old = self.output_dir.join(format!(
-                "{TMP_PREFIX}{}-{}-replaced",
-                self.step,
-                std::process::id()
-            ));
+            let old = self.output_dir.join(format!("{TMP_PREFIX}{}-{}-replaced", self.step, std::process::id()));
             remove_path(&old)?;
             fs::rename(&final_dir, &old).map_err(io_err("cannot move aside", &final_dir))?;
             displaced = Some(old);
@@ -283,10 +245,7 @@ impl PendingCheckpoint {
             remove_path(&old)?;
         }
 
-        let checkpoint = Checkpoint {
-            step: self.step,
-            path: final_dir,
-        };
+        let checkpoint = Checkpoint { step: self.step, path: final_dir };
         let pruned = match self.keep_last {
             Some(k) => prune(&self.output_dir, &checkpoint, k)?,
             None => Vec::new(),
@@ -318,26 +277,15 @@ impl Drop for PendingCheckpoint {
 /// run have higher steps). Directories without the marker are not ours to
 /// delete and are left alone.
 fn prune(output_dir: &Path, keep: &Checkpoint, k: NonZeroUsize) -> Result<Vec<Checkpoint>> {
-    let mut others: Vec<Checkpoint> = list_complete(output_dir)?
-        .into_iter()
-        .filter(|c| c.path != keep.path)
-        .collect();
+    let mut others: Vec<Checkpoint> = list_complete(output_dir)?.into_iter().filter(|c| c.path != keep.path).collect();
     // Newest first; keep the first k-1.
     others.sort_by_key(|c| std::cmp::Reverse(c.step));
     let doomed: Vec<Checkpoint> = others.into_iter().skip(k.get() - 1).collect();
     for c in &doomed {
         // Rename first, so an interrupted delete leaves a temp dir, not a
         // half-deleted directory that still carries its marker.
-        let name = c
-            .path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or("checkpoint");
-        let trash = output_dir.join(format!(
-            "{TMP_PREFIX}{}-{}-pruned-{name}",
-            c.step,
-            std::process::id()
-        ));
+        let name = c.path.file_name().and_then(|n| n.to_str()).unwrap_or("checkpoint");
+        let trash = output_dir.join(format!("{TMP_PREFIX}{}-{}-pruned-{name}", c.step, std::process::id()));
         remove_path(&trash)?;
         fs::rename(&c.path, &trash).map_err(io_err("cannot move aside for deletion", &c.path))?;
         remove_path(&trash)?;
@@ -363,11 +311,7 @@ pub fn list_complete(output_dir: impl AsRef<Path>) -> Result<Vec<Checkpoint>> {
     for entry in entries {
         let entry = entry.map_err(io_err("cannot list", output_dir))?;
         let name = entry.file_name();
-        let Some(step) = name
-            .to_str()
-            .and_then(|n| n.strip_prefix(CHECKPOINT_PREFIX))
-            .and_then(parse_step)
-        else {
+        let Some(step) = name.to_str().and_then(|n| n.strip_prefix(CHECKPOINT_PREFIX)).and_then(parse_step) else {
             continue;
         };
         let path = entry.path();
@@ -395,18 +339,13 @@ pub fn latest_complete(output_dir: impl AsRef<Path>) -> Result<Option<Checkpoint
 pub fn resolve_resume(arg: &str, output_dir: impl AsRef<Path>) -> Result<Checkpoint> {
     let output_dir = output_dir.as_ref();
     if arg == "auto" {
-        return latest_complete(output_dir)?.ok_or_else(|| CheckpointError::NoCheckpoint {
-            dir: output_dir.to_path_buf(),
-        });
+        return latest_complete(output_dir)?.ok_or_else(|| CheckpointError::NoCheckpoint { dir: output_dir.to_path_buf() });
     }
     let dir = PathBuf::from(arg);
     match fs::metadata(&dir) {
         Ok(m) if m.is_dir() => {}
         Ok(_) => {
-            return Err(CheckpointError::Incomplete {
-                hint: " — it is a file, not a directory".to_string(),
-                dir,
-            });
+            return Err(CheckpointError::Incomplete { hint: " — it is a file, not a directory".to_string(), dir });
         }
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return Err(CheckpointError::NotFound { dir });
@@ -421,19 +360,12 @@ pub fn resolve_resume(arg: &str, output_dir: impl AsRef<Path>) -> Result<Checkpo
     let marker = dir.join(COMPLETE_MARKER);
     if !marker.is_file() {
         let hint = match latest_complete(&dir) {
-            Ok(Some(c)) => format!(
-                " — it looks like a run directory; its newest checkpoint is {}",
-                c.path.display()
-            ),
+            Ok(Some(c)) => format!(" — it looks like a run directory; its newest checkpoint is {}", c.path.display()),
             _ => String::new(),
         };
         return Err(CheckpointError::Incomplete { dir, hint });
     }
-    let from_name = dir
-        .file_name()
-        .and_then(|n| n.to_str())
-        .and_then(|n| n.strip_prefix(CHECKPOINT_PREFIX))
-        .and_then(parse_step);
+    let from_name = dir.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_prefix(CHECKPOINT_PREFIX)).and_then(parse_step);
     let step = match from_name {
         Some(step) => step,
         None => read_marker_step(&marker)?,
@@ -449,10 +381,7 @@ fn read_marker_step(marker: &Path) -> Result<u64> {
     let text = fs::read_to_string(marker).map_err(io_err("cannot read", marker))?;
     serde_json::from_str::<Marker>(&text)
         .map(|m| m.step)
-        .map_err(|e| CheckpointError::BadMarker {
-            path: marker.to_path_buf(),
-            reason: e.to_string(),
-        })
+        .map_err(|e| CheckpointError::BadMarker { path: marker.to_path_buf(), reason: e.to_string() })
 }
 
 /// `"120"` → 120; rejects `"+1"`, `"01x"`, `""`.
@@ -464,9 +393,7 @@ fn parse_step(s: &str) -> Option<u64> {
 }
 
 fn is_temp_name(dir: &Path) -> bool {
-    dir.file_name()
-        .and_then(|n| n.to_str())
-        .is_some_and(|n| n.starts_with(TMP_PREFIX))
+    dir.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with(TMP_PREFIX))
 }
 
 /// Removes `.tmp-checkpoint-*` entries in `output_dir` left by runs that
@@ -536,9 +463,7 @@ fn process_alive(_pid: u32) -> bool {
 /// stale-directory cleanup never deletes one from under its writer.
 fn live_temp_dirs() -> std::sync::MutexGuard<'static, HashSet<PathBuf>> {
     static LIVE: OnceLock<Mutex<HashSet<PathBuf>>> = OnceLock::new();
-    LIVE.get_or_init(Default::default)
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+    LIVE.get_or_init(Default::default).lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn remove_path(path: &Path) -> Result<()> {
@@ -571,8 +496,6 @@ pub fn append_json_line(path: impl AsRef<Path>, value: &impl serde::Serialize) -
     Ok(files::append_json_line(path.as_ref(), value)?)
 }
 
-
-
 // ---------------------------------------------------------------- helpers
 
 /// Saves named tensors as safetensors, atomically (see [`write_atomic`]).
@@ -583,25 +506,13 @@ pub fn append_json_line(path: impl AsRef<Path>, value: &impl serde::Serialize) -
 /// panicking inside the safetensors writer.
 pub fn save_tensors(path: impl AsRef<Path>, tensors: &HashMap<String, Tensor>) -> Result<()> {
     let path = path.as_ref();
-    let save_err =
-        |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::SaveTensors {
-            path: path.to_path_buf(),
-            source,
-        };
+    let save_err = |source: Box<dyn std::error::Error + Send + Sync>| CheckpointError::SaveTensors { path: path.to_path_buf(), source };
     let mut cpu = Vec::with_capacity(tensors.len());
     for (name, t) in tensors {
-        if matches!(
-            t.dtype(),
-            DType::F6E2M3 | DType::F6E3M2 | DType::F4 | DType::F8E8M0
-        ) {
-            return Err(save_err(
-                format!("tensor {name}: dtype {:?} cannot be saved", t.dtype()).into(),
-            ));
+        if matches!(t.dtype(), DType::F6E2M3 | DType::F6E3M2 | DType::F4 | DType::F8E8M0) {
+            return Err(save_err(format!("tensor {name}: dtype {:?} cannot be saved", t.dtype()).into()));
         }
-        let t = t
-            .to_device(&Device::Cpu)
-            .and_then(|t| t.contiguous())
-            .map_err(|e| save_err(format!("tensor {name}: {e}").into()))?;
+        let t = t.to_device(&Device::Cpu).and_then(|t| t.contiguous()).map_err(|e| save_err(format!("tensor {name}: {e}").into()))?;
         cpu.push((name.as_str(), t));
     }
     let metadata = HashMap::from([("format".to_string(), "pt".to_string())]);
@@ -609,11 +520,7 @@ pub fn save_tensors(path: impl AsRef<Path>, tensors: &HashMap<String, Tensor>) -
     let result = safetensors::serialize_to_file(cpu, Some(metadata), &tmp)
         .map_err(|e| save_err(Box::new(e)))
         .and_then(|()| files::apply_default_mode(&tmp).map_err(io_err("cannot set the mode of", &tmp)))
-        .and_then(|()| {
-            File::open(&tmp)
-                .and_then(|f| f.sync_all())
-                .map_err(io_err("cannot fsync", &tmp))
-        })
+        .and_then(|()| File::open(&tmp).and_then(|f| f.sync_all()).map_err(io_err("cannot fsync", &tmp)))
         .and_then(|()| Ok(files::rename_into_place(&tmp, path)?));
     if result.is_err() {
         let _ = fs::remove_file(&tmp);
@@ -625,22 +532,13 @@ pub fn save_tensors(path: impl AsRef<Path>, tensors: &HashMap<String, Tensor>) -
 pub fn load_tensors(path: impl AsRef<Path>, device: &Device) -> Result<HashMap<String, Tensor>> {
     let path = path.as_ref();
     let bytes = fs::read(path).map_err(io_err("cannot read", path))?;
-    candle_core::safetensors::load_buffer(&bytes, device).map_err(|source| {
-        CheckpointError::LoadTensors {
-            path: path.to_path_buf(),
-            source,
-        }
-    })
+    candle_core::safetensors::load_buffer(&bytes, device).map_err(|source| CheckpointError::LoadTensors { path: path.to_path_buf(), source })
 }
 
 /// Saves `value` as pretty JSON, atomically (see [`write_atomic`]).
 pub fn save_json<T: Serialize + ?Sized>(path: impl AsRef<Path>, value: &T) -> Result<()> {
     let path = path.as_ref();
-    let mut bytes =
-        serde_json::to_vec_pretty(value).map_err(|source| CheckpointError::JsonWrite {
-            path: path.to_path_buf(),
-            source,
-        })?;
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|source| CheckpointError::JsonWrite { path: path.to_path_buf(), source })?;
     bytes.push(b'\n');
     write_atomic(path, &bytes)
 }
@@ -649,10 +547,7 @@ pub fn save_json<T: Serialize + ?Sized>(path: impl AsRef<Path>, value: &T) -> Re
 pub fn load_json<T: DeserializeOwned>(path: impl AsRef<Path>) -> Result<T> {
     let path = path.as_ref();
     let bytes = fs::read(path).map_err(io_err("cannot read", path))?;
-    serde_json::from_slice(&bytes).map_err(|source| CheckpointError::JsonRead {
-        path: path.to_path_buf(),
-        source,
-    })
+    serde_json::from_slice(&bytes).map_err(|source| CheckpointError::JsonRead { path: path.to_path_buf(), source })
 }
 
 #[cfg(test)]
@@ -666,11 +561,7 @@ mod tests {
     /// Writes a checkpoint holding `state.json` = `{"step": step}`.
     fn save(ckpts: &Checkpoints, step: u64) -> Committed {
         let pending = ckpts.begin(step).unwrap();
-        save_json(
-            pending.dir().join("state.json"),
-            &serde_json::json!({ "step": step }),
-        )
-        .unwrap();
+        save_json(pending.dir().join("state.json"), &serde_json::json!({ "step": step })).unwrap();
         pending.commit().unwrap()
     }
 
@@ -679,10 +570,7 @@ mod tests {
     }
 
     fn names(dir: &Path) -> Vec<String> {
-        let mut v: Vec<String> = fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
+        let mut v: Vec<String> = fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
         v.sort();
         v
     }
@@ -693,10 +581,7 @@ mod tests {
         let ckpts = Checkpoints::open(out.path().join("run"), None).unwrap();
         let pending = ckpts.begin(7).unwrap();
         let tmp = pending.dir().to_path_buf();
-        assert_eq!(
-            tmp.file_name().unwrap().to_str().unwrap(),
-            format!(".tmp-checkpoint-7-{}", std::process::id())
-        );
+        assert_eq!(tmp.file_name().unwrap().to_str().unwrap(), format!(".tmp-checkpoint-7-{}", std::process::id()));
         fs::create_dir(tmp.join("sub")).unwrap();
         fs::write(tmp.join("sub/a.bin"), b"abc").unwrap();
         // Not visible while being written.
@@ -704,13 +589,7 @@ mod tests {
 
         let committed = pending.commit().unwrap();
         let dir = ckpts.output_dir().join("checkpoint-7");
-        assert_eq!(
-            committed.checkpoint,
-            Checkpoint {
-                step: 7,
-                path: dir.clone()
-            }
-        );
+        assert_eq!(committed.checkpoint, Checkpoint { step: 7, path: dir.clone() });
         assert!(committed.pruned.is_empty());
         assert!(!tmp.exists());
         assert_eq!(fs::read(dir.join("sub/a.bin")).unwrap(), b"abc");
@@ -792,11 +671,7 @@ mod tests {
         // Killed after moving checkpoint-3 aside, before renaming the new
         // one in: both are under temp names.
         let pid = u32::MAX - 1;
-        fs::rename(
-            p.join("checkpoint-3"),
-            p.join(format!(".tmp-checkpoint-3-{pid}-replaced")),
-        )
-        .unwrap();
+        fs::rename(p.join("checkpoint-3"), p.join(format!(".tmp-checkpoint-3-{pid}-replaced"))).unwrap();
         fs::create_dir(p.join(format!(".tmp-checkpoint-3-{pid}"))).unwrap();
         assert_eq!(latest_complete(p).unwrap(), None);
 
@@ -842,13 +717,7 @@ mod tests {
         let err = resolve_resume("auto", out.path()).unwrap_err();
         assert!(matches!(err, CheckpointError::NoCheckpoint { .. }));
         let msg = err.to_string();
-        assert!(
-            msg.starts_with(&format!(
-                "no complete checkpoint in {}",
-                out.path().display()
-            )),
-            "{msg}"
-        );
+        assert!(msg.starts_with(&format!("no complete checkpoint in {}", out.path().display())), "{msg}");
     }
 
     #[test]
@@ -865,13 +734,7 @@ mod tests {
         fs::create_dir(&half).unwrap();
         let err = resolve_resume(half.to_str().unwrap(), p).unwrap_err();
         assert!(matches!(err, CheckpointError::Incomplete { .. }), "{err}");
-        assert!(
-            err.to_string().starts_with(&format!(
-                "{} is not a complete checkpoint (missing COMPLETE)",
-                half.display()
-            )),
-            "{err}"
-        );
+        assert!(err.to_string().starts_with(&format!("{} is not a complete checkpoint (missing COMPLETE)", half.display())), "{err}");
 
         let file = p.join("notes.txt");
         fs::write(&file, b"").unwrap();
@@ -903,12 +766,7 @@ mod tests {
 
         let best = out.path().join("best");
         fs::rename(&c.path, &best).unwrap();
-        assert_eq!(
-            resolve_resume(best.to_str().unwrap(), "unused")
-                .unwrap()
-                .step,
-            42
-        );
+        assert_eq!(resolve_resume(best.to_str().unwrap(), "unused").unwrap().step, 42);
 
         fs::write(best.join(COMPLETE_MARKER), b"").unwrap();
         let err = resolve_resume(best.to_str().unwrap(), "unused").unwrap_err();
@@ -928,10 +786,7 @@ mod tests {
         // a container restart) or a process that no longer exists.
         let own = p.join(format!(".tmp-checkpoint-200-{}", std::process::id()));
         let dead = p.join(format!(".tmp-checkpoint-300-{}", u32::MAX - 1));
-        let dead_prune = p.join(format!(
-            ".tmp-checkpoint-50-{}-pruned-checkpoint-50",
-            u32::MAX - 1
-        ));
+        let dead_prune = p.join(format!(".tmp-checkpoint-50-{}-pruned-checkpoint-50", u32::MAX - 1));
         for d in [&own, &dead, &dead_prune] {
             fs::create_dir(d).unwrap();
             fs::write(d.join("adapter_model.safetensors"), b"partial").unwrap();
@@ -989,14 +844,8 @@ mod tests {
         let ckpts = Checkpoints::open(out.path(), None).unwrap();
         let first = ckpts.begin(5).unwrap();
         let err = ckpts.begin(5).unwrap_err();
-        assert!(
-            matches!(err, CheckpointError::AlreadyPending { step: 5, .. }),
-            "{err}"
-        );
-        assert!(
-            first.dir().exists(),
-            "the second begin must not clean the first"
-        );
+        assert!(matches!(err, CheckpointError::AlreadyPending { step: 5, .. }), "{err}");
+        assert!(first.dir().exists(), "the second begin must not clean the first");
         first.commit().unwrap();
     }
 
@@ -1005,17 +854,10 @@ mod tests {
         let out = tempfile::tempdir().unwrap();
         let path = out.path().join("adapter_model.safetensors");
         let dev = Device::Cpu;
-        let a = Tensor::arange(0f32, 6., &dev)
-            .unwrap()
-            .reshape((2, 3))
-            .unwrap();
+        let a = Tensor::arange(0f32, 6., &dev).unwrap().reshape((2, 3)).unwrap();
         let b = a.t().unwrap().to_dtype(DType::BF16).unwrap(); // non-contiguous
         let c = Tensor::new(&[1i64, -2, 3], &dev).unwrap();
-        let map = HashMap::from([
-            ("a".to_string(), a.clone()),
-            ("b".to_string(), b.clone()),
-            ("c".to_string(), c.clone()),
-        ]);
+        let map = HashMap::from([("a".to_string(), a.clone()), ("b".to_string(), b.clone()), ("c".to_string(), c.clone())]);
         save_tensors(&path, &map).unwrap();
         assert_eq!(names(out.path()), ["adapter_model.safetensors"]);
 
@@ -1026,20 +868,10 @@ mod tests {
 
         let got = load_tensors(&path, &dev).unwrap();
         assert_eq!(got.len(), 3);
-        assert_eq!(
-            got["a"].to_vec2::<f32>().unwrap(),
-            a.to_vec2::<f32>().unwrap()
-        );
+        assert_eq!(got["a"].to_vec2::<f32>().unwrap(), a.to_vec2::<f32>().unwrap());
         assert_eq!(got["b"].dtype(), DType::BF16);
         assert_eq!(got["b"].dims(), [3, 2]);
-        assert_eq!(
-            got["b"]
-                .to_dtype(DType::F32)
-                .unwrap()
-                .to_vec2::<f32>()
-                .unwrap(),
-            [[0., 3.], [1., 4.], [2., 5.]]
-        );
+        assert_eq!(got["b"].to_dtype(DType::F32).unwrap().to_vec2::<f32>().unwrap(), [[0., 3.], [1., 4.], [2., 5.]]);
         assert_eq!(got["c"].to_vec1::<i64>().unwrap(), [1, -2, 3]);
     }
 
@@ -1068,25 +900,13 @@ mod tests {
     fn json_round_trips_and_overwrites_atomically() {
         let out = tempfile::tempdir().unwrap();
         let path = out.path().join("trainer_state.json");
-        let s1 = State {
-            step: 1,
-            rng: [u64::MAX, 7],
-            lr: 1e-5,
-        };
+        let s1 = State { step: 1, rng: [u64::MAX, 7], lr: 1e-5 };
         save_json(&path, &s1).unwrap();
         assert_eq!(load_json::<State>(&path).unwrap(), s1);
-        let s2 = State {
-            step: 2,
-            rng: [3, 4],
-            lr: 2e-5,
-        };
+        let s2 = State { step: 2, rng: [3, 4], lr: 2e-5 };
         save_json(&path, &s2).unwrap();
         assert_eq!(load_json::<State>(&path).unwrap(), s2);
-        assert_eq!(
-            names(out.path()),
-            ["trainer_state.json"],
-            "no temp file left"
-        );
+        assert_eq!(names(out.path()), ["trainer_state.json"], "no temp file left");
 
         fs::write(&path, b"{\"step\": ").unwrap();
         let err = load_json::<State>(&path).unwrap_err();

@@ -13,27 +13,27 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-use candle_core::{DType, Device, Tensor, Var, D};
-use motionvl_data::cvaa::{box_iou, crop, normalized_chw, read_pairs, read_university1652, Pair};
+use candle_core::{D, DType, Device, Tensor, Var};
+use motionvl_data::cvaa::{Pair, box_iou, crop, normalized_chw, read_pairs, read_university1652};
 use motionvl_data::video::load_image;
-use motionvl_models::cvaa::{Cvaa, CvaaConfig, Interpolation, CONFIG_FILE, WEIGHTS_FILE};
+use motionvl_models::HubOptions;
+use motionvl_models::cvaa::{CONFIG_FILE, Cvaa, CvaaConfig, Interpolation, WEIGHTS_FILE};
 use motionvl_models::dinov2::{Dinov2Config, Dinov2Weights};
 use motionvl_models::seeded::SeededVars;
-use motionvl_models::HubOptions;
 use ndarray::Array3;
 use rand::{Rng, SeedableRng};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 use crate::checkpoint::{self as ckpt, Checkpoints};
-use crate::guard::{require_gradients, TrainedGroup};
-use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
-use crate::recipe::{set_dotted, RecipeError};
+use crate::guard::{TrainedGroup, require_gradients};
+use crate::optim::{AdamW, AdamWConfig, lr_scale, warmup_steps};
+use crate::recipe::{RecipeError, set_dotted};
 use motionvl_models::device::parse_device;
 
 use crate::sft::TrainError;
-use motionvl_data::stop::StopFlag;
 use crate::tensorboard::EventWriter;
+use motionvl_data::stop::StopFlag;
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -190,7 +190,9 @@ impl CvaaRecipe {
         match (&self.model.backbone, &self.model.init) {
             (Some(_), Some(_)) => return Err("[model] takes `backbone` (pretrained) or `init` (from scratch), not both".into()),
             (None, None) => return Err("[model] needs `backbone` (a pretrained DINOv2) or `init` (a fresh one)".into()),
-            (None, Some(_)) if !self.model.train_backbone => return Err("[model] `init` builds an untrained backbone: set `train_backbone = true`".into()),
+            (None, Some(_)) if !self.model.train_backbone => {
+                return Err("[model] `init` builds an untrained backbone: set `train_backbone = true`".into());
+            }
             _ => {}
         }
         if self.data.train.is_some() == self.data.university1652.is_some() {
@@ -722,11 +724,8 @@ fn mix(seed: u64, counter: u64) -> u64 {
 /// A resumed run continues the log from its checkpoint.
 fn truncate_log(path: &Path, step: usize) -> Result<()> {
     let Ok(text) = std::fs::read_to_string(path) else { return Ok(()) };
-    let kept: String = text
-        .lines()
-        .filter(|line| serde_json::from_str::<CvaaStepLog>(line).is_ok_and(|l| l.step <= step))
-        .map(|l| format!("{l}\n"))
-        .collect();
+    let kept: String =
+        text.lines().filter(|line| serde_json::from_str::<CvaaStepLog>(line).is_ok_and(|l| l.step <= step)).map(|l| format!("{l}\n")).collect();
     ckpt::write_atomic(path, kept.as_bytes())?;
     Ok(())
 }
@@ -761,7 +760,9 @@ mod tests {
         let uav = Tensor::new(&[[1.0f32, 0.2, -0.5, 0.3], [0.1, 0.9, 0.4, -0.2], [-0.3, 0.5, 0.8, 0.6]], &Device::Cpu).unwrap();
         let sat = Tensor::new(&[[0.7f32, -0.1, 0.2, 0.9], [0.3, 1.1, -0.6, 0.0], [0.5, 0.4, 0.9, -0.7]], &Device::Cpu).unwrap();
         let scale = Tensor::new(&[2.5f32], &Device::Cpu).unwrap();
-        let loss = |smoothing: f64, targets: Option<&Tensor>| f64::from(symmetric_info_nce(&uav, &sat, &scale, smoothing, targets).unwrap().to_scalar::<f32>().unwrap());
+        let loss = |smoothing: f64, targets: Option<&Tensor>| {
+            f64::from(symmetric_info_nce(&uav, &sat, &scale, smoothing, targets).unwrap().to_scalar::<f32>().unwrap())
+        };
         // UAV → satellite alone is 0.8640 (ε = 0) and satellite → UAV 0.9540: a second direction
         // without the transpose, or the first one twice, gives 0.8640.
         for (smoothing, torch) in [(0.0, 0.9090241546065086), (0.1, 0.9648574879398422)] {

@@ -17,8 +17,8 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Var};
-use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::WeightPrecision;
+use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, MOTION_WEIGHTS_FILE, MotionMeta};
 use motionvl_models::sis_package::{ADAPTER_CONFIG_FILE, OFFICIAL_CONNECTOR_HIDDEN, SIS_CONFIG_FILE, SisMotionConfig, SisPackage, write_connector};
@@ -77,12 +77,14 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
     let (checkpoint, run_root) = if run.join(ckpt::COMPLETE_MARKER).is_file() {
         (run.to_path_buf(), run.parent().map(Path::to_path_buf).unwrap_or_default())
     } else {
-        let latest = ckpt::latest_complete(run)?.ok_or_else(|| setup(format!("{} holds no complete checkpoint-N; pass a run folder or one of its checkpoints", run.display())))?;
+        let latest = ckpt::latest_complete(run)?
+            .ok_or_else(|| setup(format!("{} holds no complete checkpoint-N; pass a run folder or one of its checkpoints", run.display())))?;
         (latest.path, run.to_path_buf())
     };
     let adapter = hf_layout::adapter_dir(&checkpoint).ok_or_else(|| setup(format!("{} holds no {ADAPTER_CONFIG_FILE}", checkpoint.display())))?;
-    let meta = MotionMeta::read(&checkpoint)?
-        .ok_or_else(|| setup(format!("{} is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet", checkpoint.display())))?;
+    let meta = MotionMeta::read(&checkpoint)?.ok_or_else(|| {
+        setup(format!("{} is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet", checkpoint.display()))
+    })?;
     if meta.estimator != "mofnet" {
         return Err(setup(format!(
             "{} was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported",
@@ -114,7 +116,9 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
             meta.estimator_settings["weights"]
         )));
     }
-    let iters = meta.estimator_settings["iters"].as_u64().ok_or_else(|| setup(format!("{}: the MOFNet settings lack `iters`", checkpoint.display())))? as usize;
+    let iters = meta.estimator_settings["iters"]
+        .as_u64()
+        .ok_or_else(|| setup(format!("{}: the MOFNet settings lack `iters`", checkpoint.display())))? as usize;
 
     let connector = read_connector_vars(&checkpoint)?;
     let hidden = Connector::from_vars(&connector)?.hidden()?;
@@ -142,7 +146,14 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
     };
     config.write(&tmp)?;
     crate::output_dir::replace(&tmp, out)?;
-    Ok(ExportSummary { checkpoint, lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
+    Ok(ExportSummary {
+        checkpoint,
+        lora_modules: lora.modules.len(),
+        connector_hidden: hidden,
+        mofnet_weights: weights,
+        mofnet_converted,
+        base_model: base,
+    })
 }
 
 /// Re-exports a released-layout package: the LoRA through `LoraWeights::load_peft` and
@@ -153,7 +164,8 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
 fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
     let dir = &package.dir;
     let mut lora = LoraWeights::load_peft(dir, &Device::Cpu)?;
-    let lora_dtype = uniform_dtype(&dir.join(ADAPTER_WEIGHTS_FILE), candle_core::safetensors::load(dir.join(ADAPTER_WEIGHTS_FILE), &Device::Cpu)?.values())?;
+    let lora_dtype =
+        uniform_dtype(&dir.join(ADAPTER_WEIGHTS_FILE), candle_core::safetensors::load(dir.join(ADAPTER_WEIGHTS_FILE), &Device::Cpu)?.values())?;
     for pair in lora.modules.values_mut() {
         pair.a = Var::from_tensor(&pair.a.as_tensor().to_dtype(lora_dtype)?)?;
         pair.b = Var::from_tensor(&pair.b.as_tensor().to_dtype(lora_dtype)?)?;
@@ -164,7 +176,8 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     };
 
     let connector_path = package.connector_path();
-    let released = candle_core::pickle::read_all(&connector_path).map_err(|e| setup(format!("{}: not a torch.save state dict: {e}", connector_path.display())))?;
+    let released = candle_core::pickle::read_all(&connector_path)
+        .map_err(|e| setup(format!("{}: not a torch.save state dict: {e}", connector_path.display())))?;
     let connector_dtype = uniform_dtype(&connector_path, released.iter().map(|(_, t)| t))?;
     let width = released
         .iter()
@@ -205,7 +218,14 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     let config = SisMotionConfig { connector_weights: CONNECTOR_FILE.into(), videoflow_checkpoint: MOFNET_FILE.into(), ..package.config.clone() };
     config.write(&tmp)?;
     crate::output_dir::replace(&tmp, out)?;
-    Ok(ExportSummary { checkpoint: dir.clone(), lora_modules: lora.modules.len(), connector_hidden: hidden, mofnet_weights: weights, mofnet_converted, base_model: base })
+    Ok(ExportSummary {
+        checkpoint: dir.clone(),
+        lora_modules: lora.modules.len(),
+        connector_hidden: hidden,
+        mofnet_weights: weights,
+        mofnet_converted,
+        base_model: base,
+    })
 }
 
 /// The one dtype of a file's tensors (a package's parts are saved in one).
@@ -310,7 +330,12 @@ mod tests {
     }
 
     fn released(vars: Vec<(String, Var)>, dtype_of: impl Fn(usize) -> DType) -> Vec<(String, Tensor)> {
-        RELEASED_CONNECTOR_TENSORS.iter().zip(vars).enumerate().map(|(k, (name, (_, var)))| ((*name).to_owned(), var.as_tensor().to_dtype(dtype_of(k)).unwrap())).collect()
+        RELEASED_CONNECTOR_TENSORS
+            .iter()
+            .zip(vars)
+            .enumerate()
+            .map(|(k, (name, (_, var)))| ((*name).to_owned(), var.as_tensor().to_dtype(dtype_of(k)).unwrap()))
+            .collect()
     }
 
     #[test]

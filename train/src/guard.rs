@@ -82,7 +82,10 @@ pub struct Snapshot(Vec<(String, Vec<f32>)>);
 
 impl Snapshot {
     pub fn take(vars: &[(String, candle_core::Var)]) -> candle_core::Result<Self> {
-        vars.iter().map(|(name, var)| Ok((name.clone(), var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?))).collect::<candle_core::Result<_>>().map(Snapshot)
+        vars.iter()
+            .map(|(name, var)| Ok((name.clone(), var.as_tensor().flatten_all()?.to_dtype(candle_core::DType::F32)?.to_vec1()?)))
+            .collect::<candle_core::Result<_>>()
+            .map(Snapshot)
     }
 
     /// Names of the tensors among `vars` whose values are exactly what the snapshot holds.
@@ -106,7 +109,16 @@ mod tests {
         let lost = reach("connector", &["connector.fc1.weight", "connector.fc2.weight"], 0.0);
         let used = [TrainedGroup::Lora, TrainedGroup::Connector];
         let err = require_gradients(&[lora_ok.clone(), lost.clone()], &used, "step 3").unwrap_err();
-        assert_eq!(err, GradientError::Unreached { when: "step 3".into(), group: TrainedGroup::Connector, missing: 2, total: 4, first: "connector.fc1.weight".into() });
+        assert_eq!(
+            err,
+            GradientError::Unreached {
+                when: "step 3".into(),
+                group: TrainedGroup::Connector,
+                missing: 2,
+                total: 4,
+                first: "connector.fc1.weight".into()
+            }
+        );
         let text = err.to_string();
         assert!(text.starts_with("step 3: no gradient reached 2 of the 4 connector tensors (first: connector.fc1.weight)"), "{text}");
         assert!(text.contains("motion.estimator") && text.contains("model.gradient_checkpointing"), "{text}");

@@ -54,7 +54,10 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
         tensors.insert(name.to_owned(), weights.load_stored(name, &device)?);
     }
     let adapter = crate::hf_layout::adapter_dir(adapter).ok_or_else(|| {
-        TrainError::Setup(format!("{} holds no adapter_config.json (nor does its adapter/ folder); pass a run's checkpoint-N, its root, or a PEFT folder", adapter.display()))
+        TrainError::Setup(format!(
+            "{} holds no adapter_config.json (nor does its adapter/ folder); pass a run's checkpoint-N, its root, or a PEFT folder",
+            adapter.display()
+        ))
     })?;
     let lora = LoraWeights::load_peft(&adapter, &device)?;
     lora.merge_into(&mut tensors)?;
@@ -71,7 +74,9 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
             current = 0;
         }
         current += bytes;
-        if let Some(s) = shards.last_mut() { s.push(name) }
+        if let Some(s) = shards.last_mut() {
+            s.push(name)
+        }
     }
     let count = shards.len();
     let mut weight_map = BTreeMap::new();

@@ -14,7 +14,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 
 use crate::optim::Grads;
-pub use crate::rendezvous::{share_unique_id, Launch};
+pub use crate::rendezvous::{Launch, share_unique_id};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ParallelError {
@@ -251,7 +251,7 @@ pub use nccl::NcclExchange;
 
 #[cfg(feature = "nccl")]
 mod nccl {
-    use super::{check_flat, share_unique_id, GradExchange, Launch, ParallelError, Result};
+    use super::{GradExchange, Launch, ParallelError, Result, check_flat, share_unique_id};
     use candle_core::cuda_backend::cudarc::nccl::safe::{Comm, Id, ReduceOp};
     use candle_core::{CudaStorage, Device, InplaceOp1, Layout, Tensor};
 

@@ -19,22 +19,22 @@ use std::path::{Path, PathBuf};
 use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
 use motionvl_data::loader::{DataLoader, EpochIter, LoadedSample};
-use motionvl_data::run_dir::RunLock;
 use motionvl_data::preprocess::PreprocessConfig;
 use motionvl_data::progress;
-use motionvl_data::samples::{read_training_samples, tokenizer_for_fresh_model, ReadOptions};
+use motionvl_data::run_dir::RunLock;
+use motionvl_data::samples::{ReadOptions, read_training_samples, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
+use motionvl_models::Qwen25VlConfig;
 use motionvl_models::device::parse_device;
 use motionvl_models::qwen25vl::Qwen25Vl;
-use motionvl_models::Qwen25VlConfig;
 
 use crate::batch::collate;
 use crate::checkpoint as ckpt;
-use crate::guard::{require_gradients, TrainedGroup};
-use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
-use crate::recipe::Recipe;
+use crate::guard::{TrainedGroup, require_gradients};
 use crate::hf_layout::RunClock;
-use crate::sft::{check_loader, fresh_model_config, read_samples, require_usable, training_loader, StepLog, TrainError};
+use crate::optim::{AdamW, AdamWConfig, lr_scale, warmup_steps};
+use crate::recipe::Recipe;
+use crate::sft::{StepLog, TrainError, check_loader, fresh_model_config, read_samples, require_usable, training_loader};
 
 type Result<T> = std::result::Result<T, TrainError>;
 
@@ -67,7 +67,11 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     if recipe.motion.enabled() {
         return Err(TrainError::Setup("pretraining trains the visual model only: set motion.estimator = \"none\"".into()));
     }
-    let init_config = recipe.model.init_config.as_deref().ok_or_else(|| TrainError::Setup("pretraining builds a fresh model: [model] needs `init_config`".into()))?;
+    let init_config = recipe
+        .model
+        .init_config
+        .as_deref()
+        .ok_or_else(|| TrainError::Setup("pretraining builds a fresh model: [model] needs `init_config`".into()))?;
     if recipe.model.dtype != "f32" {
         return Err(TrainError::Setup(format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype)));
     }
@@ -85,7 +89,8 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let samples = read_samples(recipe)?;
     let mut corpus = samples.clone();
     for path in tokenizer_text {
-        let read = read_training_samples(path, &ReadOptions { media_root: None, check_media: false, skip_bad: false }).map_err(|e| TrainError::Data(e.to_string()))?;
+        let read = read_training_samples(path, &ReadOptions { media_root: None, check_media: false, skip_bad: false })
+            .map_err(|e| TrainError::Data(e.to_string()))?;
         corpus.extend(read.items);
     }
     let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
@@ -94,7 +99,11 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
 
     let pad_id = tokenizer.special().endoftext;
     let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
-    let mut text_log = std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
+    let mut text_log = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(out.join("train.log"))
+        .map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
     let check = check_loader(&loader, recipe.logging.progress_bar)?;
     writeln!(text_log, "data: {}", check.report.to_json_line()).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
     require_usable(&check.report, recipe)?;
@@ -174,7 +183,8 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
 
     let tensors: HashMap<String, Tensor> = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
     let model_dir = save_model(&out, &cfg, &tensors, &tokenizer, &recipe.data.video().media().image_config)?;
-    writeln!(text_log, "saved {} after {total} steps", model_dir.display()).map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
+    writeln!(text_log, "saved {} after {total} steps", model_dir.display())
+        .map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
     Ok(Pretrained { model_dir, logs })
 }
 
@@ -224,7 +234,13 @@ fn trainable_model(cfg: &Qwen25VlConfig, recipe: &Recipe, device: &Device) -> Re
 }
 
 /// Writes `<out>/model` atomically: built beside it, then renamed over the previous one.
-fn save_model(out: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>, tokenizer: &QwenTokenizer, pixels: &PreprocessConfig) -> Result<PathBuf> {
+fn save_model(
+    out: &Path,
+    cfg: &Qwen25VlConfig,
+    tensors: &HashMap<String, Tensor>,
+    tokenizer: &QwenTokenizer,
+    pixels: &PreprocessConfig,
+) -> Result<PathBuf> {
     let dir = out.join(MODEL_DIR);
     let tmp = out.join(format!(".tmp-{MODEL_DIR}-{}", std::process::id()));
     let io = |path: &Path| {

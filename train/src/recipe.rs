@@ -379,9 +379,8 @@ impl Recipe {
         for (key, raw) in overrides {
             set_dotted(&mut value, key, raw)?;
         }
-        let recipe: Recipe = value
-            .try_into()
-            .map_err(|e: toml::de::Error| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
+        let recipe: Recipe =
+            value.try_into().map_err(|e: toml::de::Error| RecipeError::Invalid { path: path.to_path_buf(), reason: e.to_string() })?;
         recipe.validate().map_err(|reason| RecipeError::Invalid { path: path.to_path_buf(), reason })?;
         Ok(recipe)
     }
@@ -427,7 +426,12 @@ impl Recipe {
         check(positive(self.model.init_std as f64), "model.init_std", self.model.init_std, "a positive number")?;
         check(matches!(self.model.dtype.as_str(), "f32" | "bf16" | "f16"), "model.dtype", &self.model.dtype, "f32, bf16 or f16")?;
         let device = self.model.device.as_str();
-        check(device == "cpu" || device == "cuda" || device.strip_prefix("cuda:").is_some_and(|n| n.parse::<usize>().is_ok()), "model.device", device, "cpu, cuda or cuda:N")?;
+        check(
+            device == "cpu" || device == "cuda" || device.strip_prefix("cuda:").is_some_and(|n| n.parse::<usize>().is_ok()),
+            "model.device",
+            device,
+            "cpu, cuda or cuda:N",
+        )?;
         Ok(())
     }
 
@@ -439,7 +443,8 @@ impl Recipe {
     /// the ones a resumed run may change without changing what it computes: when it stops,
     /// how it logs, how often it checkpoints, its loader threads and where flows are cached.
     pub fn unsafe_changes(&self, saved: &Recipe) -> Vec<String> {
-        const SAFE: [&str; 7] = ["optim.max_steps", "checkpoint.every", "checkpoint.keep", "data.workers", "motion.cache_dir", "motion.cache_only", "output_dir"];
+        const SAFE: [&str; 7] =
+            ["optim.max_steps", "checkpoint.every", "checkpoint.keep", "data.workers", "motion.cache_dir", "motion.cache_only", "output_dir"];
         let (mut now, mut then) = (Vec::new(), Vec::new());
         flatten("", &toml::Value::try_from(self).unwrap_or(toml::Value::Table(Default::default())), &mut now);
         flatten("", &toml::Value::try_from(saved).unwrap_or(toml::Value::Table(Default::default())), &mut then);
@@ -505,9 +510,7 @@ pub fn set_dotted(table: &mut toml::Table, key: &str, raw: &str) -> Result<(), R
     let mut current = table;
     for part in parts {
         let entry = current.entry(part.to_owned()).or_insert_with(|| toml::Value::Table(Default::default()));
-        current = entry
-            .as_table_mut()
-            .ok_or_else(|| RecipeError::Override { key: key.into(), reason: format!("`{part}` is not a section") })?;
+        current = entry.as_table_mut().ok_or_else(|| RecipeError::Override { key: key.into(), reason: format!("`{part}` is not a section") })?;
     }
     current.insert(last.to_owned(), parsed);
     Ok(())

@@ -21,9 +21,13 @@ pub enum RendezvousError {
     Env { key: &'static str, problem: String },
     #[error("data parallel: rendezvous with rank 0 at {addr}: {source}")]
     Io { addr: String, source: std::io::Error },
-    #[error("data parallel: rank 0 at {addr} heard from {joined} of {expected} ranks within {seconds} s; the others did not start, or run another job (token `{token}`)")]
+    #[error(
+        "data parallel: rank 0 at {addr} heard from {joined} of {expected} ranks within {seconds} s; the others did not start, or run another job (token `{token}`)"
+    )]
     Incomplete { addr: String, joined: usize, expected: usize, seconds: u64, token: String },
-    #[error("data parallel: rank {rank} got no id from rank 0 at {addr} within {seconds} s (it did not start, or belongs to another job: token `{token}`)")]
+    #[error(
+        "data parallel: rank {rank} got no id from rank 0 at {addr} within {seconds} s (it did not start, or belongs to another job: token `{token}`)"
+    )]
     NoId { addr: String, rank: usize, seconds: u64, token: String },
     #[error("data parallel: rank 0 has no unique id to share")]
     NoId0,
@@ -86,7 +90,9 @@ impl Launch {
         // torchrun's elastic agent serves its TCPStore on MASTER_PORT (TORCHELASTIC_USE_AGENT_STORE).
         let agent_store = var("TORCHELASTIC_USE_AGENT_STORE").is_some_and(|v| v.eq_ignore_ascii_case("true"));
         let master_port = if agent_store {
-            master_port.checked_add(1).ok_or_else(|| RendezvousError::Env { key: "MASTER_PORT", problem: "65535 leaves no port beside torchrun's store".into() })?
+            master_port
+                .checked_add(1)
+                .ok_or_else(|| RendezvousError::Env { key: "MASTER_PORT", problem: "65535 leaves no port beside torchrun's store".into() })?
         } else {
             master_port
         };
@@ -235,13 +241,34 @@ mod tests {
 
     #[test]
     fn launches_from_torchrun_and_srun() {
-        let torch = vars(&[("RANK", "1"), ("WORLD_SIZE", "4"), ("LOCAL_RANK", "1"), ("MASTER_ADDR", "node0"), ("MASTER_PORT", "29400"), ("TORCHELASTIC_RUN_ID", "job7")]);
+        let torch = vars(&[
+            ("RANK", "1"),
+            ("WORLD_SIZE", "4"),
+            ("LOCAL_RANK", "1"),
+            ("MASTER_ADDR", "node0"),
+            ("MASTER_PORT", "29400"),
+            ("TORCHELASTIC_RUN_ID", "job7"),
+        ]);
         let launch = Launch::from_vars(torch).expect("valid").expect("a group");
         assert_eq!(launch, Launch { rank: 1, world_size: 4, local_rank: 1, master_addr: "node0".into(), master_port: 29400, token: "job7".into() });
         // torchrun's agent holds MASTER_PORT for its store: the hand-over takes the next port.
-        let agent = vars(&[("RANK", "0"), ("WORLD_SIZE", "2"), ("LOCAL_RANK", "0"), ("MASTER_ADDR", "n"), ("MASTER_PORT", "29400"), ("TORCHELASTIC_USE_AGENT_STORE", "True")]);
+        let agent = vars(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "2"),
+            ("LOCAL_RANK", "0"),
+            ("MASTER_ADDR", "n"),
+            ("MASTER_PORT", "29400"),
+            ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+        ]);
         assert_eq!(Launch::from_vars(agent).expect("valid").expect("a group").master_port, 29401);
-        let srun = vars(&[("SLURM_PROCID", "5"), ("SLURM_NTASKS", "8"), ("SLURM_LOCALID", "1"), ("SLURM_STEP_ID", "0"), ("SLURM_JOB_ID", "4242"), ("MASTER_ADDR", "gpu12")]);
+        let srun = vars(&[
+            ("SLURM_PROCID", "5"),
+            ("SLURM_NTASKS", "8"),
+            ("SLURM_LOCALID", "1"),
+            ("SLURM_STEP_ID", "0"),
+            ("SLURM_JOB_ID", "4242"),
+            ("MASTER_ADDR", "gpu12"),
+        ]);
         let launch = Launch::from_vars(srun).expect("valid").expect("a group");
         assert_eq!((launch.rank, launch.world_size, launch.local_rank, launch.master_port, launch.token.as_str()), (5, 8, 1, 29500, "4242"));
         // The batch script's own shell: SLURM_NTASKS without a job step trains alone.
@@ -288,7 +315,8 @@ mod tests {
         let other_job = std::thread::spawn(move || share_unique_id_within(&launch(1, port, "job-2"), None, Duration::from_secs(3)));
         let err = other_job.join().expect("thread").expect_err("another job's rank gets nothing");
         assert!(err.to_string().contains("job-2"), "{err}");
-        let ranks: Vec<_> = (1..3).map(|r| std::thread::spawn(move || share_unique_id_within(&launch(r, port, "job-1"), None, Duration::from_secs(60)))).collect();
+        let ranks: Vec<_> =
+            (1..3).map(|r| std::thread::spawn(move || share_unique_id_within(&launch(r, port, "job-1"), None, Duration::from_secs(60)))).collect();
         for r in ranks {
             assert_eq!(r.join().expect("rank thread").expect("rendezvous"), id);
         }

@@ -15,36 +15,36 @@ use std::sync::Arc;
 use candle_core::backprop::GradStore;
 use candle_core::{Device, Tensor};
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits};
+use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia};
 use motionvl_data::loader::{DataLoader, LoaderConfig, Position, QwenMedia};
-use motionvl_data::run_dir::RunLock;
-use motionvl_data::frames::FramePolicy;
-use motionvl_data::samples::{read_training_rows, LlavaRows, ReadOptions, TrainingSample};
 use motionvl_data::progress;
-use motionvl_models::device::{parse_device, parse_dtype};
+use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::tokenizer_for_fresh_model;
+use motionvl_data::samples::{LlavaRows, ReadOptions, TrainingSample, read_training_rows};
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
-use motionvl_flow::media::{CacheCounts, MotionMedia};
 use motionvl_flow::key_index::check_cached;
-use motionvl_flow::{estimator_from_spec, EstimatorSpec, FlowCache, FlowEstimator};
+use motionvl_flow::media::{CacheCounts, MotionMedia};
+use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, estimator_from_spec};
+use motionvl_models::device::{parse_device, parse_dtype};
 use motionvl_models::lora::LoraWeights;
-use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta, MOTION_WEIGHTS_FILE};
+use motionvl_models::motion::{Connector, MOTION_WEIGHTS_FILE, MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::recompute::RecomputedGrads;
 use motionvl_models::training_loss::predicted_label_count;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 use serde::{Deserialize, Serialize};
 
-use crate::batch::{collate, TrainBatch};
+use crate::batch::{TrainBatch, collate};
 use crate::checkpoint::{self as ckpt, Checkpoints};
-use crate::guard::{require_gradients, TrainedGroup};
-use crate::micro::{MicroPlan, RankBatches};
-use crate::parallel::{all_agree, reduce_grads, vote, GradExchange};
+use crate::guard::{TrainedGroup, require_gradients};
 use crate::hf_layout::{self, HfLogEntry, HfTrainerState, LfProgress, RunClock, RunShape};
-use crate::optim::{lr_scale, warmup_steps, AdamW, AdamWConfig};
+use crate::micro::{MicroPlan, RankBatches};
+use crate::optim::{AdamW, AdamWConfig, lr_scale, warmup_steps};
+use crate::parallel::{GradExchange, all_agree, reduce_grads, vote};
 use crate::recipe::{LossAverage, Recipe};
-use motionvl_data::stop::StopFlag;
 use crate::tensorboard::EventWriter;
+use motionvl_data::stop::StopFlag;
 
 #[derive(Debug, thiserror::Error)]
 pub enum TrainError {
@@ -327,7 +327,10 @@ impl Trainer {
         if let Some(exchange) = &exchange {
             let failed = vote(exchange.as_ref(), true)?;
             if failed > 0 {
-                return Err(TrainError::Setup(format!("rank 0 failed to prepare {} (its error is in its output); this rank stops too", recipe.output_dir.display())));
+                return Err(TrainError::Setup(format!(
+                    "rank 0 failed to prepare {} (its error is in its output); this rank stops too",
+                    recipe.output_dir.display()
+                )));
             }
         }
         // Rank 0 has cleared a run that `--resume auto` found without a checkpoint.
@@ -378,12 +381,8 @@ impl Trainer {
         lora.attach(model.linears_mut())?;
         lora.runtime().set_training(true);
 
-        let adam = AdamWConfig {
-            beta1: recipe.optim.beta1,
-            beta2: recipe.optim.beta2,
-            eps: recipe.optim.eps,
-            weight_decay: recipe.optim.weight_decay,
-        };
+        let adam =
+            AdamWConfig { beta1: recipe.optim.beta1, beta2: recipe.optim.beta2, eps: recipe.optim.eps, weight_decay: recipe.optim.weight_decay };
         let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
         let (media, motion) = if let Some(media) = motion_media(recipe, &device)? {
@@ -410,11 +409,8 @@ impl Trainer {
             RunMedia::Visual(_) => None,
         };
         let loader = training_loader(recipe, samples, tokenizer, media);
-        let mut text_log = if rank == 0 {
-            Some(std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?)
-        } else {
-            None
-        };
+        let mut text_log =
+            if rank == 0 { Some(std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?) } else { None };
         let check = check_loader(&loader, recipe.logging.progress_bar && rank == 0)?;
         if let Some(log) = &mut text_log {
             writeln!(log, "data: {}", check.report.to_json_line()).map_err(io(&out))?;
@@ -552,7 +548,8 @@ impl Trainer {
         let adapter = LoraWeights::load_peft(&adapter_dir, &self.device)?;
         let adapter_file = adapter_dir.join(hf_layout::ADAPTER_FILES[0]);
         for (name, pair) in &self.lora.modules {
-            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
+            let saved =
+                adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
             for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
                 if now.shape() != then.shape() {
                     return Err(TrainError::Setup(format!(
@@ -589,11 +586,21 @@ impl Trainer {
         }
         let state: TrainerState = hf_layout::read_resume_state(&found.path)?;
         if state.seed != self.recipe.seed {
-            return Err(TrainError::Setup(format!("{} was trained with seed {}, the recipe says {}", found.path.display(), state.seed, self.recipe.seed)));
+            return Err(TrainError::Setup(format!(
+                "{} was trained with seed {}, the recipe says {}",
+                found.path.display(),
+                state.seed,
+                self.recipe.seed
+            )));
         }
         self.step = state.step;
         if state.position.index > self.loader.len() {
-            return Err(TrainError::Data(format!("{}: position {} is past the {} samples", found.path.display(), state.position.index, self.loader.len())));
+            return Err(TrainError::Data(format!(
+                "{}: position {} is past the {} samples",
+                found.path.display(),
+                state.position.index,
+                self.loader.len()
+            )));
         }
         // The position is a sample, not a rank's place: any world size continues from it.
         self.micro = self.batches.plan().micro_at(&self.loader, state.position);
@@ -665,13 +672,20 @@ impl Trainer {
         let stop_requested = self.stop.is_requested();
         self.stopping = stop_requested;
         if let Some(exchange) = &self.exchange {
-            let totals = Tensor::new(&[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32, f32::from(u8::from(stop_requested))], exchange.device())?;
+            let totals = Tensor::new(
+                &[loss_sum as f32, tokens as f32, samples as f32, non_finite as f32, f32::from(u8::from(stop_requested))],
+                exchange.device(),
+            )?;
             exchange.all_reduce_sum(&totals)?;
             let totals: Vec<f32> = totals.to_vec1()?;
             // One rank's signal stops them all after this step.
             self.stopping = totals[4] > 0.0;
             if totals[3] > 0.0 {
-                return Err(TrainError::NonFinite { step: self.step + 1, what: format!("loss on {} micro-batch(es) of the step", totals[3]), samples: sample_ids });
+                return Err(TrainError::NonFinite {
+                    step: self.step + 1,
+                    what: format!("loss on {} micro-batch(es) of the step", totals[3]),
+                    samples: sample_ids,
+                });
             }
             (loss_sum, tokens, samples) = (f64::from(totals[0]), totals[1] as usize, totals[2] as usize);
             reduce_grads(exchange.as_ref(), self.optim.grads_mut(), BUCKET_ELEMS)?;
@@ -791,7 +805,8 @@ impl Trainer {
         let reach = self.optim.reach();
         self.optim.clear_grads()?;
         checked?;
-        let summary: Vec<String> = reach?.iter().map(|r| format!("{} {} tensors, norm {:.4e}", r.group, r.params - r.unreached.len(), r.norm)).collect();
+        let summary: Vec<String> =
+            reach?.iter().map(|r| format!("{} {} tensors, norm {:.4e}", r.group, r.params - r.unreached.len(), r.norm)).collect();
         self.log_line(&format!("preflight: gradients reach {}", summary.join("; ")))
     }
 
@@ -1032,7 +1047,10 @@ fn run_artefacts(out: &Path) -> Vec<PathBuf> {
         .map(|e| e.path())
         .filter(|p| {
             let name = p.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-            FILES.contains(&name.as_str()) || hf_layout::published_files().contains(&name.as_str()) || name.starts_with("checkpoint-") || name.starts_with(".tmp-")
+            FILES.contains(&name.as_str())
+                || hf_layout::published_files().contains(&name.as_str())
+                || name.starts_with("checkpoint-")
+                || name.starts_with(".tmp-")
         })
         .collect();
     found.sort();
@@ -1096,14 +1114,20 @@ pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
     Ok(read.items)
 }
 
-pub(crate) fn training_loader<P: MediaProcessor + 'static>(recipe: &Recipe, samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: P) -> DataLoader<P> {
+pub(crate) fn training_loader<P: MediaProcessor + 'static>(
+    recipe: &Recipe,
+    samples: Vec<TrainingSample>,
+    tokenizer: QwenTokenizer,
+    media: P,
+) -> DataLoader<P> {
     DataLoader::new(samples, tokenizer, media, loader_config(recipe))
 }
 
 fn loader_config(recipe: &Recipe) -> LoaderConfig {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
     let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template = TemplateOptions { max_seq_len: recipe.data.length_limit(), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
+    let template =
+        TemplateOptions { max_seq_len: recipe.data.length_limit(), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
     LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() }
 }
 
@@ -1120,7 +1144,8 @@ pub(crate) fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()>
     if report.usable() > 0 {
         return Ok(());
     }
-    let longest = report.longest.as_ref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default();
+    let longest =
+        report.longest.as_ref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default();
     Err(TrainError::Data(format!(
         "no sample of {} fits max_seq_len {} even at min_pixels {} and min_frames {} ({} too long, {} failed){longest}",
         recipe.data.train.display(),
@@ -1178,11 +1203,7 @@ fn data_tokenizer(recipe: &Recipe, samples: &[TrainingSample]) -> Result<QwenTok
     match (&recipe.model.init_config, &recipe.model.checkpoint) {
         (Some(_), _) => {
             let built = recipe.output_dir.join("base-model").join("tokenizer.json");
-            if built.is_file() {
-                QwenTokenizer::from_file(&built)
-            } else {
-                tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size)
-            }
+            if built.is_file() { QwenTokenizer::from_file(&built) } else { tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size) }
         }
         (None, Some(dir)) if Path::new(dir).is_dir() => QwenTokenizer::from_model_dir(dir),
         (None, Some(id)) => QwenTokenizer::from_model_dir(&CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir),

@@ -51,11 +51,7 @@ pub enum TensorBoardError {
         "{path}: record {record} at byte {offset} is cut short: the file ends \
          inside it (was the writer killed mid-write?)"
     )]
-    Truncated {
-        path: PathBuf,
-        record: usize,
-        offset: u64,
-    },
+    Truncated { path: PathBuf, record: usize, offset: u64 },
     #[error(
         "{path}: record {record} at byte {offset}: {which} CRC mismatch \
          (stored {stored:#010x}, computed {computed:#010x}); the file is corrupt"
@@ -70,12 +66,7 @@ pub enum TensorBoardError {
         computed: u32,
     },
     #[error("{path}: record {record} at byte {offset} is not a valid Event protobuf: {reason}")]
-    Malformed {
-        path: PathBuf,
-        record: usize,
-        offset: u64,
-        reason: String,
-    },
+    Malformed { path: PathBuf, record: usize, offset: u64, reason: String },
     #[error("no TensorBoard event files ({FILE_PREFIX}*) in directory {path}")]
     NoEventFiles { path: PathBuf },
 }
@@ -102,14 +93,8 @@ impl EventWriter {
     /// created with `create_new`).
     pub fn create(log_dir: impl AsRef<Path>) -> Result<Self> {
         let log_dir = log_dir.as_ref();
-        std::fs::create_dir_all(log_dir).map_err(|source| TensorBoardError::CreateDir {
-            path: log_dir.to_path_buf(),
-            source,
-        })?;
-        let secs = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
+        std::fs::create_dir_all(log_dir).map_err(|source| TensorBoardError::CreateDir { path: log_dir.to_path_buf(), source })?;
+        let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
         let host = hostname();
         let pid = std::process::id();
         let mut n = 0u32;
@@ -121,10 +106,7 @@ impl EventWriter {
                 Err(source) => return Err(TensorBoardError::CreateFile { path, source }),
             }
         };
-        let mut writer = Self {
-            path,
-            out: BufWriter::new(file),
-        };
+        let mut writer = Self { path, out: BufWriter::new(file) };
         let mut event = Vec::with_capacity(32);
         encode_event_header(&mut event, wall_time(), 0);
         put_bytes_field(&mut event, 3, FILE_VERSION.as_bytes());
@@ -182,10 +164,7 @@ impl EventWriter {
     /// [`read_scalars`]) see them. Does not fsync: losing the last few scalars
     /// in a power cut is acceptable, an fsync per step is not.
     pub fn flush(&mut self) -> Result<()> {
-        self.out.flush().map_err(|source| TensorBoardError::Write {
-            path: self.path.clone(),
-            source,
-        })
+        self.out.flush().map_err(|source| TensorBoardError::Write { path: self.path.clone(), source })
     }
 
     fn write_record(&mut self, payload: &[u8]) -> Result<()> {
@@ -195,12 +174,7 @@ impl EventWriter {
         frame.extend_from_slice(&masked_crc32c(&len).to_le_bytes());
         frame.extend_from_slice(payload);
         frame.extend_from_slice(&masked_crc32c(payload).to_le_bytes());
-        self.out
-            .write_all(&frame)
-            .map_err(|source| TensorBoardError::Write {
-                path: self.path.clone(),
-                source,
-            })
+        self.out.write_all(&frame).map_err(|source| TensorBoardError::Write { path: self.path.clone(), source })
     }
 }
 
@@ -213,9 +187,7 @@ impl Drop for EventWriter {
 
 impl std::fmt::Debug for EventWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EventWriter")
-            .field("path", &self.path)
-            .finish()
+        f.debug_struct("EventWriter").field("path", &self.path).finish()
     }
 }
 
@@ -242,37 +214,23 @@ pub struct Scalar {
 /// as TensorBoard does.
 pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Scalar>> {
     let path = path.as_ref();
-    let meta = std::fs::metadata(path).map_err(|source| TensorBoardError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let meta = std::fs::metadata(path).map_err(|source| TensorBoardError::Read { path: path.to_path_buf(), source })?;
     if !meta.is_dir() {
         let mut all = Vec::new();
         read_scalars_file(path, &mut all)?;
         return Ok(all);
     }
-    let entries = std::fs::read_dir(path).map_err(|source| TensorBoardError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let entries = std::fs::read_dir(path).map_err(|source| TensorBoardError::Read { path: path.to_path_buf(), source })?;
     let mut files = Vec::new();
     for entry in entries {
-        let entry = entry.map_err(|source| TensorBoardError::Read {
-            path: path.to_path_buf(),
-            source,
-        })?;
-        let is_event_file = entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.starts_with(FILE_PREFIX));
+        let entry = entry.map_err(|source| TensorBoardError::Read { path: path.to_path_buf(), source })?;
+        let is_event_file = entry.file_name().to_str().is_some_and(|n| n.starts_with(FILE_PREFIX));
         if is_event_file && entry.path().is_file() {
             files.push(entry.path());
         }
     }
     if files.is_empty() {
-        return Err(TensorBoardError::NoEventFiles {
-            path: path.to_path_buf(),
-        });
+        return Err(TensorBoardError::NoEventFiles { path: path.to_path_buf() });
     }
     files.sort();
     let mut all = Vec::new();
@@ -283,19 +241,12 @@ pub fn read_scalars(path: impl AsRef<Path>) -> Result<Vec<Scalar>> {
 }
 
 fn read_scalars_file(path: &Path, scalars: &mut Vec<Scalar>) -> Result<()> {
-    let data = std::fs::read(path).map_err(|source| TensorBoardError::Read {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let data = std::fs::read(path).map_err(|source| TensorBoardError::Read { path: path.to_path_buf(), source })?;
     let mut pos = 0usize;
     let mut record = 0usize;
     while pos < data.len() {
         let offset = pos as u64;
-        let truncated = || TensorBoardError::Truncated {
-            path: path.to_path_buf(),
-            record,
-            offset,
-        };
+        let truncated = || TensorBoardError::Truncated { path: path.to_path_buf(), record, offset };
         let header = data.get(pos..pos + 12).ok_or_else(truncated)?;
         let (len_bytes, len_crc) = header.split_at(8);
         check_crc(path, record, offset, "length", len_bytes, len_crc)?;
@@ -307,48 +258,18 @@ fn read_scalars_file(path: &Path, scalars: &mut Vec<Scalar>) -> Result<()> {
             .filter(|&e| e.checked_add(4).is_some_and(|t| t <= data.len()))
             .ok_or_else(truncated)?;
         let payload = &data[start..end];
-        check_crc(
-            path,
-            record,
-            offset,
-            "payload",
-            payload,
-            &data[end..end + 4],
-        )?;
-        decode_event(payload, scalars).map_err(|reason| TensorBoardError::Malformed {
-            path: path.to_path_buf(),
-            record,
-            offset,
-            reason,
-        })?;
+        check_crc(path, record, offset, "payload", payload, &data[end..end + 4])?;
+        decode_event(payload, scalars).map_err(|reason| TensorBoardError::Malformed { path: path.to_path_buf(), record, offset, reason })?;
         pos = end + 4;
         record += 1;
     }
     Ok(())
 }
 
-fn check_crc(
-    path: &Path,
-    record: usize,
-    offset: u64,
-    which: &'static str,
-    data: &[u8],
-    stored: &[u8],
-) -> Result<()> {
+fn check_crc(path: &Path, record: usize, offset: u64, which: &'static str, data: &[u8], stored: &[u8]) -> Result<()> {
     let stored = u32::from_le_bytes([stored[0], stored[1], stored[2], stored[3]]);
     let computed = masked_crc32c(data);
-    if stored == computed {
-        Ok(())
-    } else {
-        Err(TensorBoardError::Crc {
-            path: path.to_path_buf(),
-            record,
-            offset,
-            which,
-            stored,
-            computed,
-        })
-    }
+    if stored == computed { Ok(()) } else { Err(TensorBoardError::Crc { path: path.to_path_buf(), record, offset, which, stored, computed }) }
 }
 
 // ---------------------------------------------------------------- protobuf
@@ -407,10 +328,7 @@ impl<'a> Fields<'a> {
     fn varint(&mut self) -> Result<u64, String> {
         let mut v = 0u64;
         for i in 0..10 {
-            let (&b, rest) = self
-                .buf
-                .split_first()
-                .ok_or_else(|| "varint runs past the end".to_string())?;
+            let (&b, rest) = self.buf.split_first().ok_or_else(|| "varint runs past the end".to_string())?;
             self.buf = rest;
             v |= u64::from(b & 0x7f) << (7 * i);
             if b & 0x80 == 0 {
@@ -422,10 +340,7 @@ impl<'a> Fields<'a> {
 
     fn take(&mut self, n: usize) -> Result<&'a [u8], String> {
         if n > self.buf.len() {
-            return Err(format!(
-                "field of {n} bytes runs past the end ({} left)",
-                self.buf.len()
-            ));
+            return Err(format!("field of {n} bytes runs past the end ({} left)", self.buf.len()));
         }
         let (head, rest) = self.buf.split_at(n);
         self.buf = rest;
@@ -482,12 +397,7 @@ fn decode_event(payload: &[u8], out: &mut Vec<Scalar>) -> Result<(), String> {
             if let (1, Field::Bytes(v)) = (field, value)
                 && let Some((tag, value)) = decode_value(v)?
             {
-                out.push(Scalar {
-                    tag,
-                    step,
-                    value,
-                    wall_time,
-                });
+                out.push(Scalar { tag, step, value, wall_time });
             }
         }
     }
@@ -502,12 +412,7 @@ fn decode_value(buf: &[u8]) -> Result<Option<(String, f32)>, String> {
     let mut fields = Fields { buf };
     while let Some((field, v)) = fields.next_field()? {
         match (field, v) {
-            (1, Field::Bytes(b)) => {
-                tag = Some(
-                    String::from_utf8(b.to_vec())
-                        .map_err(|_| "Summary.Value tag is not UTF-8".to_string())?,
-                )
-            }
+            (1, Field::Bytes(b)) => tag = Some(String::from_utf8(b.to_vec()).map_err(|_| "Summary.Value tag is not UTF-8".to_string())?),
             (2, Field::Fixed32(b)) => value = Some(f32::from_le_bytes(b)),
             _ => {}
         }
@@ -526,11 +431,7 @@ const CRC32C_TABLE: [u32; 256] = {
         let mut crc = i as u32;
         let mut bit = 0;
         while bit < 8 {
-            crc = if crc & 1 != 0 {
-                (crc >> 1) ^ 0x82F6_3B78
-            } else {
-                crc >> 1
-            };
+            crc = if crc & 1 != 0 { (crc >> 1) ^ 0x82F6_3B78 } else { crc >> 1 };
             bit += 1;
         }
         table[i] = crc;
@@ -559,10 +460,7 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
 // ------------------------------------------------------------------ helpers
 
 fn wall_time() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
 }
 
 /// The host name for the file name, as TensorFlow does, without a libc
@@ -576,15 +474,7 @@ fn hostname() -> String {
         .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
         .or_else(|| std::env::var("COMPUTERNAME").ok().filter(|s| !s.is_empty()))
         .unwrap_or_else(|| "localhost".to_string());
-    raw.chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
+    raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
 #[cfg(test)]
@@ -672,8 +562,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut w = EventWriter::create(dir.path().join("tb")).unwrap();
         w.add_scalar("train/loss", 2.5, 1).unwrap();
-        w.add_scalars(&[("train/loss", 1.25), ("train/lr/lora", 1e-5)], 2)
-            .unwrap();
+        w.add_scalars(&[("train/loss", 1.25), ("train/lr/lora", 1e-5)], 2).unwrap();
         w.add_scalars(&[], 3).unwrap();
         w.add_scalar("train/grad_norm", f32::NAN, 4).unwrap();
         w.add_scalar("ü/weird tag", -0.0, 0).unwrap();
@@ -682,10 +571,7 @@ mod tests {
         w.flush().unwrap();
 
         let got = read_scalars(w.path()).unwrap();
-        let triples: Vec<(&str, i64, f32)> = got
-            .iter()
-            .map(|s| (s.tag.as_str(), s.step, s.value))
-            .collect();
+        let triples: Vec<(&str, i64, f32)> = got.iter().map(|s| (s.tag.as_str(), s.step, s.value)).collect();
         assert_eq!(triples.len(), 7);
         assert_eq!(triples[0], ("train/loss", 1, 2.5));
         assert_eq!(triples[1], ("train/loss", 2, 1.25));
@@ -699,10 +585,7 @@ mod tests {
         // Scalars written together share one event, hence one wall time.
         assert_eq!(got[1].wall_time, got[2].wall_time);
         let now = wall_time();
-        assert!(
-            got.iter()
-                .all(|s| s.wall_time > now - 60.0 && s.wall_time <= now)
-        );
+        assert!(got.iter().all(|s| s.wall_time > now - 60.0 && s.wall_time <= now));
     }
 
     #[test]
@@ -732,20 +615,14 @@ mod tests {
         std::fs::write(dir.path().join("not-an-event-file.txt"), b"junk").unwrap();
         let got = read_scalars(dir.path()).unwrap();
         assert_eq!(got.len(), 1);
-        assert_eq!(
-            (got[0].tag.as_str(), got[0].step, got[0].value),
-            ("x", 1, 1.0)
-        );
+        assert_eq!((got[0].tag.as_str(), got[0].step, got[0].value), ("x", 1, 1.0));
     }
 
     #[test]
     fn empty_directory_is_an_error_naming_it() {
         let dir = tempfile::tempdir().unwrap();
         let err = read_scalars(dir.path()).unwrap_err();
-        assert!(
-            matches!(err, TensorBoardError::NoEventFiles { .. }),
-            "{err}"
-        );
+        assert!(matches!(err, TensorBoardError::NoEventFiles { .. }), "{err}");
         assert!(err.to_string().contains(&dir.path().display().to_string()));
     }
 
@@ -786,12 +663,7 @@ mod tests {
         data[0] ^= 0x04; // first record's length
         std::fs::write(&path, &data).unwrap();
         match read_scalars(&path).unwrap_err() {
-            TensorBoardError::Crc {
-                which,
-                record,
-                offset,
-                ..
-            } => {
+            TensorBoardError::Crc { which, record, offset, .. } => {
                 assert_eq!((which, record, offset), ("length", 0, 0));
             }
             other => panic!("expected a CRC error, got {other}"),
@@ -806,10 +678,7 @@ mod tests {
         for cut in [data.len() - 1, data.len() - 5, data.len() - 20] {
             std::fs::write(&path, &data[..cut]).unwrap();
             let err = read_scalars(&path).unwrap_err();
-            assert!(
-                matches!(err, TensorBoardError::Truncated { record: 2, .. }),
-                "cut at {cut}: {err}"
-            );
+            assert!(matches!(err, TensorBoardError::Truncated { record: 2, .. }), "cut at {cut}: {err}");
         }
     }
 
@@ -825,10 +694,7 @@ mod tests {
         data.extend_from_slice(&masked_crc32c(&payload).to_le_bytes());
         std::fs::write(&path, &data).unwrap();
         let err = read_scalars(&path).unwrap_err();
-        assert!(
-            matches!(err, TensorBoardError::Malformed { record: 0, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, TensorBoardError::Malformed { record: 0, .. }), "{err}");
     }
 
     #[test]

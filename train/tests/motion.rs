@@ -5,13 +5,13 @@
 use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device};
-use motionvl_models::motion::{vision_features, Connector, MotionBranch, MotionMeta};
+use motionvl_models::motion::{Connector, MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::TokenKind;
+use motionvl_models::seeded;
 use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::Trainer;
-use motionvl_models::seeded;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -36,13 +36,19 @@ fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
     let fixture = repo_root().join("tests/fixtures/qwen2_5_vl/tiny-a");
     let model = Qwen25Vl::load(&CheckpointFiles::from_dir(&fixture).unwrap(), DType::F32, &Device::Cpu).unwrap();
     let inputs = candle_core::safetensors::load(fixture.join("inputs.safetensors"), &Device::Cpu).unwrap();
-    let ids: Vec<u32> = inputs["input_ids"].flatten_all().unwrap().to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| t as u32).collect();
-    let kinds = inputs["mm_token_type_ids"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| TokenKind::from_id(t).unwrap()).collect();
+    let ids: Vec<u32> =
+        inputs["input_ids"].flatten_all().unwrap().to_dtype(DType::I64).unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| t as u32).collect();
+    let kinds =
+        inputs["mm_token_type_ids"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&t| TokenKind::from_id(t).unwrap()).collect();
     let batch = PromptBatch::single(ids, kinds);
     let grid: Vec<usize> = inputs["video_grid_thw"].flatten_all().unwrap().to_vec1::<i64>().unwrap().iter().map(|&g| g as usize).collect();
     let grids = vec![[grid[0], grid[1], grid[2]]];
     let pixels = inputs["pixel_values_videos"].clone();
-    let vision = VisionInputs { images: None, videos: Some(PixelInput { pixel_values: pixels.clone(), grids: grids.clone() }), video_seconds_per_grid: vec![1.0] };
+    let vision = VisionInputs {
+        images: None,
+        videos: Some(PixelInput { pixel_values: pixels.clone(), grids: grids.clone() }),
+        video_seconds_per_grid: vec![1.0],
+    };
     let motion = PixelInput { pixel_values: seeded::randn(pixels.shape(), 1.0, 1, &Device::Cpu).unwrap(), grids };
 
     let vars = Connector::init_vars(model.config().text.hidden_size, 3, &Device::Cpu).unwrap();
@@ -77,7 +83,11 @@ fn only_lora_and_connector_learn_and_the_checkpoint_round_trips() {
             continue;
         }
         let stored = base.load(&format!("{name}.weight"), DType::F32, &Device::Cpu).unwrap();
-        assert_eq!(linear.weight().flatten_all().unwrap().to_vec1::<f32>().unwrap(), stored.flatten_all().unwrap().to_vec1::<f32>().unwrap(), "{name} changed");
+        assert_eq!(
+            linear.weight().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            stored.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            "{name} changed"
+        );
     }
     let connector = trainer.connector_vars().expect("motion run has a connector");
     let fc2 = &connector.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1;
@@ -128,7 +138,13 @@ fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() 
     let base = model.visual().forward(pixels, &grids).unwrap();
 
     let targets = ["gate_proj", "up_proj", "down_proj", "qkv", "proj"].map(String::from).to_vec();
-    let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() }, 1, &Device::Cpu).unwrap();
+    let lora = LoraWeights::init(
+        &model.linear_shapes(),
+        &LoraConfig { rank: 4, alpha: 8.0, target_modules: targets, adapt_vision: true, ..LoraConfig::default() },
+        1,
+        &Device::Cpu,
+    )
+    .unwrap();
     for (k, pair) in lora.modules.values().enumerate() {
         pair.b.set(&seeded::randn(pair.b.shape(), 0.5, 100 + k as u64, &Device::Cpu).unwrap()).unwrap();
     }
@@ -150,14 +166,17 @@ fn conversation_rows_read_officially_train_visual_only_in_a_motion_run() {
     let dir = tempfile::tempdir().unwrap();
     let recipe = tiny_motion(dir.path(), &[("optim.max_steps", "2"), ("data.llava_rows", "\"official\""), ("checkpoint.every", "100")]);
     let trainer = Trainer::new(&recipe, None).unwrap();
-    let values = |vars: &[(String, candle_core::Var)]| vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect::<Vec<_>>();
+    let values = |vars: &[(String, candle_core::Var)]| {
+        vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap())).collect::<Vec<_>>()
+    };
     let connector = values(trainer.connector_vars().unwrap());
     let lora = trainer.lora().named_vars();
     let lora_before = values(&lora);
     let logs = trainer.run().unwrap();
     assert_eq!(logs.len(), 2);
     assert_ne!(values(&lora), lora_before, "LoRA learns");
-    let saved = candle_core::safetensors::load(dir.path().join("checkpoint-2").join(motionvl_models::motion::MOTION_WEIGHTS_FILE), &Device::Cpu).unwrap();
+    let saved =
+        candle_core::safetensors::load(dir.path().join("checkpoint-2").join(motionvl_models::motion::MOTION_WEIGHTS_FILE), &Device::Cpu).unwrap();
     for (name, before) in &connector {
         let after = saved[name].flatten_all().unwrap().to_vec1::<f32>().unwrap();
         assert_eq!(&after, before, "{name} moved, so motion reached a conversation row");

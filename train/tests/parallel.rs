@@ -5,11 +5,11 @@
 
 use std::path::Path;
 
+use motionvl_data::stop::StopFlag;
 use motionvl_train::parallel::ThreadExchange;
-use motionvl_train::threads::train_threads;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, StepLog, TrainError, Trainer};
-use motionvl_data::stop::StopFlag;
+use motionvl_train::threads::train_threads;
 
 mod common;
 
@@ -25,7 +25,13 @@ fn assert_close(a: &[StepLog], b: &[StepLog], what: &str) {
     for (x, y) in a.iter().zip(b) {
         assert_eq!(x.step, y.step);
         assert!((x.loss - y.loss).abs() <= 1e-5, "{what}, step {}: loss {} vs {}", x.step, x.loss, y.loss);
-        assert!((x.grad_norm - y.grad_norm).abs() <= 1e-4 * x.grad_norm.max(1.0), "{what}, step {}: grad_norm {} vs {}", x.step, x.grad_norm, y.grad_norm);
+        assert!(
+            (x.grad_norm - y.grad_norm).abs() <= 1e-4 * x.grad_norm.max(1.0),
+            "{what}, step {}: grad_norm {} vs {}",
+            x.step,
+            x.grad_norm,
+            y.grad_norm
+        );
     }
 }
 
@@ -53,7 +59,8 @@ fn averaged_over_tokens_two_ranks_of_four_equal_one_rank_of_eight() {
     let alone = tempfile::tempdir().unwrap();
     let single = Trainer::new(&tiny(alone.path(), &[settings[0], settings[1], ("optim.grad_accum", "8")]), None).unwrap().run().unwrap();
     let pair = tempfile::tempdir().unwrap();
-    let parallel = train_threads(&tiny(pair.path(), &[settings[0], settings[1], ("optim.grad_accum", "4")]), Start::Fresh, 2, &StopFlag::new()).unwrap();
+    let parallel =
+        train_threads(&tiny(pair.path(), &[settings[0], settings[1], ("optim.grad_accum", "4")]), Start::Fresh, 2, &StopFlag::new()).unwrap();
     assert_close(&single, &parallel, "tokens: 2 × 4 vs 1 × 8");
 }
 
@@ -151,7 +158,11 @@ fn ranks_that_resume_different_states_refuse_to_train_together() {
         let handles: Vec<_> = ThreadExchange::group(2)
             .into_iter()
             .zip(&recipes)
-            .map(|(exchange, recipe)| scope.spawn(move || Trainer::start_parallel(recipe, Start::Resume("auto"), Some(Box::new(exchange))).err().map(|e| e.to_string()).unwrap_or_default()))
+            .map(|(exchange, recipe)| {
+                scope.spawn(move || {
+                    Trainer::start_parallel(recipe, Start::Resume("auto"), Some(Box::new(exchange))).err().map(|e| e.to_string()).unwrap_or_default()
+                })
+            })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });

@@ -22,11 +22,8 @@ fn tiny_model_overfits_a_handful_of_samples() {
     let first = logs[0].loss;
     let last: f64 = logs[logs.len() - 5..].iter().map(|l| l.loss).sum::<f64>() / 5.0;
     assert!(last <= 0.2 * first, "loss fell from {first:.3} to {last:.3}, less than 80%");
-    let written: Vec<StepLog> = std::fs::read_to_string(dir.path().join("trainer_log.jsonl"))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let written: Vec<StepLog> =
+        std::fs::read_to_string(dir.path().join("trainer_log.jsonl")).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(written.len(), logs.len(), "trainer_log.jsonl holds one line per optimiser step");
     for (w, l) in written.iter().zip(&logs) {
         assert_eq!(w.step, l.step);

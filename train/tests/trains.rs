@@ -91,7 +91,11 @@ fn a_run_whose_gradients_are_zero_stops_before_its_first_step() {
     let text = err.to_string();
     assert!(text.starts_with("preflight"), "{text}");
     assert!(text.contains("the gradient of the lora tensors is zero") && text.contains("lora.target_modules"), "{text}");
-    let checkpoints = std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("checkpoint-")).count();
+    let checkpoints =
+        std::fs::read_dir(dir.path()).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().starts_with("checkpoint-")).count();
     assert_eq!(checkpoints, 0, "nothing is saved");
-    assert!(!dir.path().join("trainer_log.jsonl").exists() || std::fs::read_to_string(dir.path().join("trainer_log.jsonl")).unwrap().is_empty(), "no step is logged");
+    assert!(
+        !dir.path().join("trainer_log.jsonl").exists() || std::fs::read_to_string(dir.path().join("trainer_log.jsonl")).unwrap().is_empty(),
+        "no step is logged"
+    );
 }

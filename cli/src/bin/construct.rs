@@ -17,8 +17,8 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use motionvl_data::dccs::pipeline::SynthDccsConfig;
 use motionvl_data::construct::{nav, sisbench_qa, sisbench_videos, split};
+use motionvl_data::dccs::pipeline::SynthDccsConfig;
 use motionvl_data::synth::satellite::{self, SatelliteConfig};
 use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
 
@@ -342,7 +342,13 @@ fn satellite_pairs(args: &SynthArgs, config: &SynthConfig) -> Result<()> {
     let summary = satellite::write_pairs(config, &cfg, &args.out, &|| bar.inc(1))
         .with_context(|| format!("writing cross-view pairs in {}", args.out.display()))?;
     bar.finish_and_clear();
-    println!("cross-view pairs: {} ({} pairs), {} ({} pairs)", summary.train_pairs.display(), summary.pairs[0], summary.test_pairs.display(), summary.pairs[1]);
+    println!(
+        "cross-view pairs: {} ({} pairs), {} ({} pairs)",
+        summary.train_pairs.display(),
+        summary.pairs[0],
+        summary.test_pairs.display(),
+        summary.pairs[1]
+    );
     Ok(())
 }
 

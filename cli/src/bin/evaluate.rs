@@ -5,27 +5,23 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
+use motionvl_data::cvaa::{UavView, read_pairs};
 use motionvl_data::samples::ReadOptions;
 use motionvl_eval::config::{AdapterMerge, ExtractMode, ProtocolKind, RunConfig};
-use motionvl_flow::WeightPrecision;
+use motionvl_eval::prior::{CvaaPriorConfig, write_prompts};
 use motionvl_eval::results::Results;
-use motionvl_data::cvaa::{read_pairs, UavView};
-use motionvl_models::device::parse_device;
-use motionvl_eval::prior::{write_prompts, CvaaPriorConfig};
 use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
 use motionvl_eval::{EvalError, REGISTRY, bench, report, run_until};
+use motionvl_flow::WeightPrecision;
 use motionvl_models::cvaa::{Cvaa, CvaaConfig};
+use motionvl_models::device::parse_device;
 use motionvl_models::seeded::SeededVars;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
-#[command(
-    name = "evaluate",
-    version,
-    about = "Evaluate Qwen2.5-VL checkpoints on UAV video benchmarks"
-)]
+#[command(name = "evaluate", version, about = "Evaluate Qwen2.5-VL checkpoints on UAV video benchmarks")]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -430,26 +426,12 @@ fn main() -> Result<()> {
                 None => bench::detect(&args.manifest)?.name().to_string(),
             };
             // Scoring needs no media, so their files need not be here.
-            let opts = ReadOptions {
-                media_root: None,
-                check_media: false,
-                skip_bad: args.skip_bad,
-            };
+            let opts = ReadOptions { media_root: None, check_media: false, skip_bad: args.skip_bad };
             let extract = args.extract.parse::<ExtractMode>().map_err(anyhow::Error::msg)?;
-            let (results, reports) = motionvl_eval::run::score_predictions_as(
-                &bench,
-                &args.manifest,
-                &args.predictions,
-                &args.out,
-                args.name,
-                &opts,
-                extract,
-            )?;
+            let (results, reports) =
+                motionvl_eval::run::score_predictions_as(&bench, &args.manifest, &args.predictions, &args.out, args.name, &opts, extract)?;
             if results.unmatched > 0 {
-                eprintln!(
-                    "warning: {} predictions name questions that are not in the manifest",
-                    results.unmatched
-                );
+                eprintln!("warning: {} predictions name questions that are not in the manifest", results.unmatched);
             }
             print_summary(&results, &reports);
         }

@@ -23,17 +23,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use candle_core::Device;
 use clap::{Args, Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressStyle};
+use motionvl_cli::config_media::{MotionOverrides, config_media};
 use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
 use motionvl_data::video::{DecodeOptions, FolderListing, VideoSource};
-use motionvl_flow::{estimator_from_spec, EstimatorSpec};
-use motionvl_cli::config_media::{config_media, MotionOverrides};
-use motionvl_flow::extract::{manifest_videos, plan_jobs, plan_media, Shard};
+use motionvl_flow::extract::{Shard, manifest_videos, plan_jobs, plan_media};
 use motionvl_flow::media::MotionMedia;
-use motionvl_flow::{viz, FlowCache, FlowEstimator, Flows, PseudoImageConfig};
+use motionvl_flow::{EstimatorSpec, estimator_from_spec};
+use motionvl_flow::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, viz};
 use ndarray::{Array4, Axis};
 use rayon::prelude::*;
 
@@ -286,7 +286,13 @@ fn sources(input: &Input) -> Result<Vec<VideoSource>> {
     }
     Ok(paths
         .into_iter()
-        .map(|path| if path.is_dir() { VideoSource::FrameFolder { dir: path, fps: input.fps, listing: FolderListing::Numeric } } else { VideoSource::File(path) })
+        .map(|path| {
+            if path.is_dir() {
+                VideoSource::FrameFolder { dir: path, fps: input.fps, listing: FolderListing::Numeric }
+            } else {
+                VideoSource::File(path)
+            }
+        })
         .collect())
 }
 

@@ -7,15 +7,15 @@
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result, bail};
 use clap::{Parser, Subcommand};
+use motionvl_data::stop::EXIT_STOPPED;
 use motionvl_models::{CheckpointFiles, HubOptions};
 use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
-use motionvl_train::recipe::Recipe;
 use motionvl_train::parallel::Launch;
-use motionvl_train::threads::train_threads;
+use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, StepLog, TrainError, Trainer};
-use motionvl_data::stop::EXIT_STOPPED;
+use motionvl_train::threads::train_threads;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -197,7 +197,20 @@ fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
     motionvl_cli::keep_freed_memory();
     match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
-        Command::Sft { config, output_dir, max_steps, resume, overwrite, motion, flow_weights, flow_cache_only, check_data, show_samples, data_parallel, overrides } => {
+        Command::Sft {
+            config,
+            output_dir,
+            max_steps,
+            resume,
+            overwrite,
+            motion,
+            flow_weights,
+            flow_cache_only,
+            check_data,
+            show_samples,
+            data_parallel,
+            overrides,
+        } => {
             let mut overrides = parse_overrides(&overrides)?;
             if let Some(dir) = output_dir {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
@@ -270,7 +283,10 @@ fn main() -> Result<()> {
             eprintln!("training CVAA {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
             let logs = stopped_or(trainer.run())?;
             if let (Some(first), Some(last)) = (logs.first(), logs.last()) {
-                eprintln!("done: step {} loss {:.4} batch accuracy {:.3} (first logged loss {:.4})", last.step, last.loss, last.batch_accuracy, first.loss);
+                eprintln!(
+                    "done: step {} loss {:.4} batch accuracy {:.3} (first logged loss {:.4})",
+                    last.step, last.loss, last.batch_accuracy, first.loss
+                );
             }
         }
         Command::Merge { base, adapter, out, shard_mib } => {
@@ -289,7 +305,8 @@ fn main() -> Result<()> {
             let format = match format {
                 ExportFormatArg::SisMotion => motionvl_train::export::ExportFormat::SisMotion,
             };
-            let summary = motionvl_train::export::export(format, &run, &out, base_model.as_deref()).with_context(|| format!("exporting {}", run.display()))?;
+            let summary =
+                motionvl_train::export::export(format, &run, &out, base_model.as_deref()).with_context(|| format!("exporting {}", run.display()))?;
             eprintln!(
                 "exported {} ({} LoRA modules, connector hidden {}, MOFNet {}, base {}) to {}",
                 summary.checkpoint.display(),

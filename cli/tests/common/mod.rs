@@ -12,12 +12,7 @@ pub fn repo_root() -> PathBuf {
 }
 
 fn run(bin: &str, args: &[&str], dir: &Path) -> (bool, String, String) {
-    let out = Command::new(bin)
-        .args(args)
-        .current_dir(dir)
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .unwrap_or_else(|e| panic!("running {bin}: {e}"));
+    let out = Command::new(bin).args(args).current_dir(dir).env("RUST_BACKTRACE", "0").output().unwrap_or_else(|e| panic!("running {bin}: {e}"));
     (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string(), String::from_utf8_lossy(&out.stderr).to_string())
 }
 
@@ -69,7 +64,8 @@ pub fn jsonl(path: &Path) -> Vec<serde_json::Value> {
 }
 
 pub fn json(path: &Path) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display())))
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
 /// `evaluate run` of `adapter` on a dump's base and SIS-Bench as the official evaluation ran
@@ -79,9 +75,26 @@ pub fn evaluate_official(dump: &Path, adapter: &Path, out: &Path) {
     output(
         env!("CARGO_BIN_EXE_evaluate"),
         &[
-            "run", "--checkpoint", &arg(&dump.join("base")), "--adapter", &arg(adapter),
-            "--manifest", &arg(&dump.join("SIS-Bench/SIS-Bench.jsonl")), "--bench", "sisbench", "--protocol", "official",
-            "--device", "cpu", "--dtype", "f32", "--max-new-tokens", "16", "--out", &arg(out), "--quiet",
+            "run",
+            "--checkpoint",
+            &arg(&dump.join("base")),
+            "--adapter",
+            &arg(adapter),
+            "--manifest",
+            &arg(&dump.join("SIS-Bench/SIS-Bench.jsonl")),
+            "--bench",
+            "sisbench",
+            "--protocol",
+            "official",
+            "--device",
+            "cpu",
+            "--dtype",
+            "f32",
+            "--max-new-tokens",
+            "16",
+            "--out",
+            &arg(out),
+            "--quiet",
         ],
         dump,
     );
@@ -95,7 +108,11 @@ pub fn official_output_ids(dump: &Path) -> std::collections::BTreeMap<String, Ve
         let path = entry.expect("entry").path();
         let Some(id) = path.file_name().and_then(|n| n.to_str()).and_then(|n| n.strip_suffix(".safetensors")) else { continue };
         let tensors = candle_core::safetensors::load(&path, &candle_core::Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        let ids = tensors["output_ids"].to_dtype(candle_core::DType::I64).and_then(|t| t.flatten_all()).and_then(|t| t.to_vec1::<i64>()).expect("output_ids");
+        let ids = tensors["output_ids"]
+            .to_dtype(candle_core::DType::I64)
+            .and_then(|t| t.flatten_all())
+            .and_then(|t| t.to_vec1::<i64>())
+            .expect("output_ids");
         out.insert(id.to_string(), ids);
     }
     out

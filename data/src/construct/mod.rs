@@ -18,6 +18,4 @@ pub mod sisbench_videos;
 
 pub mod split;
 
-
 pub use error::ConstructError;
-

@@ -74,13 +74,8 @@ pub enum SegmentKind {
 }
 
 impl SegmentKind {
-    pub const ALL: [SegmentKind; 5] = [
-        SegmentKind::TakeOff,
-        SegmentKind::Landing,
-        SegmentKind::TurnLeft,
-        SegmentKind::TurnRight,
-        SegmentKind::Cruise,
-    ];
+    pub const ALL: [SegmentKind; 5] =
+        [SegmentKind::TakeOff, SegmentKind::Landing, SegmentKind::TurnLeft, SegmentKind::TurnRight, SegmentKind::Cruise];
 
     /// The kind with left and right, or up and down, swapped.
     fn reversed(self) -> SegmentKind {
@@ -250,8 +245,7 @@ pub fn restage(path: &[Segment], rng: &mut SynthRng) -> Vec<Segment> {
         return merged(out);
     }
     let at = rng.index(path.len() + 1);
-    let neighbours: Vec<SegmentKind> =
-        [at.checked_sub(1).and_then(|i| path.get(i)), path.get(at)].into_iter().flatten().map(|s| s.kind).collect();
+    let neighbours: Vec<SegmentKind> = [at.checked_sub(1).and_then(|i| path.get(i)), path.get(at)].into_iter().flatten().map(|s| s.kind).collect();
     let kinds: Vec<SegmentKind> = SegmentKind::ALL.iter().copied().filter(|k| !neighbours.contains(k)).collect();
     let kind = *rng.pick(&kinds).unwrap_or(&SegmentKind::Cruise);
     let distances: Vec<f64> = path.iter().map(|s| s.distance_m).filter(|d| *d >= 1.0).collect();
@@ -271,9 +265,7 @@ pub fn restage(path: &[Segment], rng: &mut SynthRng) -> Vec<Segment> {
 /// descent given to one segment.
 pub fn wrong_altitude(path: &[Segment], rng: &mut SynthRng) -> Vec<Segment> {
     let mut out = path.to_vec();
-    let Some((i, _)) =
-        out.iter().enumerate().max_by(|a, b| a.1.altitude_change_m.abs().total_cmp(&b.1.altitude_change_m.abs()))
-    else {
+    let Some((i, _)) = out.iter().enumerate().max_by(|a, b| a.1.altitude_change_m.abs().total_cmp(&b.1.altitude_change_m.abs())) else {
         return out;
     };
     let s = &mut out[i];
@@ -313,8 +305,7 @@ pub struct NavRow {
 }
 
 /// The question stem of every row.
-pub const QUESTION: &str =
-    "The video shows a drone's flight from its starting point. Which description matches the path it flew?";
+pub const QUESTION: &str = "The video shows a drone's flight from its starting point. Which description matches the path it flew?";
 
 /// A distractor rule: a path edited with the given randomness.
 type Rule<'a> = Box<dyn Fn(&mut SynthRng) -> Vec<Segment> + 'a>;
@@ -324,11 +315,8 @@ type Rule<'a> = Box<dyn Fn(&mut SynthRng) -> Vec<Segment> + 'a>;
 /// truth and from each other in text; `None` when no such set is found.
 pub fn distractors(path: &[Segment], rng: &mut SynthRng) -> Option<[Vec<Segment>; 3]> {
     let reversed = reverse_directions(path);
-    let mut rules: Vec<Rule<'_>> = vec![
-        Box::new(|r| perturb_distances(path, r)),
-        Box::new(|r| restage(path, r)),
-        Box::new(|r| wrong_altitude(path, r)),
-    ];
+    let mut rules: Vec<Rule<'_>> =
+        vec![Box::new(|r| perturb_distances(path, r)), Box::new(|r| restage(path, r)), Box::new(|r| wrong_altitude(path, r))];
     if let Some(reversed) = reversed {
         rules.push(Box::new(move |_| reversed.clone()));
     }
@@ -384,11 +372,7 @@ pub fn build_rows(episodes: &[Episode], rules: &StepRules, seed: u64) -> (Vec<Na
                 .iter()
                 .enumerate()
                 .map(|(i, l)| {
-                    let text = if i == slot {
-                        describe(&path)
-                    } else {
-                        others.next().map(|o| describe(&o)).unwrap_or_default()
-                    };
+                    let text = if i == slot { describe(&path) } else { others.next().map(|o| describe(&o)).unwrap_or_default() };
                     (l.to_string(), text)
                 })
                 .collect();
@@ -435,8 +419,7 @@ pub fn read_episodes(input: &Path, video_pattern: &str) -> Result<Vec<Episode>, 
 
 fn read_json(input: &Path, video_pattern: &str) -> Result<Vec<Episode>, ConstructError> {
     let text = fs::read_to_string(input).map_err(ConstructError::io(input))?;
-    let value: Value =
-        serde_json::from_str(&text).map_err(|e| ConstructError::input(input, format!("not JSON: {e}")))?;
+    let value: Value = serde_json::from_str(&text).map_err(|e| ConstructError::input(input, format!("not JSON: {e}")))?;
     let list = match &value {
         Value::Array(items) => items,
         Value::Object(map) => ["episodes", "data", "samples"]
@@ -459,18 +442,14 @@ fn read_json(input: &Path, video_pattern: &str) -> Result<Vec<Episode>, Construc
                 })
                 .unwrap_or_else(|| i.to_string());
             let at = |detail: String| ConstructError::input(input, format!("episode {i} (`{id}`): {detail}"));
-            let rows = obj
-                .get("trajectory")
-                .and_then(Value::as_array)
-                .ok_or_else(|| at("missing list `trajectory`".into()))?;
+            let rows = obj.get("trajectory").and_then(Value::as_array).ok_or_else(|| at("missing list `trajectory`".into()))?;
             let positions = rows
                 .iter()
                 .enumerate()
                 .map(|(j, r)| {
                     let xs = r.as_array().filter(|a| a.len() >= 3);
                     let p = xs.and_then(|a| Some([a[0].as_f64()?, a[1].as_f64()?, a[2].as_f64()?]));
-                    p.filter(|p| p.iter().all(|v| v.is_finite()))
-                        .ok_or_else(|| at(format!("trajectory[{j}] is not [x, y, z, ...] numbers")))
+                    p.filter(|p| p.iter().all(|v| v.is_finite())).ok_or_else(|| at(format!("trajectory[{j}] is not [x, y, z, ...] numbers")))
                 })
                 .collect::<Result<Vec<_>, _>>()?;
             let video = ["video_path", "video"]
@@ -556,15 +535,7 @@ mod tests {
 
     #[test]
     fn equal_steps_merge_into_segments() {
-        let p = [
-            [0.0, 0.0, 0.0],
-            [0.0, 0.0, 6.0],
-            [0.0, 0.0, 12.0],
-            [10.0, 0.0, 12.0],
-            [20.0, 0.0, 13.0],
-            [20.0, 10.0, 13.0],
-            [10.0, 10.0, 13.0],
-        ];
+        let p = [[0.0, 0.0, 0.0], [0.0, 0.0, 6.0], [0.0, 0.0, 12.0], [10.0, 0.0, 12.0], [20.0, 0.0, 13.0], [20.0, 10.0, 13.0], [10.0, 10.0, 13.0]];
         let s = segments(&p, &StepRules::default());
         let got: Vec<SegmentKind> = s.iter().map(|s| s.kind).collect();
         assert_eq!(got, [SegmentKind::TakeOff, SegmentKind::Cruise, SegmentKind::TurnLeft]);
@@ -585,8 +556,7 @@ mod tests {
             let truth = segments(p, &rules);
             for seed in 0..20 {
                 let mut rng = SynthRng::new(seed);
-                let d =
-                    distractors(&truth, &mut rng).unwrap_or_else(|| panic!("shape {i} seed {seed}: no distractors"));
+                let d = distractors(&truth, &mut rng).unwrap_or_else(|| panic!("shape {i} seed {seed}: no distractors"));
                 let mut texts: Vec<String> = d.iter().map(|x| describe(x)).collect();
                 for x in &d {
                     assert_ne!(x, &truth, "shape {i}");
@@ -608,12 +578,7 @@ mod tests {
             .map(|i| Episode {
                 id: format!("e{i}"),
                 video: format!("videos/e{i}.mp4"),
-                positions: vec![
-                    [0.0, 0.0, 0.0],
-                    [0.0, 0.0, 8.0],
-                    [25.0 + i as f64, 0.0, 8.0],
-                    [25.0 + i as f64, 30.0, 8.0],
-                ],
+                positions: vec![[0.0, 0.0, 0.0], [0.0, 0.0, 8.0], [25.0 + i as f64, 0.0, 8.0], [25.0 + i as f64, 30.0, 8.0]],
             })
             .collect();
         let (rows, skipped) = build_rows(&episodes, &StepRules::default(), 7);

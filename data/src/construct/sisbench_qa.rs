@@ -169,17 +169,13 @@ impl VideoAnnotation {
             return Err(format!("actions[{k}] ({}) has start {} after end {}", a.action, a.start_s, a.end_s));
         }
         match self.video_type {
-            AnnotatedType::Concatenated if self.clips.len() < 2 => {
-                Err("a concatenated video needs `clips` (at least two)".into())
-            }
+            AnnotatedType::Concatenated if self.clips.len() < 2 => Err("a concatenated video needs `clips` (at least two)".into()),
             AnnotatedType::ShuffledSpatial | AnnotatedType::ShuffledSpatiotemporal => {
                 let n = self.segments.len();
                 let mut sorted = self.permutation.clone();
                 sorted.sort_unstable();
                 if n < 2 || self.permutation.len() != n || sorted != (0..n).collect::<Vec<_>>() {
-                    return Err(format!(
-                        "a shuffled video needs `segments` and a `permutation` of 0..{n} of the same length"
-                    ));
+                    return Err(format!("a shuffled video needs `segments` and a `permutation` of 0..{n} of the same length"));
                 }
                 let mut by_start: Vec<usize> = (0..n).collect();
                 by_start.sort_by(|&a, &b| self.segments[a][0].total_cmp(&self.segments[b][0]));
@@ -219,11 +215,8 @@ pub fn read_annotations(path: &Path) -> Result<Vec<VideoAnnotation>, ConstructEr
     let mut out = Vec::with_capacity(records.len());
     for r in records {
         let value: Value = r.value.map_err(|m| ConstructError::input(path, format!("line {}: {m}", r.line)))?;
-        let annotation: VideoAnnotation =
-            serde_json::from_value(value).map_err(|e| ConstructError::input(path, format!("line {}: {e}", r.line)))?;
-        annotation
-            .validate()
-            .map_err(|e| ConstructError::input(path, format!("line {} (`{}`): {e}", r.line, annotation.video)))?;
+        let annotation: VideoAnnotation = serde_json::from_value(value).map_err(|e| ConstructError::input(path, format!("line {}: {e}", r.line)))?;
+        annotation.validate().map_err(|e| ConstructError::input(path, format!("line {} (`{}`): {e}", r.line, annotation.video)))?;
         out.push(annotation);
     }
     if out.is_empty() {
@@ -371,9 +364,8 @@ pub fn balance(drafts: Vec<Draft>, prefix: &str, tasks: &[SisTask], rng: &mut Sy
                     let mut distractors = d.distractors.to_vec();
                     rng.shuffle(&mut distractors);
                     let mut rest = distractors.into_iter();
-                    let options: [String; 4] = std::array::from_fn(|slot| {
-                        if slot == slot_of_answer { d.answer.clone() } else { rest.next().unwrap_or_default() }
-                    });
+                    let options: [String; 4] =
+                        std::array::from_fn(|slot| if slot == slot_of_answer { d.answer.clone() } else { rest.next().unwrap_or_default() });
                     (options, slot_of_answer)
                 }
             };
@@ -426,15 +418,7 @@ impl Pool {
 }
 
 fn draft(task: SisTask, v: &VideoAnnotation, question: String, answer: String, distractors: [String; 3]) -> Draft {
-    Draft {
-        task,
-        video: v.video.clone(),
-        concat_num: v.concat_num(),
-        question,
-        answer,
-        distractors,
-        fixed_options: None,
-    }
+    Draft { task, video: v.video.clone(), concat_num: v.concat_num(), question, answer, distractors, fixed_options: None }
 }
 
 /// **Object Existence** (single). The answer is an object the video shows; the options are a
@@ -444,9 +428,7 @@ fn draft(task: SisTask, v: &VideoAnnotation, question: String, answer: String, d
 /// three pool categories absent from the video instead.
 pub fn object_existence(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Option<Draft> {
     let answer = rng.pick(&v.objects)?;
-    let shown = |c: &str, a: Option<&str>| {
-        v.objects.iter().any(|o| o.category == c && (a.is_none() || o.attribute.as_deref() == a))
-    };
+    let shown = |c: &str, a: Option<&str>| v.objects.iter().any(|o| o.category == c && (a.is_none() || o.attribute.as_deref() == a));
     let question = "Which of these objects appears in the video?".to_string();
     let Some(attribute) = &answer.attribute else {
         let others = Pool::drawn(pool.objects.iter().map(|o| o.0.clone()), rng);
@@ -457,11 +439,7 @@ pub fn object_existence(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) ->
     let attributes = Pool::drawn(pool.objects.iter().filter_map(|o| o.1.clone()), rng);
     let (k, a) = (&answer.category, attribute);
     let (k2, a2) = categories.iter().filter(|c| *c != k).find_map(|k2| {
-        attributes
-            .iter()
-            .filter(|c| *c != a)
-            .find(|a2| !shown(k, Some(a2)) && !shown(k2, Some(a)) && !shown(k2, Some(a2)))
-            .map(|a2| (k2, a2))
+        attributes.iter().filter(|c| *c != a).find(|a2| !shown(k, Some(a2)) && !shown(k2, Some(a)) && !shown(k2, Some(a2))).map(|a2| (k2, a2))
     })?;
     let d = [format!("{a2} {k}"), format!("{a} {k2}"), format!("{a2} {k2}")];
     Some(draft(SisTask::ObjectExistence, v, question, answer.name(), d))
@@ -474,16 +452,12 @@ pub fn object_attribute(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) ->
     let mut candidates: Vec<&AnnotatedObject> = v
         .objects
         .iter()
-        .filter(|o| {
-            o.attribute.is_some()
-                && v.objects.iter().filter(|p| p.category == o.category).all(|p| p.attribute == o.attribute)
-        })
+        .filter(|o| o.attribute.is_some() && v.objects.iter().filter(|p| p.category == o.category).all(|p| p.attribute == o.attribute))
         .collect();
     rng.shuffle(&mut candidates);
     let o = candidates.first()?;
     let attribute = o.attribute.clone()?;
-    let worn: Vec<&String> =
-        v.objects.iter().filter(|p| p.category == o.category).filter_map(|p| p.attribute.as_ref()).collect();
+    let worn: Vec<&String> = v.objects.iter().filter(|p| p.category == o.category).filter_map(|p| p.attribute.as_ref()).collect();
     let mut others = Pool::drawn(pool.objects.iter().filter(|p| p.0 == o.category).filter_map(|p| p.1.clone()), rng);
     others.extend(Pool::drawn(pool.objects.iter().filter_map(|p| p.1.clone()), rng));
     let d = take_three(&attribute, others.into_iter().filter(|a| !worn.contains(&a)))?;
@@ -518,10 +492,7 @@ pub fn relative_direction(v: &VideoAnnotation, rng: &mut SynthRng) -> Option<Dra
 
 /// Pool landmarks this video never shows, drawn in pool order.
 fn unseen_landmarks(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Vec<String> {
-    Pool::drawn(pool.landmarks.iter().cloned(), rng)
-        .into_iter()
-        .filter(|n| v.landmarks.iter().all(|l| &l.name != n))
-        .collect()
+    Pool::drawn(pool.landmarks.iter().cloned(), rng).into_iter().filter(|n| v.landmarks.iter().all(|l| &l.name != n)).collect()
 }
 
 /// **Landmark Order** (concatenated). Up to four landmarks whose first sightings are at least
@@ -529,8 +500,7 @@ fn unseen_landmarks(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Vec
 /// landmarks, or for two, their reverse and both orders of two pool landmarks the video never
 /// shows.
 pub fn landmark_order(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Option<Draft> {
-    let mut seen: Vec<(f64, &str)> =
-        v.landmarks.iter().filter_map(|l| l.first_seen().map(|t| (t, l.name.as_str()))).collect();
+    let mut seen: Vec<(f64, &str)> = v.landmarks.iter().filter_map(|l| l.first_seen().map(|t| (t, l.name.as_str()))).collect();
     rng.shuffle(&mut seen);
     let mut chosen: Vec<(f64, &str)> = Vec::new();
     for (t, name) in seen {
@@ -544,8 +514,7 @@ pub fn landmark_order(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> O
     chosen.sort_by(|a, b| a.0.total_cmp(&b.0));
     let names: Vec<String> = chosen.iter().map(|(_, n)| format!("the {n}")).collect();
     let unseen = unseen_landmarks(v, pool, rng);
-    let spare =
-        (names.len() == 2 && unseen.len() >= 2).then(|| [format!("the {}", unseen[0]), format!("the {}", unseen[1])]);
+    let spare = (names.len() == 2 && unseen.len() >= 2).then(|| [format!("the {}", unseen[0]), format!("the {}", unseen[1])]);
     let d = order_distractors(&names, spare, rng)?;
     let question = "In which order do these landmarks first come into view?".to_string();
     Some(draft(SisTask::LandmarkOrder, v, question, sequence_text(&names), d))
@@ -568,8 +537,7 @@ pub fn landmark_recall(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> 
         .filter(|l| v.clips.iter().enumerate().all(|(j, c)| j == k || !l.seen_within(c.start_s, c.end_s)))
         .collect();
     let answer = rng.pick(&only_here)?;
-    let mut elsewhere: Vec<String> =
-        v.landmarks.iter().filter(|l| !l.seen_within(clip.start_s, clip.end_s)).map(|l| l.name.clone()).collect();
+    let mut elsewhere: Vec<String> = v.landmarks.iter().filter(|l| !l.seen_within(clip.start_s, clip.end_s)).map(|l| l.name.clone()).collect();
     rng.shuffle(&mut elsewhere);
     elsewhere.extend(unseen_landmarks(v, pool, rng));
     let d = take_three(&answer.name, elsewhere)?;
@@ -585,8 +553,7 @@ pub const RELATIONS: [&str; 4] = ["to the left of", "to the right of", "above", 
 /// vertical offsets, which must exceed the other by 0.1; the options are always the four
 /// relations.
 pub fn positional_relationship(v: &VideoAnnotation, rng: &mut SynthRng) -> Option<Draft> {
-    let unique: Vec<&AnnotatedObject> =
-        v.objects.iter().filter(|o| v.objects.iter().filter(|p| p.name() == o.name()).count() == 1).collect();
+    let unique: Vec<&AnnotatedObject> = v.objects.iter().filter(|o| v.objects.iter().filter(|p| p.name() == o.name()).count() == 1).collect();
     let mut pairs = Vec::new();
     for (i, a) in unique.iter().enumerate() {
         for b in unique.iter().skip(i + 1) {
@@ -657,10 +624,8 @@ pub fn action_recognition(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) 
 
 /// Two pool actions, distinct and absent from `v`, as the spare pair of two-step orders.
 fn spare_actions(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Option<[String; 2]> {
-    let others: Vec<String> = Pool::drawn(pool.actions.iter().cloned(), rng)
-        .into_iter()
-        .filter(|a| v.actions.iter().all(|b| &b.action != a))
-        .collect();
+    let others: Vec<String> =
+        Pool::drawn(pool.actions.iter().cloned(), rng).into_iter().filter(|a| v.actions.iter().all(|b| &b.action != a)).collect();
     (others.len() >= 2).then(|| [others[0].clone(), others[1].clone()])
 }
 
@@ -735,9 +700,7 @@ pub fn path_planning(v: &VideoAnnotation, pool: &Pool, rng: &mut SynthRng) -> Op
     let spare = if names.len() == 2 { spare_actions(v, pool, rng) } else { None };
     let d = order_distractors(&names, spare, rng)?;
     let (from, to) = (window[0].start_s, window[len - 1].end_s);
-    let question = format!(
-        "Which sequence of movements takes the drone from where it is at {from:.1} s to where it is at {to:.1} s?"
-    );
+    let question = format!("Which sequence of movements takes the drone from where it is at {from:.1} s to where it is at {to:.1} s?");
     Some(draft(SisTask::PathPlanning, v, question, sequence_text(&names), d))
 }
 
@@ -746,9 +709,7 @@ pub fn tasks_for(video_type: AnnotatedType) -> &'static [SisTask] {
     use SisTask::*;
     match video_type {
         AnnotatedType::Single => &[ObjectExistence, ObjectAttribute, RelativeDirection, ActionRecognition],
-        AnnotatedType::Concatenated => {
-            &[LandmarkOrder, LandmarkRecall, PositionalRelationship, ActionSequence, ActionRecall]
-        }
+        AnnotatedType::Concatenated => &[LandmarkOrder, LandmarkRecall, PositionalRelationship, ActionSequence, ActionRecall],
         AnnotatedType::Long => &[ActionPrediction, PathPlanning],
         AnnotatedType::ShuffledSpatial => &[SpatialConsistency],
         AnnotatedType::ShuffledSpatiotemporal => &[SpatioTemporalConsistency],

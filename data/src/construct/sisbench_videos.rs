@@ -31,8 +31,8 @@ use ndarray::{Array3, ArrayView3, s};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
-use super::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
 use super::ConstructError;
+use super::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
 use crate::files::write_atomic;
 use crate::frames::FramePlan;
 use crate::rng::{SynthRng, derive_seed};
@@ -92,9 +92,7 @@ pub fn find_sources(dir: &Path, frame_folder_fps: f64) -> Result<Vec<Source>, Co
         entries.push(entry.map_err(ConstructError::io(dir))?.path());
     }
     entries.sort();
-    let has_ext = |p: &Path, list: &[&str]| {
-        p.extension().and_then(|e| e.to_str()).is_some_and(|e| list.iter().any(|x| x.eq_ignore_ascii_case(e)))
-    };
+    let has_ext = |p: &Path, list: &[&str]| p.extension().and_then(|e| e.to_str()).is_some_and(|e| list.iter().any(|x| x.eq_ignore_ascii_case(e)));
     let mut sources = Vec::new();
     for path in entries {
         let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
@@ -102,10 +100,7 @@ pub fn find_sources(dir: &Path, frame_folder_fps: f64) -> Result<Vec<Source>, Co
             continue;
         }
         let media = if path.is_dir() {
-            let has_frames = fs::read_dir(&path)
-                .map_err(ConstructError::io(&path))?
-                .flatten()
-                .any(|e| has_ext(&e.path(), &FRAME_EXTENSIONS));
+            let has_frames = fs::read_dir(&path).map_err(ConstructError::io(&path))?.flatten().any(|e| has_ext(&e.path(), &FRAME_EXTENSIONS));
             if !has_frames {
                 continue;
             }
@@ -116,14 +111,7 @@ pub fn find_sources(dir: &Path, frame_folder_fps: f64) -> Result<Vec<Source>, Co
             continue;
         };
         let info = media.probe()?;
-        sources.push(Source {
-            name,
-            media,
-            frame_count: info.frame_count,
-            fps: info.fps,
-            width: info.width,
-            height: info.height,
-        });
+        sources.push(Source { name, media, frame_count: info.frame_count, fps: info.fps, width: info.width, height: info.height });
     }
     if sources.is_empty() {
         return Err(ConstructError::input(dir, "no frame folders or video files to convert"));
@@ -218,8 +206,7 @@ fn stem(name: &str) -> String {
 /// requested concatenations or shuffles.
 pub fn plan_videos(sources: &[Source], config: &VideosConfig) -> Result<Vec<VideoJob>, ConstructError> {
     let whole = |i: usize| Piece { source: i, start_s: 0.0, end_s: sources[i].duration_s() };
-    let (long, short): (Vec<usize>, Vec<usize>) =
-        (0..sources.len()).partition(|&i| sources[i].duration_s() >= config.long_min_s);
+    let (long, short): (Vec<usize>, Vec<usize>) = (0..sources.len()).partition(|&i| sources[i].duration_s() >= config.long_min_s);
     let mut jobs = Vec::new();
     for &i in &short {
         jobs.push(VideoJob {
@@ -256,19 +243,14 @@ pub fn plan_videos(sources: &[Source], config: &VideosConfig) -> Result<Vec<Vide
             permutation: Vec::new(),
         });
     }
-    let eligible: Vec<usize> =
-        (0..sources.len()).filter(|&i| spatiotemporal_parts(sources[i].duration_s()).is_some()).collect();
+    let eligible: Vec<usize> = (0..sources.len()).filter(|&i| spatiotemporal_parts(sources[i].duration_s()).is_some()).collect();
     if config.shuffled > 0 && eligible.is_empty() {
-        return Err(ConstructError::Config(
-            "shuffled videos need a source longer than 3 s (the spatio-temporal parts' overlap)".into(),
-        ));
+        return Err(ConstructError::Config("shuffled videos need a source longer than 3 s (the spatio-temporal parts' overlap)".into()));
     }
     let mut rng = SynthRng::new(derive_seed(config.seed, 0x5f1e));
     let mut deck: Vec<usize> = Vec::new();
     for k in 0..config.shuffled {
-        for (kind, name) in
-            [(AnnotatedType::ShuffledSpatial, "spatial"), (AnnotatedType::ShuffledSpatiotemporal, "spatiotemporal")]
-        {
+        for (kind, name) in [(AnnotatedType::ShuffledSpatial, "spatial"), (AnnotatedType::ShuffledSpatiotemporal, "spatiotemporal")] {
             if deck.is_empty() {
                 deck = eligible.clone();
                 rng.shuffle(&mut deck);
@@ -321,8 +303,7 @@ impl VideoJob {
             clips.push(ClipSpan { source: sources[p.source].name.clone(), start_s: at, end_s: at + length });
             at += length;
         }
-        let shuffled =
-            matches!(self.video_type, AnnotatedType::ShuffledSpatial | AnnotatedType::ShuffledSpatiotemporal);
+        let shuffled = matches!(self.video_type, AnnotatedType::ShuffledSpatial | AnnotatedType::ShuffledSpatiotemporal);
         VideoAnnotation {
             video: self.video.clone(),
             duration_s: self.frame_count(fps) as f64 / fps as f64,
@@ -337,9 +318,7 @@ impl VideoJob {
     /// Whether `path` already holds this video (size and frame count as planned).
     fn is_done(&self, path: &Path, sources: &[Source], fps: u32) -> bool {
         let (w, h) = self.size(sources);
-        probe_video(path).is_ok_and(|info| {
-            info.width == w && info.height == h && info.frame_count.abs_diff(self.frame_count(fps)) <= 1
-        })
+        probe_video(path).is_ok_and(|info| info.width == w && info.height == h && info.frame_count.abs_diff(self.frame_count(fps)) <= 1)
     }
 
     /// Decodes the pieces in chunks and encodes them into `path` (through a temporary file).

@@ -77,14 +77,11 @@ impl ClipName {
         let stem = Path::new(name).file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
         let parts: Vec<&str> = stem.split('_').collect();
         if parts.len() < 3 {
-            return Err(format!(
-                "`{name}` is not `{{id}}_{{source}}_{{split}}_...` (e.g. 00942_NAT2021_test_N01001_1.mp4)"
-            ));
+            return Err(format!("`{name}` is not `{{id}}_{{source}}_{{split}}_...` (e.g. 00942_NAT2021_test_N01001_1.mp4)"));
         }
         let id = parts[0].parse().map_err(|_| format!("`{name}`: id `{}` is not a number", parts[0]))?;
-        let source = Source::from_token(parts[1]).ok_or_else(|| {
-            format!("`{name}`: unknown source `{}` (expected urbanvideo, NAT2021 or WebUAV3M)", parts[1])
-        })?;
+        let source = Source::from_token(parts[1])
+            .ok_or_else(|| format!("`{name}`: unknown source `{}` (expected urbanvideo, NAT2021 or WebUAV3M)", parts[1]))?;
         let source_test = match parts[2].to_ascii_lowercase().as_str() {
             "test" => true,
             "train" | "val" | "valid" | "validation" => false,
@@ -231,9 +228,7 @@ mod tests {
     use super::*;
 
     fn names(source: &str, split: &str, n: usize, from: usize) -> Vec<ClipName> {
-        (from..from + n)
-            .map(|i| ClipName::parse(&format!("{i:05}_{source}_{split}_X{i}_1.mp4")).unwrap_or_else(|e| panic!("{e}")))
-            .collect()
+        (from..from + n).map(|i| ClipName::parse(&format!("{i:05}_{source}_{split}_X{i}_1.mp4")).unwrap_or_else(|e| panic!("{e}"))).collect()
     }
 
     #[test]
@@ -284,11 +279,9 @@ mod tests {
         assert_eq!(count(&o2, Source::WebUav3m), SideCounts { train: 22, benchmark: 4 });
         assert!(o2.benchmark.iter().all(|n| !n.contains("WebUAV3M_train")));
         // Deterministic by seed, and the seed matters.
-        let again =
-            split_clips(&clips, &SplitConfig { webuav_benchmark: 10, seed: 1 }).unwrap_or_else(|e| panic!("{e}"));
+        let again = split_clips(&clips, &SplitConfig { webuav_benchmark: 10, seed: 1 }).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(o, again);
-        let other =
-            split_clips(&clips, &SplitConfig { webuav_benchmark: 10, seed: 2 }).unwrap_or_else(|e| panic!("{e}"));
+        let other = split_clips(&clips, &SplitConfig { webuav_benchmark: 10, seed: 2 }).unwrap_or_else(|e| panic!("{e}"));
         assert_ne!(o.benchmark, other.benchmark);
         assert!(split_clips(&clips, &SplitConfig { webuav_benchmark: 27, seed: 1 }).is_err());
         let mut twice = clips.clone();

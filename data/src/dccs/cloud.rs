@@ -11,8 +11,8 @@ use std::collections::HashMap;
 use std::path::Path;
 
 use super::error::DccsError;
-use crate::files::write_atomic;
 use super::geom::V3;
+use crate::files::write_atomic;
 
 /// Obstacle points, metres, z up.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -30,9 +30,7 @@ pub fn read_cloud(path: &Path) -> Result<PointCloud, DccsError> {
         "npy" => parse_npy(&bytes).map_err(bad)?,
         "xyz" | "txt" | "pts" => parse_xyz(&bytes).map_err(bad)?,
         _ => {
-            return Err(bad(format!(
-                "unknown point cloud extension `.{ext}` (expected .ply, .xyz, .txt, .pts or .npy)"
-            )));
+            return Err(bad(format!("unknown point cloud extension `.{ext}` (expected .ply, .xyz, .txt, .pts or .npy)")));
         }
     };
     if points.is_empty() {
@@ -146,8 +144,7 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
         for i in 0..*count {
             let row = rows.next().ok_or(format!("the file ends after {i} of {count} vertices"))?;
             let vals: Vec<&str> = row.split_whitespace().collect();
-            let get =
-                |k: usize| vals.get(k).and_then(|s| s.parse::<f64>().ok()).ok_or(format!("vertex {i}: bad number"));
+            let get = |k: usize| vals.get(k).and_then(|s| s.parse::<f64>().ok()).ok_or(format!("vertex {i}: bad number"));
             out.push(V3::new(get(ix)?, get(iy)?, get(iz)?));
         }
         return Ok(out);
@@ -164,11 +161,7 @@ fn parse_ply(bytes: &[u8]) -> Result<Vec<V3>, String> {
     }
     let need = stride.checked_mul(*count).and_then(|n| n.checked_add(body)).ok_or(format!("{count} vertices of {stride} bytes overflow"))?;
     if bytes.len() < need {
-        return Err(format!(
-            "the binary body holds {} bytes, {count} vertices need {}",
-            bytes.len() - body,
-            need - body
-        ));
+        return Err(format!("the binary body holds {} bytes, {count} vertices need {}", bytes.len() - body, need - body));
     }
     let read = |at: usize, ty: &str| -> Result<f64, String> {
         let b = &bytes[at..];
@@ -259,11 +252,9 @@ fn header_value<'a>(header: &'a str, key: &str) -> Option<&'a str> {
 /// Writes `x y z` float vertices as PLY, binary little-endian or ASCII.
 pub fn write_ply(path: &Path, points: &[V3], binary: bool) -> Result<(), DccsError> {
     let format = if binary { "binary_little_endian" } else { "ascii" };
-    let mut out = format!(
-        "ply\nformat {format} 1.0\nelement vertex {}\nproperty float x\nproperty float y\nproperty float z\nend_header\n",
-        points.len()
-    )
-    .into_bytes();
+    let mut out =
+        format!("ply\nformat {format} 1.0\nelement vertex {}\nproperty float x\nproperty float y\nproperty float z\nend_header\n", points.len())
+            .into_bytes();
     for p in points {
         if binary {
             for c in p.to_array() {

@@ -2,7 +2,6 @@
 
 use std::path::{Path, PathBuf};
 
-
 /// Failures of `construct dccs-video`, `dccs-image` and `synth --dccs`. Each names the file,
 /// landmark, mission or setting it concerns.
 #[derive(Debug, thiserror::Error)]

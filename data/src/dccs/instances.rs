@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::error::{DccsError, read_json};
-use crate::files::write_json_atomic;
 use super::geom::V3;
+use crate::files::write_json_atomic;
 
 /// The closed landmark taxonomy of UAV-DualCog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -96,9 +96,7 @@ impl OrientedBox {
     /// Whether `p` lies inside the box grown by `margin_xy` sideways and `margin_z` up and down.
     pub fn contains_expanded(&self, p: V3, margin_xy: f64, margin_z: f64) -> bool {
         let l = self.local(p);
-        l.x.abs() <= self.size.x / 2.0 + margin_xy
-            && l.y.abs() <= self.size.y / 2.0 + margin_xy
-            && l.z.abs() <= self.size.z / 2.0 + margin_z
+        l.x.abs() <= self.size.x / 2.0 + margin_xy && l.y.abs() <= self.size.y / 2.0 + margin_xy && l.z.abs() <= self.size.z / 2.0 + margin_z
     }
 
     pub fn corners(&self) -> [V3; 8] {
@@ -128,9 +126,7 @@ impl OrientedBox {
         let steps = |len: f64| ((len / spacing).ceil() as usize).max(1);
         let grid = |a: f64, b: f64| {
             let (na, nb) = (steps(2.0 * a), steps(2.0 * b));
-            (0..=na).flat_map(move |i| {
-                (0..=nb).map(move |j| (-a + 2.0 * a * i as f64 / na as f64, -b + 2.0 * b * j as f64 / nb as f64))
-            })
+            (0..=na).flat_map(move |i| (0..=nb).map(move |j| (-a + 2.0 * a * i as f64 / na as f64, -b + 2.0 * b * j as f64 / nb as f64)))
         };
         let mut out = Vec::new();
         for s in [-1.0, 1.0] {
@@ -186,17 +182,16 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
             }
         },
         _ => {
-            return Err(DccsError::Instances {
-                path: path.to_path_buf(),
-                detail: "expected a JSON list or object".into(),
-            });
+            return Err(DccsError::Instances { path: path.to_path_buf(), detail: "expected a JSON list or object".into() });
         }
     };
     let mut out: Vec<Landmark> = Vec::with_capacity(items.len());
     for (i, item) in items.iter().enumerate() {
-        let id = item.get("instance_id").and_then(Value::as_str).map(str::to_string).ok_or_else(|| {
-            DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i} has no string `instance_id`") }
-        })?;
+        let id = item
+            .get("instance_id")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .ok_or_else(|| DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i} has no string `instance_id`") })?;
         let bad = |detail: String| DccsError::Landmark { path: path.to_path_buf(), landmark: id.clone(), detail };
         let field = |k: &str| item.get(k).and_then(Value::as_str).filter(|v| !v.is_empty());
         let dropped = field("review_action").is_some_and(|a| !a.eq_ignore_ascii_case("keep"));
@@ -205,7 +200,8 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
             continue;
         }
         // The id names the landmark's trajectory, images and video under the output folder.
-        crate::confine::safe_name(&id).map_err(|e| DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i}: instance_id {e}") })?;
+        crate::confine::safe_name(&id)
+            .map_err(|e| DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i}: instance_id {e}") })?;
         if out.iter().any(|l| l.id == id) {
             return Err(bad("appears twice".into()));
         }
@@ -220,9 +216,8 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
 fn parse_landmark(item: &Value, id: String) -> Result<Landmark, String> {
     let text = |keys: &[&str]| keys.iter().find_map(|k| item.get(*k).and_then(Value::as_str)).map(str::trim);
     let category_text = text(&["landmark_category", "class_name"]).ok_or("missing `landmark_category`")?;
-    let category = Category::from_name(category_text).ok_or_else(|| {
-        format!("category `{category_text}` is not one of {}", Category::ALL.map(Category::name).join(", "))
-    })?;
+    let category = Category::from_name(category_text)
+        .ok_or_else(|| format!("category `{category_text}` is not one of {}", Category::ALL.map(Category::name).join(", ")))?;
     let subcategory = text(&["landmark_subcategory", "subcategory"]).unwrap_or_default().to_string();
     let description = text(&["landmark_description", "description"]).ok_or("missing `landmark_description`")?;
     if description.is_empty() {
@@ -274,8 +269,7 @@ fn parse_box(item: &Value) -> Result<OrientedBox, String> {
                 let center = vec3(o.get("center")).or(center).ok_or("missing `center_3d`")?;
                 OrientedBox { center, size, yaw_deg }
             } else {
-                let (lo, hi) =
-                    vec3(o.get("min")).zip(vec3(o.get("max"))).ok_or("`bbox_3d` needs `size` or `min` and `max`")?;
+                let (lo, hi) = vec3(o.get("min")).zip(vec3(o.get("max"))).ok_or("`bbox_3d` needs `size` or `min` and `max`")?;
                 OrientedBox { center: (lo + hi) * 0.5, size: hi - lo, yaw_deg }
             }
         }
@@ -285,17 +279,11 @@ fn parse_box(item: &Value) -> Result<OrientedBox, String> {
         return Err("`bbox_3d` holds a non-finite number".into());
     }
     if b.size.x <= 0.0 || b.size.y <= 0.0 || b.size.z <= 0.0 {
-        return Err(format!(
-            "degenerate box: size {:.3} × {:.3} × {:.3} m (every side must be positive)",
-            b.size.x, b.size.y, b.size.z
-        ));
+        return Err(format!("degenerate box: size {:.3} × {:.3} × {:.3} m (every side must be positive)", b.size.x, b.size.y, b.size.z));
     }
     // Its faces are sampled at fixed spacing: a side of 1e6 m would be ~1e12 points.
     if b.size.x > MAX_BOX_SIDE_M || b.size.y > MAX_BOX_SIDE_M || b.size.z > MAX_BOX_SIDE_M {
-        return Err(format!(
-            "box of {:.0} × {:.0} × {:.0} m: no landmark side may exceed {MAX_BOX_SIDE_M} m",
-            b.size.x, b.size.y, b.size.z
-        ));
+        return Err(format!("box of {:.0} × {:.0} × {:.0} m: no landmark side may exceed {MAX_BOX_SIDE_M} m", b.size.x, b.size.y, b.size.z));
     }
     Ok(b)
 }

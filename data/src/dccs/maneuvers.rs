@@ -299,21 +299,16 @@ impl Maneuver {
     }
 
     fn has_direction(self) -> bool {
-        matches!(
-            self,
-            Maneuver::CircularOrbit | Maneuver::SpiralOrbit | Maneuver::SquareOrbit | Maneuver::TriangularOrbit
-        )
+        matches!(self, Maneuver::CircularOrbit | Maneuver::SpiralOrbit | Maneuver::SquareOrbit | Maneuver::TriangularOrbit)
     }
 
     /// The parameters a failed clearance check widens, in the order tried: orbit radius or
     /// scan width. Maneuvers without one are repaired by height only.
     fn widen_params(self) -> &'static [&'static str] {
         match self {
-            Maneuver::CircularOrbit
-            | Maneuver::SquareOrbit
-            | Maneuver::TriangularOrbit
-            | Maneuver::Figure8Orbit
-            | Maneuver::Comet => &["extension_m"],
+            Maneuver::CircularOrbit | Maneuver::SquareOrbit | Maneuver::TriangularOrbit | Maneuver::Figure8Orbit | Maneuver::Comet => {
+                &["extension_m"]
+            }
             Maneuver::SpiralOrbit => &["start_extension_m", "end_extension_m"],
             Maneuver::SurfaceMapping => &["extension_x_m", "extension_y_m"],
             Maneuver::GradualApproach | Maneuver::GradualDepart | Maneuver::SkyRise => &[],
@@ -367,14 +362,7 @@ impl Element {
     }
 
     fn apply(&mut self, rule: &Rule, rng: &mut SynthRng) {
-        let spec = ParamSpec {
-            name: rule.name,
-            default: rule.mean,
-            min: rule.min,
-            max: rule.max,
-            step: rule.step,
-            spread: rule.spread,
-        };
+        let spec = ParamSpec { name: rule.name, default: rule.mean, min: rule.min, max: rule.max, step: rule.step, spread: rule.spread };
         self.params.insert(rule.name.to_string(), spec.draw(rng));
     }
 
@@ -420,17 +408,13 @@ impl Element {
         let m = self.maneuver;
         let mut parts = vec![m.name().to_string()];
         match m {
-            Maneuver::GradualApproach | Maneuver::GradualDepart => {
-                parts.push(format!("of {} meters", self.get("travel_distance_m").round()))
-            }
+            Maneuver::GradualApproach | Maneuver::GradualDepart => parts.push(format!("of {} meters", self.get("travel_distance_m").round())),
             Maneuver::Figure8Orbit => {
                 let c = self.get("cycles").round() as u32;
                 parts.push(format!("over {c} full loop{}", if c > 1 { "s" } else { "" }))
             }
             Maneuver::SkyRise => parts.push(format!("rising {} meters", self.get("rise_m").round())),
-            Maneuver::SurfaceMapping => {
-                parts.push(format!("using {} back-and-forth passes", self.get("lane_count").round()))
-            }
+            Maneuver::SurfaceMapping => parts.push(format!("using {} back-and-forth passes", self.get("lane_count").round())),
             _ => {}
         }
         if m.has_direction() {
@@ -438,9 +422,7 @@ impl Element {
         }
         match m {
             Maneuver::CircularOrbit | Maneuver::SpiralOrbit => parts.push(format!("{}°", self.get("arc_deg").round())),
-            Maneuver::SquareOrbit | Maneuver::TriangularOrbit => {
-                parts.push(format!("with {} corners", self.get("edge_count").round()))
-            }
+            Maneuver::SquareOrbit | Maneuver::TriangularOrbit => parts.push(format!("with {} corners", self.get("edge_count").round())),
             _ => {}
         }
         parts.push(self.camera.viewing_text().to_string());
@@ -545,8 +527,7 @@ impl Element {
             }
             Maneuver::SurfaceMapping => {
                 // Back-and-forth lanes along the box's x axis over its grown footprint.
-                let (hx, hy) =
-                    (target.size.x / 2.0 + self.get("extension_x_m"), target.size.y / 2.0 + self.get("extension_y_m"));
+                let (hx, hy) = (target.size.x / 2.0 + self.get("extension_x_m"), target.size.y / 2.0 + self.get("extension_y_m"));
                 let lanes = self.get("lane_count").round().max(2.0) as usize;
                 let z = top + self.get("altitude_offset_m") + self.lift_m - c.z;
                 let mut corners = Vec::with_capacity(2 * lanes);
@@ -647,12 +628,8 @@ impl Composite {
         match self.orbit() {
             Some(orbit) => {
                 let size_rule = match orbit {
-                    Maneuver::SquareOrbit => {
-                        Rule { name: "edge_count", min: 4.0, max: 8.0, step: 1.0, mean: 4.0, spread: 1.0 }
-                    }
-                    Maneuver::TriangularOrbit => {
-                        Rule { name: "edge_count", min: 3.0, max: 6.0, step: 1.0, mean: 3.0, spread: 1.0 }
-                    }
+                    Maneuver::SquareOrbit => Rule { name: "edge_count", min: 4.0, max: 8.0, step: 1.0, mean: 4.0, spread: 1.0 },
+                    Maneuver::TriangularOrbit => Rule { name: "edge_count", min: 3.0, max: 6.0, step: 1.0, mean: 3.0, spread: 1.0 },
                     _ => Rule { name: "arc_deg", min: 180.0, max: 540.0, step: 90.0, mean: 360.0, spread: 90.0 },
                 };
                 let pitch = Rule { name: "gaze_pitch_deg", min: -30.0, max: 0.0, step: 5.0, mean: -15.0, spread: 8.0 };

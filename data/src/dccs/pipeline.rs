@@ -28,13 +28,7 @@ impl Progress for () {
 }
 
 /// Stage 3 from `valid_instances.json` and a point cloud into `out`.
-pub fn run_stage3(
-    instances: &Path,
-    cloud: &Path,
-    out: &Path,
-    cfg: &Stage3Config,
-    progress: &dyn Progress,
-) -> Result<Stage3Summary, DccsError> {
+pub fn run_stage3(instances: &Path, cloud: &Path, out: &Path, cfg: &Stage3Config, progress: &dyn Progress) -> Result<Stage3Summary, DccsError> {
     cfg.validate()?;
     let landmarks = read_instances(instances)?;
     let cloud = read_cloud(cloud)?;
@@ -52,13 +46,7 @@ pub struct Stage4Summary {
 }
 
 /// Stage 4 from `valid_instances.json` and a point cloud into `out`.
-pub fn run_stage4(
-    instances: &Path,
-    cloud: &Path,
-    out: &Path,
-    cfg: &Stage4Config,
-    progress: &dyn Progress,
-) -> Result<Stage4Summary, DccsError> {
+pub fn run_stage4(instances: &Path, cloud: &Path, out: &Path, cfg: &Stage4Config, progress: &dyn Progress) -> Result<Stage4Summary, DccsError> {
     cfg.validate()?;
     let landmarks = read_instances(instances)?;
     let cloud = read_cloud(cloud)?;
@@ -128,26 +116,10 @@ pub fn synthetic(out: &Path, cfg: &SynthDccsConfig, progress: &dyn Progress) -> 
     let splat = cfg.sampling.surface_m * 0.5;
     let scene = scene_block(cfg.seed, &spec);
     let scene_id = format!("synth_{}", cfg.seed);
-    let video = VisibilityConfig {
-        width: cfg.video_size.0,
-        height: cfg.video_size.1,
-        splat_radius_m: splat,
-        ..VisibilityConfig::default()
-    };
-    let s3 = Stage3Config {
-        seed: cfg.seed,
-        scene_id: scene_id.clone(),
-        visibility: video,
-        scene: scene.clone(),
-        ..Stage3Config::default()
-    };
+    let video = VisibilityConfig { width: cfg.video_size.0, height: cfg.video_size.1, splat_radius_m: splat, ..VisibilityConfig::default() };
+    let s3 = Stage3Config { seed: cfg.seed, scene_id: scene_id.clone(), visibility: video, scene: scene.clone(), ..Stage3Config::default() };
     let stage3 = run_stage3(&instances, &cloud, &dir, &s3, progress)?;
-    let image = VisibilityConfig {
-        width: cfg.image_size.0,
-        height: cfg.image_size.1,
-        splat_radius_m: splat,
-        ..VisibilityConfig::default()
-    };
+    let image = VisibilityConfig { width: cfg.image_size.0, height: cfg.image_size.1, splat_radius_m: splat, ..VisibilityConfig::default() };
     let s4 = Stage4Config { seed: cfg.seed, scene_id, visibility: image, scene, ..Stage4Config::default() };
     let stage4 = run_stage4(&instances, &cloud, &dir, &s4, progress)?;
     render(&dir.join("stage3_render_requests.json"), 3, progress)?;

@@ -28,10 +28,10 @@ use image::codecs::jpeg::JpegEncoder;
 use serde_json::Value;
 
 use super::error::{DccsError, read_json};
-use crate::files::{temp_sibling, write_atomic};
 use super::stage3::RENDER_FORMAT;
 use super::trajectory::Trajectory;
 use super::world::world_of;
+use crate::files::{temp_sibling, write_atomic};
 use crate::synth::camera::{Intrinsics, Pose};
 use crate::synth::geometry::Vec3;
 use crate::synth::render::render_frame;
@@ -57,30 +57,23 @@ fn open(path: &Path, stage: u64) -> Result<Requests, DccsError> {
     }
     let (world, _) = world_of(v.get("scene").unwrap_or(&Value::Null)).map_err(bad)?;
     let camera = v.get("camera").ok_or_else(|| bad("missing `camera`".into()))?;
-    let dim = |k: &str| {
-        camera
-            .get(k)
-            .and_then(Value::as_u64)
-            .map(|n| n as usize)
-            .ok_or_else(|| bad(format!("camera has no integer `{k}`")))
-    };
+    let dim = |k: &str| camera.get(k).and_then(Value::as_u64).map(|n| n as usize).ok_or_else(|| bad(format!("camera has no integer `{k}`")));
     let (width, height) = (dim("width")?, dim("height")?);
     if !width.is_multiple_of(2) || !height.is_multiple_of(2) || width == 0 || height == 0 {
         return Err(bad(format!("camera size {width}x{height} must be positive and even")));
     }
     let hfov = camera.get("hfov_deg").and_then(Value::as_f64).ok_or_else(|| bad("camera has no `hfov_deg`".into()))?;
-    let requests =
-        v.get("requests").and_then(Value::as_array).cloned().ok_or_else(|| bad("missing `requests`".into()))?;
+    let requests = v.get("requests").and_then(Value::as_array).cloned().ok_or_else(|| bad("missing `requests`".into()))?;
     Ok(Requests { path: path.to_path_buf(), world, intrinsics: Intrinsics::new(width, height, hfov as f32), requests })
 }
 
 impl Requests {
     fn resolve(&self, r: &Value, key: &str) -> Result<PathBuf, DccsError> {
         let id = r.get("request_id").and_then(Value::as_str).unwrap_or("?");
-        let rel = r.get(key).and_then(Value::as_str).ok_or_else(|| DccsError::Requests {
-            path: self.path.clone(),
-            detail: format!("request `{id}` has no `{key}`"),
-        })?;
+        let rel = r
+            .get(key)
+            .and_then(Value::as_str)
+            .ok_or_else(|| DccsError::Requests { path: self.path.clone(), detail: format!("request `{id}` has no `{key}`") })?;
         // Requests name files relative to their own folder, and only there.
         crate::confine::confined_join(self.path.parent().unwrap_or(Path::new(".")), rel)
             .map_err(|e| DccsError::Requests { path: self.path.clone(), detail: format!("request `{id}`: `{key}` {e}") })
@@ -98,8 +91,7 @@ pub fn render_stage3(path: &Path, progress: &dyn Fn()) -> Result<usize, DccsErro
     for r in &req.requests {
         let traj_path = req.resolve(r, "trajectory_path")?;
         let out = req.resolve(r, "output_path")?;
-        let traj = Trajectory::from_json(&read_json(&traj_path)?)
-            .map_err(|detail| DccsError::Requests { path: traj_path.clone(), detail })?;
+        let traj = Trajectory::from_json(&read_json(&traj_path)?).map_err(|detail| DccsError::Requests { path: traj_path.clone(), detail })?;
         let k = &req.intrinsics;
         let frames: Vec<Vec<u8>> = traj
             .frames
@@ -135,11 +127,9 @@ pub fn render_stage4(path: &Path, progress: &dyn Fn()) -> Result<usize, DccsErro
             .map(|a| a.iter().filter_map(Value::as_f64).collect())
             .filter(|a: &Vec<f64>| a.len() == 3)
             .ok_or_else(|| bad(format!("request `{id}` has no `eye` [x, y, z]")))?;
-        let angle =
-            |k: &str| r.get(k).and_then(Value::as_f64).ok_or_else(|| bad(format!("request `{id}` has no `{k}`")));
+        let angle = |k: &str| r.get(k).and_then(Value::as_f64).ok_or_else(|| bad(format!("request `{id}` has no `{k}`")));
         let k = &req.intrinsics;
-        let mut rgb =
-            render_frame(&req.world, k, &pose(eye[0], eye[1], eye[2], angle("yaw_deg")?, angle("pitch_deg")?)).rgb;
+        let mut rgb = render_frame(&req.world, k, &pose(eye[0], eye[1], eye[2], angle("yaw_deg")?, angle("pitch_deg")?)).rgb;
         if let Some(b) = r.get("overlay_bbox_xyxy_norm").and_then(Value::as_array) {
             let b: Vec<f64> = b.iter().filter_map(Value::as_f64).collect();
             if b.len() == 4 {

@@ -20,12 +20,12 @@ use serde_json::{Value, json};
 
 use super::cloud::{PointCloud, VoxelGrid};
 use super::error::DccsError;
-use crate::files::write_json_atomic;
 use super::geom::{V3, heading};
 use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};
 use super::trajectory::{Kinematics, Obstacles, Planned, TrajectoryConfig, plan};
 use super::visibility::{FrameVisibility, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
+use crate::files::write_json_atomic;
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// Settings of `construct dccs-video`.
@@ -160,12 +160,7 @@ fn mission_start(target: &Landmark, first: &Element, bearing: f64) -> V3 {
 }
 
 /// Plans every landmark's two missions. `progress` is called once per landmark.
-pub fn plan_missions(
-    landmarks: &[Landmark],
-    cloud: &PointCloud,
-    cfg: &Stage3Config,
-    progress: &(dyn Fn() + Sync),
-) -> (Vec<Mission>, Vec<Rejection>) {
+pub fn plan_missions(landmarks: &[Landmark], cloud: &PointCloud, cfg: &Stage3Config, progress: &(dyn Fn() + Sync)) -> (Vec<Mission>, Vec<Rejection>) {
     use rayon::prelude::*;
     let grid = VoxelGrid::new(&cloud.points, cfg.trajectory.clearance_m);
     let obstacles = Obstacles { grid: &grid, keepouts: landmarks.iter().map(|l| (l.id.as_str(), l.bbox)).collect() };
@@ -349,8 +344,7 @@ fn base_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, task_name: &str, fam
         .iter()
         .enumerate()
         .map(|(i, e)| {
-            let mut params: serde_json::Map<String, Value> =
-                e.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
+            let mut params: serde_json::Map<String, Value> = e.params.iter().map(|(k, v)| (k.clone(), json!(v))).collect();
             params.insert("camera_mode".into(), json!(e.camera.key()));
             params.insert("direction".into(), json!(e.direction));
             json!({
@@ -383,9 +377,7 @@ fn base_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, task_name: &str, fam
         .visibility
         .iter()
         .enumerate()
-        .filter_map(|(i, v)| {
-            v.bbox.map(|b| json!({"frame_index": i, "time_sec": seconds((i, i), fps)[0], "bbox_xyxy_norm": b}))
-        })
+        .filter_map(|(i, v)| v.bbox.map(|b| json!({"frame_index": i, "time_sec": seconds((i, i), fps)[0], "bbox_xyxy_norm": b})))
         .collect();
     let visible_count = runs.len();
     let group = if task_name.starts_with("self_") { "self-state" } else { "environmental" };
@@ -471,9 +463,7 @@ fn set_label(m: &Mission) -> String {
 fn options_block(options: &[Value]) -> String {
     options
         .iter()
-        .map(|o| {
-            format!("{}. {}", o["option_id"].as_str().unwrap_or_default(), o["label"].as_str().unwrap_or_default())
-        })
+        .map(|o| format!("{}. {}", o["option_id"].as_str().unwrap_or_default(), o["label"].as_str().unwrap_or_default()))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -501,8 +491,7 @@ fn behaviour_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, rng: &mut Synth
         }
     }
     rng.shuffle(&mut labels);
-    let options: Vec<Value> =
-        letters(labels.len()).zip(&labels).map(|(id, l)| json!({"option_id": id, "label": l})).collect();
+    let options: Vec<Value> = letters(labels.len()).zip(&labels).map(|(id, l)| json!({"option_id": id, "label": l})).collect();
     let correct = labels.iter().position(|l| *l == own.label()).unwrap_or(0);
     let answer = options[correct]["option_id"].clone();
     let mut row = base_row(m, lm, cfg, "self_set_instance_recognition", FAMILY_BEHAVIOUR);
@@ -538,8 +527,7 @@ fn localisation_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, rng: &mut Sy
         }
     }
     rng.shuffle(&mut labels);
-    let options: Vec<Value> =
-        letters(labels.len()).zip(&labels).map(|(id, l)| json!({"option_id": id, "label": l})).collect();
+    let options: Vec<Value> = letters(labels.len()).zip(&labels).map(|(id, l)| json!({"option_id": id, "label": l})).collect();
     let items: Vec<Value> = options
         .iter()
         .filter_map(|o| {
@@ -566,10 +554,7 @@ fn localisation_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, rng: &mut Sy
 fn visibility_row(m: &Mission, lm: &Landmark, cfg: &Stage3Config, family: &str) -> Value {
     let runs = m.visible_runs();
     let mut row = base_row(m, lm, cfg, "env_visibility_reasoning", family);
-    row.insert(
-        "gold_environment_answer".into(),
-        json!({"visible_count": runs.len(), "visible_intervals_sec": secs(&runs, m.fps())}),
-    );
+    row.insert("gold_environment_answer".into(), json!({"visible_count": runs.len(), "visible_intervals_sec": secs(&runs, m.fps())}));
     let ask = if family == FAMILY_COUNTING {
         "How many separate times does it come into view, and in which time intervals (seconds) is it visible?"
     } else {

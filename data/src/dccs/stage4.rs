@@ -23,11 +23,11 @@ use serde_json::{Value, json};
 
 use super::cloud::PointCloud;
 use super::error::DccsError;
-use crate::files::write_json_atomic;
 use super::geom::{V3, forward_of, heading, round, yaw_pitch};
 use super::instances::Landmark;
 use super::stage3::{RENDER_FORMAT, Rejection, fnv};
 use super::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders};
+use crate::files::write_json_atomic;
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// The eight orbit views in the source's order, with the camera's angle clockwise from the
@@ -77,10 +77,7 @@ impl Stage4Config {
     pub fn validate(&self) -> Result<(), DccsError> {
         let v = &self.visibility;
         if v.width * 3 != v.height * 4 || v.width == 0 || !v.width.is_multiple_of(2) || !v.height.is_multiple_of(2) {
-            return Err(DccsError::Config(format!(
-                "Stage 4 images are 4:3 with even sides; {}x{} is not",
-                v.width, v.height
-            )));
+            return Err(DccsError::Config(format!("Stage 4 images are 4:3 with even sides; {}x{} is not", v.width, v.height)));
         }
         Ok(())
     }
@@ -165,11 +162,8 @@ fn four_options(space: &[&str], gold: &str, rng: &mut SynthRng) -> (Vec<Value>, 
     rng.shuffle(&mut others);
     let mut picked: Vec<&str> = std::iter::once(gold).chain(others.into_iter().take(3)).collect();
     rng.shuffle(&mut picked);
-    let options: Vec<Value> = picked
-        .iter()
-        .enumerate()
-        .map(|(i, l)| json!({"option_id": char::from(b'A' + i as u8).to_string(), "label": l}))
-        .collect();
+    let options: Vec<Value> =
+        picked.iter().enumerate().map(|(i, l)| json!({"option_id": char::from(b'A' + i as u8).to_string(), "label": l})).collect();
     let answer = picked.iter().position(|l| *l == gold).map_or('A', |i| char::from(b'A' + i as u8)).to_string();
     (options, answer)
 }
@@ -184,12 +178,7 @@ pub struct Stage4Output {
 
 /// Builds every landmark's eight rows and the render requests of their assets; `progress` is
 /// called once per landmark.
-pub fn build_stage4(
-    landmarks: &[Landmark],
-    cloud: &PointCloud,
-    cfg: &Stage4Config,
-    progress: &(dyn Fn() + Sync),
-) -> Result<Stage4Output, DccsError> {
+pub fn build_stage4(landmarks: &[Landmark], cloud: &PointCloud, cfg: &Stage4Config, progress: &(dyn Fn() + Sync)) -> Result<Stage4Output, DccsError> {
     use rayon::prelude::*;
     cfg.validate()?;
     let parts: Vec<LandmarkRows> = landmarks
@@ -227,9 +216,7 @@ fn landmark_rows(lm: &Landmark, cloud: &PointCloud, cfg: &Stage4Config) -> Landm
             lm.bbox.center + V3::new(pick(1), pick(2), pick(4))
         })
         .collect();
-    let cloud = &PointCloud {
-        points: possible_occluders(&cloud.points, &corners, &lm.support_points, cfg.visibility.splat_radius_m),
-    };
+    let cloud = &PointCloud { points: possible_occluders(&cloud.points, &corners, &lm.support_points, cfg.visibility.splat_radius_m) };
     let mut views = Vec::with_capacity(VIEWS.len());
     for (label, angle) in VIEWS {
         match orbit_view(lm, angle, cloud, cfg, &mut rng) {
@@ -266,13 +253,7 @@ fn landmark_rows(lm: &Landmark, cloud: &PointCloud, cfg: &Stage4Config) -> Landm
 
 /// Adds (once) the request for the image of `view`, optionally with its box drawn; returns the
 /// image's path relative to the manifest.
-fn request(
-    requested: &mut BTreeMap<String, Value>,
-    cfg: &Stage4Config,
-    path: String,
-    view: &View,
-    overlay: bool,
-) -> String {
+fn request(requested: &mut BTreeMap<String, Value>, cfg: &Stage4Config, path: String, view: &View, overlay: bool) -> String {
     requested.entry(path.clone()).or_insert_with(|| {
         json!({
             "request_id": path.trim_end_matches(".jpg").replace('/', "_"),
@@ -289,13 +270,7 @@ fn request(
     path
 }
 
-fn view_image(
-    p: &Prepared<'_>,
-    i: usize,
-    cfg: &Stage4Config,
-    requested: &mut BTreeMap<String, Value>,
-    overlay: bool,
-) -> String {
+fn view_image(p: &Prepared<'_>, i: usize, cfg: &Stage4Config, requested: &mut BTreeMap<String, Value>, overlay: bool) -> String {
     let suffix = if overlay { "_bbox" } else { "" };
     let path = format!("images/{}/{}{suffix}.jpg", p.lm.id, view_key(VIEWS[i].0));
     request(requested, cfg, path, &p.views[i], overlay)
@@ -332,9 +307,7 @@ fn with_prompt(mut row: BTreeMap<String, Value>, user: String, system: &str) -> 
 fn options_text(options: &[Value]) -> String {
     options
         .iter()
-        .map(|o| {
-            format!("{}. {}", o["option_id"].as_str().unwrap_or_default(), o["label"].as_str().unwrap_or_default())
-        })
+        .map(|o| format!("{}. {}", o["option_id"].as_str().unwrap_or_default(), o["label"].as_str().unwrap_or_default()))
         .collect::<Vec<_>>()
         .join("\n")
 }
@@ -342,13 +315,7 @@ fn options_text(options: &[Value]) -> String {
 const SYSTEM: &str = "You are a UAV agent. Return exactly one valid JSON object and nothing else, following this schema: {\"answer_option_id\":\"A\",\"bbox_xyxy_norm\":[0.1,0.2,0.3,0.4]} (the landmark's normalised box in the image you answer about).";
 
 /// `self_where` and `self_what`, sharing the reference view R and the query view Q.
-fn self_pair(
-    p: &Prepared<'_>,
-    difficulty: &str,
-    cfg: &Stage4Config,
-    rng: &mut SynthRng,
-    requested: &mut BTreeMap<String, Value>,
-) -> Vec<Value> {
+fn self_pair(p: &Prepared<'_>, difficulty: &str, cfg: &Stage4Config, rng: &mut SynthRng, requested: &mut BTreeMap<String, Value>) -> Vec<Value> {
     let space: Vec<&str> = if difficulty == "4way" { LABELS_4WAY.to_vec() } else { VIEWS.map(|v| v.0).to_vec() };
     let index = |l: &str| VIEWS.iter().position(|v| v.0 == l).unwrap_or(0);
     let r = index(space[rng.index(space.len())]);
@@ -443,9 +410,9 @@ fn env_pair(
     let from = views[rng.index(views.len())];
     let base_view = p.views[from];
     let wanted = [30.0, 0.0, -30.0][rng.index(3)];
-    let observed = YAW_OFFSETS.iter().find_map(|off| {
-        check_view(base_view.eye, base_view.yaw_deg + wanted + off, base_view.pitch_deg, p.lm, cloud, &cfg.visibility)
-    })?;
+    let observed = YAW_OFFSETS
+        .iter()
+        .find_map(|off| check_view(base_view.eye, base_view.yaw_deg + wanted + off, base_view.pitch_deg, p.lm, cloud, &cfg.visibility))?;
     let label = direction_label(&observed.camera(&cfg.visibility), p.lm.bbox.center, eight);
     let reference = view_image(p, 0, cfg, requested, false);
     let reference_bbox = view_image(p, 0, cfg, requested, true);
@@ -461,10 +428,7 @@ fn env_pair(
         ("target_image", json!(target)),
         ("answer_bbox_xyxy_norm", bbox_json(observed.bbox)),
         ("answer_label", json!(label)),
-        (
-            "metadata",
-            json!({"observed_from": VIEWS[from].0, "yaw_delta_deg": round(observed.yaw_deg - base_view.yaw_deg, 3)}),
-        ),
+        ("metadata", json!({"observed_from": VIEWS[from].0, "yaw_delta_deg": round(observed.yaw_deg - base_view.yaw_deg, 3)})),
     ] {
         base.insert(k.into(), v);
     }

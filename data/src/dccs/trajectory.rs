@@ -125,8 +125,7 @@ impl Trajectory {
             .iter()
             .enumerate()
             .map(|(i, f)| {
-                let n =
-                    |k: &str| f.get(k).and_then(serde_json::Value::as_f64).ok_or(format!("frame {i}: missing `{k}`"));
+                let n = |k: &str| f.get(k).and_then(serde_json::Value::as_f64).ok_or(format!("frame {i}: missing `{k}`"));
                 Ok(Frame { pos: V3::new(n("x")?, n("y")?, n("z")?), forward: forward_of(n("yaw")?, n("pitch")?) })
             })
             .collect::<Result<Vec<_>, String>>()?;
@@ -270,11 +269,7 @@ impl fmt::Display for Violation {
                 at.x, at.y, at.z
             ),
             Violation::KeepOut { frame, at, landmark } => {
-                write!(
-                    f,
-                    "frame {frame} at ({:.1}, {:.1}, {:.1}) enters the keep-out box of `{landmark}`",
-                    at.x, at.y, at.z
-                )
+                write!(f, "frame {frame} at ({:.1}, {:.1}, {:.1}) enters the keep-out box of `{landmark}`", at.x, at.y, at.z)
             }
             Violation::Speed { frame, value, limit } => {
                 write!(f, "frame {frame}: speed {value:.1} m/s over {limit} m/s")
@@ -386,23 +381,12 @@ pub fn plan(
             };
             return Ok(Planned { elements, trajectory, repairs, kinematics });
         };
-        let culprit = trajectory
-            .segments
-            .iter()
-            .find(|s| s.start <= violation.frame() && violation.frame() <= s.end)
-            .map_or(0, |s| s.element);
-        let changed = (attempt < cfg.repair_attempts)
-            .then(|| elements[culprit].repair(attempt, cfg.lift_step_m, cfg.max_lift_m))
-            .flatten();
+        let culprit = trajectory.segments.iter().find(|s| s.start <= violation.frame() && violation.frame() <= s.end).map_or(0, |s| s.element);
+        let changed = (attempt < cfg.repair_attempts).then(|| elements[culprit].repair(attempt, cfg.lift_step_m, cfg.max_lift_m)).flatten();
         match changed {
             Some(what) => repairs.push(format!("{}: {what}", elements[culprit].maneuver.key())),
             None => {
-                return Err(format!(
-                    "{} (in {}) after {} repairs",
-                    violation,
-                    elements[culprit].maneuver.key(),
-                    repairs.len()
-                ));
+                return Err(format!("{} (in {}) after {} repairs", violation, elements[culprit].maneuver.key(), repairs.len()));
             }
         }
         attempt += 1;

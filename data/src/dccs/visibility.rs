@@ -73,17 +73,7 @@ impl Camera {
         let right = forward.cross(V3::new(0.0, 0.0, 1.0)).unit().unwrap_or(V3::new(0.0, -1.0, 0.0));
         let down = forward.cross(right);
         let focal = (width as f64 / 2.0) / (hfov_deg.to_radians() / 2.0).tan();
-        Camera {
-            eye,
-            forward,
-            right,
-            down,
-            focal,
-            cx: (width as f64 - 1.0) / 2.0,
-            cy: (height as f64 - 1.0) / 2.0,
-            width,
-            height,
-        }
+        Camera { eye, forward, right, down, focal, cx: (width as f64 - 1.0) / 2.0, cy: (height as f64 - 1.0) / 2.0, width, height }
     }
 
     /// `(x, y, depth)` of a point in front of the camera, in pixels and metres.
@@ -98,8 +88,7 @@ impl Camera {
 
     fn pixel(&self, x: f64, y: f64) -> Option<(usize, usize)> {
         let (px, py) = (x.round(), y.round());
-        (px >= 0.0 && py >= 0.0 && (px as usize) < self.width && (py as usize) < self.height)
-            .then_some((px as usize, py as usize))
+        (px >= 0.0 && py >= 0.0 && (px as usize) < self.width && (py as usize) < self.height).then_some((px as usize, py as usize))
     }
 
     /// The box of `points` normalised by the image size when every one of them projects
@@ -116,12 +105,7 @@ impl Camera {
 
     fn normalise(&self, b: [f64; 4]) -> [f64; 4] {
         let (w, h) = (self.width as f64, self.height as f64);
-        [
-            (b[0] / w).clamp(0.0, 1.0),
-            (b[1] / h).clamp(0.0, 1.0),
-            ((b[2] + 1.0) / w).clamp(0.0, 1.0),
-            ((b[3] + 1.0) / h).clamp(0.0, 1.0),
-        ]
+        [(b[0] / w).clamp(0.0, 1.0), (b[1] / h).clamp(0.0, 1.0), ((b[2] + 1.0) / w).clamp(0.0, 1.0), ((b[3] + 1.0) / h).clamp(0.0, 1.0)]
     }
 
     /// Whether `p` lies to the camera's right (`x > 0`) and in front (`z > 0`), as signed
@@ -216,12 +200,7 @@ pub fn possible_occluders(obstacles: &[V3], eyes: &[V3], targets: &[V3], margin:
         hi = V3::new(hi.x.max(p.x), hi.y.max(p.y), hi.z.max(p.z));
     }
     let inside = |p: &V3| {
-        p.x >= lo.x - margin
-            && p.x <= hi.x + margin
-            && p.y >= lo.y - margin
-            && p.y <= hi.y + margin
-            && p.z >= lo.z - margin
-            && p.z <= hi.z + margin
+        p.x >= lo.x - margin && p.x <= hi.x + margin && p.y >= lo.y - margin && p.y <= hi.y + margin && p.z >= lo.z - margin && p.z <= hi.z + margin
     };
     obstacles.iter().copied().filter(inside).collect()
 }

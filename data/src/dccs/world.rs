@@ -52,9 +52,7 @@ fn oriented_box(l: &SynthLandmark) -> OrientedBox {
         yaw_deg: f64::from(yaw).to_degrees(),
     };
     match l.shape {
-        Shape::Cylinder { radius, height } | Shape::Cone { radius, height } => {
-            boxed(2.0 * radius, 2.0 * radius, f64::from(height), 0.0)
-        }
+        Shape::Cylinder { radius, height } | Shape::Cone { radius, height } => boxed(2.0 * radius, 2.0 * radius, f64::from(height), 0.0),
         Shape::Dome { radius } => boxed(2.0 * radius, 2.0 * radius, f64::from(radius), 0.0),
         Shape::Block { half_x, half_y, height, yaw } => boxed(2.0 * half_x, 2.0 * half_y, f64::from(height), yaw),
         Shape::Pool { half_x, half_y, yaw } => boxed(2.0 * half_x, 2.0 * half_y, POOL_THICKNESS_M, yaw),
@@ -86,14 +84,10 @@ fn surface_points(l: &SynthLandmark, bbox: &OrientedBox, spacing: f64) -> Vec<V3
             for j in -n..=n {
                 let o = bbox.center + outward * (2.0 * radius) + u * (i as f64 * spacing) + v * (j as f64 * spacing);
                 let dir = outward * -1.0;
-                let ray = Ray::new(
-                    Vec3::new(o.x as f32, o.y as f32, o.z as f32),
-                    Vec3::new(dir.x as f32, dir.y as f32, dir.z as f32),
-                );
+                let ray = Ray::new(Vec3::new(o.x as f32, o.y as f32, o.z as f32), Vec3::new(dir.x as f32, dir.y as f32, dir.z as f32));
                 let Some(hit) = l.intersect(&ray, f32::INFINITY) else { continue };
                 let p = o + dir * f64::from(hit.t);
-                let key =
-                    ((p.x / spacing).round() as i64, (p.y / spacing).round() as i64, (p.z / spacing).round() as i64);
+                let key = ((p.x / spacing).round() as i64, (p.y / spacing).round() as i64, (p.z / spacing).round() as i64);
                 if seen.insert(key) {
                     out.push(p);
                 }
@@ -111,9 +105,7 @@ pub fn export(world: &World, spec: &WorldSpec, sampling: &Sampling) -> (Vec<Land
     let steps = (reach / sampling.ground_m).ceil() as i64;
     // The ground, except where a landmark stands on it.
     let mut cloud: Vec<V3> = (-steps..=steps)
-        .flat_map(|i| {
-            (-steps..=steps).map(move |j| V3::new(i as f64 * sampling.ground_m, j as f64 * sampling.ground_m, 0.0))
-        })
+        .flat_map(|i| (-steps..=steps).map(move |j| V3::new(i as f64 * sampling.ground_m, j as f64 * sampling.ground_m, 0.0)))
         .filter(|p| !boxes.iter().any(|b| b.contains_expanded(*p, 0.0, 0.0)))
         .collect();
     for (l, &bbox) in world.landmarks.iter().zip(&boxes) {
@@ -144,9 +136,7 @@ pub const SYNTH_ENGINE: &str = "motionvl_synth";
 pub fn world_of(scene: &Value) -> Result<(World, WorldSpec), String> {
     let engine = scene.get("engine").and_then(Value::as_str).unwrap_or("(none)");
     if engine != SYNTH_ENGINE {
-        return Err(format!(
-            "scene engine `{engine}` is not the synthetic world (`{SYNTH_ENGINE}`); render these requests with that simulator"
-        ));
+        return Err(format!("scene engine `{engine}` is not the synthetic world (`{SYNTH_ENGINE}`); render these requests with that simulator"));
     }
     let seed = scene.get("world_seed").and_then(Value::as_u64).ok_or("scene has no integer `world_seed`")?;
     let landmarks = scene.get("landmarks").and_then(Value::as_u64).ok_or("scene has no integer `landmarks`")? as usize;

@@ -21,8 +21,7 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
     let media = MediaResolver::new(path, opts);
     read_questions(Benchmark::UavDualCog, path, opts, &["sample_id"], media, |row, id, base, media| {
         let task_name = row.required_string(&["task_name", "form", "task_type"])?;
-        let task = DualCogTask::from_name(&task_name)
-            .ok_or_else(|| unknown_task(&task_name, DualCogTask::ALL.iter().map(|t| t.name())))?;
+        let task = DualCogTask::from_name(&task_name).ok_or_else(|| unknown_task(&task_name, DualCogTask::ALL.iter().map(|t| t.name())))?;
         let question = row.required_string(&["user_prompt", "prompt_text", "question"])?;
         if task.is_image_task() {
             return read_dualcog_image(row, id, base, media, task, question);
@@ -30,21 +29,15 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
         let video = row.required_string(&["video_path"])?;
         let fps = row.number(&["fps"])?;
         let (options, answer, intervals) = if task == DualCogTask::EnvVisibilityReasoning {
-            let (_, gold) =
-                row.get(&["gold_environment_answer"]).ok_or(RowProblem::MissingField("gold_environment_answer"))?;
-            let gold = Row::new(gold).map_err(|_| RowProblem::WrongType {
-                field: "gold_environment_answer".into(),
-                expected: "an object",
-            })?;
+            let (_, gold) = row.get(&["gold_environment_answer"]).ok_or(RowProblem::MissingField("gold_environment_answer"))?;
+            let gold = Row::new(gold).map_err(|_| RowProblem::WrongType { field: "gold_environment_answer".into(), expected: "an object" })?;
             let (count, intervals) = match gold.get(&["targets"]) {
                 Some((_, Value::Array(targets))) if !targets.is_empty() => {
                     let mut total = 0.0;
                     let mut intervals = Vec::new();
                     for t in targets {
-                        let t = Row::new(t).map_err(|_| RowProblem::WrongType {
-                            field: "gold_environment_answer.targets".into(),
-                            expected: "a list of objects",
-                        })?;
+                        let t = Row::new(t)
+                            .map_err(|_| RowProblem::WrongType { field: "gold_environment_answer.targets".into(), expected: "a list of objects" })?;
                         let (count, mut ivs) = visible_count_and_intervals(&t)?;
                         total += count;
                         intervals.append(&mut ivs);
@@ -52,10 +45,7 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
                     (total, intervals)
                 }
                 Some(_) => {
-                    return Err(RowProblem::WrongType {
-                        field: "gold_environment_answer.targets".into(),
-                        expected: "a non-empty list of targets",
-                    });
+                    return Err(RowProblem::WrongType { field: "gold_environment_answer.targets".into(), expected: "a non-empty list of targets" });
                 }
                 None => visible_count_and_intervals(&gold)?,
             };
@@ -66,10 +56,8 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
                 Some((_, Value::Array(ids))) if !ids.is_empty() => {
                     let mut letters = Vec::with_capacity(ids.len());
                     for v in ids {
-                        let s = v.as_str().ok_or(RowProblem::WrongType {
-                            field: "answer_option_ids".into(),
-                            expected: "a list of option letters",
-                        })?;
+                        let s =
+                            v.as_str().ok_or(RowProblem::WrongType { field: "answer_option_ids".into(), expected: "a list of option letters" })?;
                         letters.push(parse_letter(s, &options)?);
                     }
                     let multi = matches!(row.get(&["multi_select"]), Some((_, Value::Bool(true))));
@@ -81,14 +69,9 @@ pub fn read_dualcog(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Quest
                         Answer::Choices(letters)
                     }
                 }
-                Some((_, Value::Array(_))) | None => {
-                    parse_choice(&row.required_string(&["answer_option_id"])?, &options)?
-                }
+                Some((_, Value::Array(_))) | None => parse_choice(&row.required_string(&["answer_option_id"])?, &options)?,
                 Some(_) => {
-                    return Err(RowProblem::WrongType {
-                        field: "answer_option_ids".into(),
-                        expected: "a list of option letters",
-                    });
+                    return Err(RowProblem::WrongType { field: "answer_option_ids".into(), expected: "a list of option letters" });
                 }
             };
             let mut intervals = Vec::new();
@@ -133,10 +116,7 @@ fn read_dualcog_image(
     let mut images = vec![media.resolve_image(&reference)?];
     let options = match row.get(&["candidates"]) {
         Some((_, Value::Array(candidates))) if !candidates.is_empty() => {
-            let wrong = || RowProblem::WrongType {
-                field: "candidates".into(),
-                expected: "a list of {option_id, image} objects",
-            };
+            let wrong = || RowProblem::WrongType { field: "candidates".into(), expected: "a list of {option_id, image} objects" };
             let mut options = Vec::with_capacity(candidates.len());
             for c in candidates {
                 let letter = c.get("option_id").and_then(Value::as_str).and_then(option_letter).ok_or_else(wrong)?;

@@ -18,8 +18,7 @@ pub fn read_links2bench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Q
     let media = MediaResolver::new(path, opts);
     read_questions(Benchmark::LinkS2Bench, path, opts, &["question_id"], media, |row, id, base, media| {
         let task_name = row.required_string(&["task", "task_type"])?;
-        let task = LinkS2Task::from_name(&task_name)
-            .ok_or_else(|| unknown_task(&task_name, LinkS2Task::ALL.iter().map(|t| t.name())))?;
+        let task = LinkS2Task::from_name(&task_name).ok_or_else(|| unknown_task(&task_name, LinkS2Task::ALL.iter().map(|t| t.name())))?;
         let question = row.required_string(&["question"])?;
         let raw = row.get(&["answer"]).ok_or(RowProblem::MissingField("answer"))?.1;
         let raw_text = match raw {
@@ -53,8 +52,7 @@ pub fn read_links2bench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Q
                 (Vec::new(), Answer::Number(x))
             }
             AnswerKind::Timestamp | AnswerKind::MultiChoice => {
-                let t = parse_timestamp(&raw_text)
-                    .ok_or(RowProblem::BadAnswer { answer: raw_text.clone(), expected: "a timestamp" })?;
+                let t = parse_timestamp(&raw_text).ok_or(RowProblem::BadAnswer { answer: raw_text.clone(), expected: "a timestamp" })?;
                 (Vec::new(), Answer::Timestamp(t))
             }
         };

@@ -40,8 +40,8 @@ pub use dualcog::read_dualcog;
 pub use links2bench::read_links2bench;
 pub use question::{Answer, AnswerOption, ChoiceAnswer, Interval, Question};
 pub use resolve::{
-    LeftOut, OFFICIAL_MEDIA_SUBDIRS, OFFICIAL_MIN_FRAMES, OFFICIAL_VIDEO_SUFFIXES, default_media_dir, official_candidates,
-    official_frame_count, official_left_out, resolve_official,
+    LeftOut, OFFICIAL_MEDIA_SUBDIRS, OFFICIAL_MIN_FRAMES, OFFICIAL_VIDEO_SUFFIXES, default_media_dir, official_candidates, official_frame_count,
+    official_left_out, resolve_official,
 };
 pub use rows::{parse_timestamp, split_inline_options};
 pub use sisbench::read_sisbench;
@@ -61,11 +61,7 @@ pub fn unlisted_tasks(questions: &[Question]) -> std::collections::BTreeMap<&'st
 }
 
 /// Reads a manifest of the given benchmark.
-pub fn read_manifest(
-    benchmark: Benchmark,
-    path: &Path,
-    opts: &ReadOptions,
-) -> Result<ReadOutcome<Question>, ReadError> {
+pub fn read_manifest(benchmark: Benchmark, path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Question>, ReadError> {
     match benchmark {
         Benchmark::SisBench => read_sisbench(path, opts),
         Benchmark::UrbanVideoBench => read_urbanvideo(path, opts),

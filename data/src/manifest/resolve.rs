@@ -57,11 +57,7 @@ pub fn official_candidates(frames_dir: &Path, references: &[&str]) -> Vec<PathBu
         } else {
             candidates.push(frames_dir.join(relative));
             // Python's `Path.parts` drops `.` components.
-            let parts: Vec<&std::ffi::OsStr> = relative
-                .components()
-                .filter(|c| !matches!(c, Component::CurDir))
-                .map(Component::as_os_str)
-                .collect();
+            let parts: Vec<&std::ffi::OsStr> = relative.components().filter(|c| !matches!(c, Component::CurDir)).map(Component::as_os_str).collect();
             if let (Some(first), Some(root)) = (parts.first(), root_name)
                 && *first == root
             {
@@ -215,14 +211,17 @@ mod tests {
         // No suffix: each candidate also tries the five video suffixes.
         let got = official_candidates(root, &["seq_7"]);
         assert_eq!(got.len(), 4 * 7);
-        assert_eq!(got[..7].iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>(), [
-            "/data/SIS-Bench/video/seq_7",
-            "/data/SIS-Bench/video/seq_7",
-            "/data/SIS-Bench/video/seq_7.mp4",
-            "/data/SIS-Bench/video/seq_7.mov",
-            "/data/SIS-Bench/video/seq_7.avi",
-            "/data/SIS-Bench/video/seq_7.mkv",
-            "/data/SIS-Bench/video/seq_7.webm",
-        ]);
+        assert_eq!(
+            got[..7].iter().map(|p| p.to_string_lossy().into_owned()).collect::<Vec<_>>(),
+            [
+                "/data/SIS-Bench/video/seq_7",
+                "/data/SIS-Bench/video/seq_7",
+                "/data/SIS-Bench/video/seq_7.mp4",
+                "/data/SIS-Bench/video/seq_7.mov",
+                "/data/SIS-Bench/video/seq_7.avi",
+                "/data/SIS-Bench/video/seq_7.mkv",
+                "/data/SIS-Bench/video/seq_7.webm",
+            ]
+        );
     }
 }

@@ -22,14 +22,7 @@ pub(super) struct Base {
 }
 
 impl Base {
-    pub(super) fn question(
-        &self,
-        id: String,
-        task: Task,
-        question: String,
-        options: Vec<AnswerOption>,
-        answer: Answer,
-    ) -> Question {
+    pub(super) fn question(&self, id: String, task: Task, question: String, options: Vec<AnswerOption>, answer: Answer) -> Question {
         Question {
             benchmark: self.benchmark,
             id,
@@ -71,10 +64,7 @@ pub(super) fn read_questions(
 /// strings (lettered A, B, ... in order) or a list of `{option_id, label}` objects.
 pub(super) fn parse_options(row: &Row<'_>, keys: &[&'static str]) -> Result<Vec<AnswerOption>, RowProblem> {
     let (field, value) = row.get(keys).ok_or(RowProblem::MissingField(keys[0]))?;
-    let wrong = || RowProblem::WrongType {
-        field: field.to_string(),
-        expected: "a map of letters to texts or a list of options",
-    };
+    let wrong = || RowProblem::WrongType { field: field.to_string(), expected: "a map of letters to texts or a list of options" };
     let mut options = Vec::new();
     match value {
         Value::Object(map) => {
@@ -93,8 +83,7 @@ pub(super) fn parse_options(row: &Row<'_>, keys: &[&'static str]) -> Result<Vec<
                     Value::Object(obj) => {
                         let id = obj.get("option_id").or_else(|| obj.get("label_id")).and_then(Value::as_str);
                         let label = id.and_then(option_letter).ok_or_else(wrong)?;
-                        let text =
-                            obj.get("label").or_else(|| obj.get("text")).and_then(value_text).unwrap_or_default();
+                        let text = obj.get("label").or_else(|| obj.get("text")).and_then(value_text).unwrap_or_default();
                         AnswerOption { label, text }
                     }
                     _ => return Err(wrong()),
@@ -203,9 +192,7 @@ pub fn split_inline_options(text: &str) -> (String, Vec<AnswerOption>) {
                 }
                 run = Some((start, vec![AnswerOption { label: c, text: body }]));
             }
-            Some((c, body))
-                if run.as_ref().is_some_and(|r| r.1.last().is_some_and(|o| o.label as u8 + 1 == c as u8)) =>
-            {
+            Some((c, body)) if run.as_ref().is_some_and(|r| r.1.last().is_some_and(|o| o.label as u8 + 1 == c as u8)) => {
                 if let Some(r) = run.as_mut() {
                     r.1.push(AnswerOption { label: c, text: body });
                 }
@@ -309,12 +296,10 @@ pub(super) fn parse_intervals(v: &Value, field: &'static str) -> Result<Vec<Inte
         .map(|it| {
             match it {
                 Value::Array(pair) if pair.len() == 2 => one_interval(&pair[0], &pair[1]),
-                Value::Object(o) => {
-                    match (o.get("start_sec").or_else(|| o.get("start")), o.get("end_sec").or_else(|| o.get("end"))) {
-                        (Some(s), Some(e)) => one_interval(s, e),
-                        _ => None,
-                    }
-                }
+                Value::Object(o) => match (o.get("start_sec").or_else(|| o.get("start")), o.get("end_sec").or_else(|| o.get("end"))) {
+                    (Some(s), Some(e)) => one_interval(s, e),
+                    _ => None,
+                },
                 _ => None,
             }
             .ok_or_else(wrong)

@@ -29,9 +29,8 @@ pub fn read_sisbench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Ques
     let media = MediaResolver::with_root(media_dir.clone(), opts);
     read_questions(Benchmark::SisBench, path, opts, &["question_id", "id"], media, |row, id, base, _| {
         let task_name = row.string(&["task_type"])?.unwrap_or_else(|| OFFICIAL_DEFAULT_TASK.to_string());
-        let task = SisTask::from_name(&task_name)
-            .map(Task::Sis)
-            .unwrap_or_else(|| Task::Unlisted(UnlistedTask::new(Benchmark::SisBench, &task_name)));
+        let task =
+            SisTask::from_name(&task_name).map(Task::Sis).unwrap_or_else(|| Task::Unlisted(UnlistedTask::new(Benchmark::SisBench, &task_name)));
         let text = row.required_string(&["question"])?;
         let (question, options) = match row.get(&["options"]) {
             Some(_) => (text, parse_options(row, &["options"])?),
@@ -41,8 +40,7 @@ pub fn read_sisbench(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Ques
             return Err(RowProblem::NoOptions(" (give `options` or `A. ...` lines in the question)".into()));
         }
         let answer = released_choice(&row.string(&["answer"])?.unwrap_or_default());
-        let references: Vec<String> =
-            [row.string(&["video_name"])?, row.string(&["video_path"])?].into_iter().flatten().collect();
+        let references: Vec<String> = [row.string(&["video_name"])?, row.string(&["video_path"])?].into_iter().flatten().collect();
         let first = references.first().ok_or(RowProblem::MissingField("video_name"))?;
         let refs: Vec<&str> = references.iter().map(String::as_str).collect();
         let video = match resolve_official(&media_dir, &refs) {

@@ -20,8 +20,7 @@ pub enum Benchmark {
 }
 
 impl Benchmark {
-    pub const ALL: [Benchmark; 4] =
-        [Benchmark::SisBench, Benchmark::UrbanVideoBench, Benchmark::UavDualCog, Benchmark::LinkS2Bench];
+    pub const ALL: [Benchmark; 4] = [Benchmark::SisBench, Benchmark::UrbanVideoBench, Benchmark::UavDualCog, Benchmark::LinkS2Bench];
 
     /// The short name used on the command line and in reports.
     pub fn name(self) -> &'static str {
@@ -259,9 +258,7 @@ impl SisTask {
         use SisTask::*;
         match self {
             ObjectExistence | ObjectAttribute | RelativeDirection | ActionRecognition => VideoType::Single,
-            LandmarkOrder | LandmarkRecall | PositionalRelationship | ActionSequence | ActionRecall => {
-                VideoType::Concatenated
-            }
+            LandmarkOrder | LandmarkRecall | PositionalRelationship | ActionSequence | ActionRecall => VideoType::Concatenated,
             SpatialConsistency | SpatioTemporalConsistency => VideoType::Shuffled,
             ActionPrediction | PathPlanning => VideoType::Long,
         }

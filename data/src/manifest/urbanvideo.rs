@@ -2,7 +2,6 @@
 
 use std::path::Path;
 
-
 use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
 
 use super::question::Question;
@@ -21,29 +20,22 @@ pub fn read_urbanvideo(path: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Qu
             MediaResolver::with_root(if videos.is_dir() { videos } else { dir }, opts)
         }
     };
-    read_questions(
-        Benchmark::UrbanVideoBench,
-        path,
-        opts,
-        &["Question_id", "question_id"],
-        media,
-        |row, id, base, media| {
-            let category = row.required_string(&["question_category"])?;
-            // A category outside the paper's 16 (the released "Association Reasoning") is
-            // kept under its own name.
-            let task = UrbanVideoTask::from_name(&category)
-                .map(Task::UrbanVideo)
-                .unwrap_or_else(|| Task::Unlisted(UnlistedTask::new(Benchmark::UrbanVideoBench, &category)));
-            let text = row.required_string(&["question"])?;
-            let (stem, options) = split_inline_options(&text);
-            if options.len() < 2 {
-                return Err(RowProblem::NoOptions(" in the question text (expected lines such as `A. ...`)".into()));
-            }
-            let answer = parse_choice(&row.required_string(&["answer"])?, &options)?;
-            let video = row.required_string(&["video_id"])?;
-            let mut q = base.question(id, task, stem, options, answer);
-            q.videos.push(media.resolve(&video)?);
-            Ok(q)
-        },
-    )
+    read_questions(Benchmark::UrbanVideoBench, path, opts, &["Question_id", "question_id"], media, |row, id, base, media| {
+        let category = row.required_string(&["question_category"])?;
+        // A category outside the paper's 16 (the released "Association Reasoning") is
+        // kept under its own name.
+        let task = UrbanVideoTask::from_name(&category)
+            .map(Task::UrbanVideo)
+            .unwrap_or_else(|| Task::Unlisted(UnlistedTask::new(Benchmark::UrbanVideoBench, &category)));
+        let text = row.required_string(&["question"])?;
+        let (stem, options) = split_inline_options(&text);
+        if options.len() < 2 {
+            return Err(RowProblem::NoOptions(" in the question text (expected lines such as `A. ...`)".into()));
+        }
+        let answer = parse_choice(&row.required_string(&["answer"])?, &options)?;
+        let video = row.required_string(&["video_id"])?;
+        let mut q = base.question(id, task, stem, options, answer);
+        q.videos.push(media.resolve(&video)?);
+        Ok(q)
+    })
 }

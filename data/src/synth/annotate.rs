@@ -15,9 +15,7 @@
 
 use super::render::RenderedClip;
 use super::scene::World;
-use crate::construct::sisbench_qa::{
-    AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation,
-};
+use crate::construct::sisbench_qa::{AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation};
 
 /// Runs of frames in `shown` as `[start, end]` seconds.
 fn intervals(shown: impl Iterator<Item = bool>, fps: f64) -> Vec<[f64; 2]> {
@@ -43,14 +41,7 @@ fn intervals(shown: impl Iterator<Item = bool>, fps: f64) -> Vec<[f64; 2]> {
 
 /// One clip's annotations: its landmarks, where they are and its behaviour. A landmark is
 /// placed (given positions) in frames where it covers at least `clear_pixels`.
-pub fn clip_annotation(
-    video: &str,
-    world: &World,
-    clip: &RenderedClip,
-    action: &str,
-    fps: u32,
-    clear_pixels: u32,
-) -> VideoAnnotation {
+pub fn clip_annotation(video: &str, world: &World, clip: &RenderedClip, action: &str, fps: u32, clear_pixels: u32) -> VideoAnnotation {
     let fps_f = fps as f64;
     let n = world.landmarks.len();
     let (w, h) = clip.frames.first().map(|f| (f.width, f.height)).unwrap_or((1, 1));
@@ -107,11 +98,7 @@ pub fn clip_annotation(
 
 /// The annotations of `clips` played one after another as `video`.
 pub fn joined(video: &str, clips: &[&VideoAnnotation]) -> VideoAnnotation {
-    let mut out = VideoAnnotation {
-        video: video.to_string(),
-        video_type: AnnotatedType::Concatenated,
-        ..VideoAnnotation::default()
-    };
+    let mut out = VideoAnnotation { video: video.to_string(), video_type: AnnotatedType::Concatenated, ..VideoAnnotation::default() };
     let mut at = 0.0;
     for c in clips {
         let shift = |i: &[f64; 2]| [i[0] + at, i[1] + at];
@@ -121,17 +108,9 @@ pub fn joined(video: &str, clips: &[&VideoAnnotation]) -> VideoAnnotation {
             positions: o.positions.iter().map(|p| Position { t: p.t + at, ..*p }).collect(),
             ..o.clone()
         }));
-        out.landmarks.extend(
-            c.landmarks.iter().map(|l| AnnotatedLandmark {
-                name: l.name.clone(),
-                intervals: l.intervals.iter().map(shift).collect(),
-            }),
-        );
-        out.actions.extend(c.actions.iter().map(|a| AnnotatedAction {
-            action: a.action.clone(),
-            start_s: a.start_s + at,
-            end_s: a.end_s + at,
-        }));
+        out.landmarks
+            .extend(c.landmarks.iter().map(|l| AnnotatedLandmark { name: l.name.clone(), intervals: l.intervals.iter().map(shift).collect() }));
+        out.actions.extend(c.actions.iter().map(|a| AnnotatedAction { action: a.action.clone(), start_s: a.start_s + at, end_s: a.end_s + at }));
         at += c.duration_s;
     }
     out.duration_s = at;
@@ -140,14 +119,7 @@ pub fn joined(video: &str, clips: &[&VideoAnnotation]) -> VideoAnnotation {
 
 /// A shuffled cut of `source` (its frames' parts `[start, end)` in playing order, with each
 /// part's original index), as the consistency tasks read it.
-pub fn shuffled(
-    video: &str,
-    source: &VideoAnnotation,
-    kind: AnnotatedType,
-    parts: &[[usize; 2]],
-    order: &[usize],
-    fps: u32,
-) -> VideoAnnotation {
+pub fn shuffled(video: &str, source: &VideoAnnotation, kind: AnnotatedType, parts: &[[usize; 2]], order: &[usize], fps: u32) -> VideoAnnotation {
     let fps = fps as f64;
     let mut at = 0.0;
     let mut clips = Vec::with_capacity(order.len());

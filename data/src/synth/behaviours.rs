@@ -272,13 +272,7 @@ const PITCH_RANGE_DEG: (f64, f64) = (-75.0, -35.0);
 /// Draws a flight of `behaviour` lasting `duration` seconds whose middle frame looks at the
 /// ground point `target` (an orbit circles it), retrying until the flight keeps clear of
 /// every solid. `None` when no try succeeds.
-pub fn plan_flight(
-    world: &World,
-    behaviour: Behaviour,
-    target: Vec3,
-    duration: f32,
-    rng: &mut SynthRng,
-) -> Option<Flight> {
+pub fn plan_flight(world: &World, behaviour: Behaviour, target: Vec3, duration: f32, rng: &mut SynthRng) -> Option<Flight> {
     for attempt in 0..40 {
         let flight = draw_flight(behaviour, target, duration, attempt, rng);
         if keeps_clear(world, &flight, duration) {
@@ -388,12 +382,7 @@ mod tests {
     #[test]
     fn turning_flight_follows_an_arc() {
         let rates = Rates { forward: 5.0, yaw: 0.5, ..Rates::default() };
-        let f = Flight::new(
-            Behaviour::ForwardYawLeft,
-            Pose::new(Vec3::new(0.0, 0.0, 20.0), 0.0, -0.8),
-            rates,
-            Vec3::default(),
-        );
+        let f = Flight::new(Behaviour::ForwardYawLeft, Pose::new(Vec3::new(0.0, 0.0, 20.0), 0.0, -0.8), rates, Vec3::default());
         // Radius v/ω = 10 m; after a quarter turn (π s) the drone is at (10, 10) heading north.
         let p = f.pose_at(std::f32::consts::PI);
         assert!((p.position.x - 10.0).abs() < 1e-3 && (p.position.y - 10.0).abs() < 1e-3, "{:?}", p.position);

@@ -74,15 +74,11 @@ pub fn write_pretraining_set(world: &SynthSummary, split: Split) -> Result<PathB
     let descriptions = write_descriptions(world, split)?;
     let read = |path: &Path| -> Result<Vec<serde_json::Value>, SynthError> {
         let text = std::fs::read_to_string(path).map_err(SynthError::io(path))?;
-        serde_json::from_str(&text).map_err(|e| SynthError::Io {
-            path: path.to_path_buf(),
-            source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()),
-        })
+        serde_json::from_str(&text)
+            .map_err(|e| SynthError::Io { path: path.to_path_buf(), source: std::io::Error::new(std::io::ErrorKind::InvalidData, e.to_string()) })
     };
     let mut rows = read(&descriptions)?;
-    let spatial = |row: &serde_json::Value| {
-        row["task"].as_str().and_then(SisTask::from_name).is_some_and(|t| t.dimension() == Dimension::Spatial)
-    };
+    let spatial = |row: &serde_json::Value| row["task"].as_str().and_then(SisTask::from_name).is_some_and(|t| t.dimension() == Dimension::Spatial);
     rows.extend(read(&world.conversations(split))?.into_iter().filter(spatial));
     write_atomic(&world.out_dir.join(split.name()).join(PRETRAINING_FILE), &rows)
 }

@@ -169,9 +169,10 @@ impl SynthConfig {
             return bad(format!("--seconds {} must be in (0, 60]", self.seconds));
         }
         if let Some(fixed) = self.fixed_recognition()?
-            && (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j]))) {
-                return bad(format!("recognition movements {fixed:?} must be four distinct movements, none part of another"));
-            }
+            && (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j])))
+        {
+            return bad(format!("recognition movements {fixed:?} must be four distinct movements, none part of another"));
+        }
         if self.frames_per_clip() < 2 {
             return bad(format!("{} s at {} fps is under two frames; no flow without a pair", self.seconds, self.fps));
         }
@@ -183,9 +184,11 @@ impl SynthConfig {
         if self.recognition_movements.is_empty() {
             return Ok(None);
         }
-        let list: [Behaviour; 4] = self.recognition_movements.clone().try_into().map_err(|v: Vec<Behaviour>| {
-            SynthError::Config(format!("recognition movements: give exactly 4, not {}", v.len()))
-        })?;
+        let list: [Behaviour; 4] = self
+            .recognition_movements
+            .clone()
+            .try_into()
+            .map_err(|v: Vec<Behaviour>| SynthError::Config(format!("recognition movements: give exactly 4, not {}", v.len())))?;
         Ok(Some(list))
     }
 
@@ -255,8 +258,7 @@ impl SynthSummary {
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(SynthError::Io { path, source: e }),
         };
-        let mut summary: SynthSummary =
-            serde_json::from_str(&text).map_err(|source| SynthError::Json { path: path.clone(), source })?;
+        let mut summary: SynthSummary = serde_json::from_str(&text).map_err(|source| SynthError::Json { path: path.clone(), source })?;
         summary.out_dir = out_dir.to_path_buf();
         Ok(Some(summary))
     }
@@ -295,22 +297,14 @@ pub fn generate(config: &SynthConfig, out_dir: &Path, force: bool) -> Result<Syn
 
 /// [`generate`], calling `on_clip` after each rendered clip (for a progress bar; there are
 /// [`SynthConfig::total_clips`] of them).
-pub fn generate_with_progress(
-    config: &SynthConfig,
-    out_dir: &Path,
-    force: bool,
-    on_clip: &(dyn Fn() + Sync),
-) -> Result<SynthSummary, SynthError> {
+pub fn generate_with_progress(config: &SynthConfig, out_dir: &Path, force: bool, on_clip: &(dyn Fn() + Sync)) -> Result<SynthSummary, SynthError> {
     config.validate()?;
     prepare_out_dir(out_dir, force)?;
     let train_seeds = config.world_seeds(Split::Train);
     let test_seeds = config.world_seeds(Split::Test);
     let train_set: BTreeSet<u64> = train_seeds.iter().copied().collect();
     if train_set.len() != train_seeds.len() || test_seeds.iter().any(|s| train_set.contains(s)) {
-        return Err(SynthError::Config(format!(
-            "seed {} gives overlapping world seeds; choose another --seed",
-            config.seed
-        )));
+        return Err(SynthError::Config(format!("seed {} gives overlapping world seeds; choose another --seed", config.seed)));
     }
     let train = build_split(config, Split::Train, &train_seeds, out_dir, on_clip)?;
     let test = build_split(config, Split::Test, &test_seeds, out_dir, on_clip)?;
@@ -437,13 +431,7 @@ fn conventions() -> BTreeMap<String, String> {
     .collect()
 }
 
-fn build_split(
-    config: &SynthConfig,
-    split: Split,
-    seeds: &[u64],
-    out_dir: &Path,
-    on_clip: &(dyn Fn() + Sync),
-) -> Result<SplitSummary, SynthError> {
+fn build_split(config: &SynthConfig, split: Split, seeds: &[u64], out_dir: &Path, on_clip: &(dyn Fn() + Sync)) -> Result<SplitSummary, SynthError> {
     let dir = out_dir.join(split.name());
     let videos = dir.join("videos");
     fs::create_dir_all(&videos).map_err(SynthError::io(&videos))?;
@@ -495,8 +483,7 @@ fn build_split(
         jsonl.push('\n');
     }
     fs::write(&annotations_file, jsonl).map_err(SynthError::io(&annotations_file))?;
-    let record =
-        SplitRecord { split, config: config.clone(), intrinsics: k, conventions: conventions(), worlds, questions };
+    let record = SplitRecord { split, config: config.clone(), intrinsics: k, conventions: conventions(), worlds, questions };
     write_json(&out_dir.join(&summary.world_file), &record)?;
     Ok(summary)
 }
@@ -552,9 +539,7 @@ impl WorldJob<'_> {
                 .iter()
                 .enumerate()
                 .filter(|(other, _)| *other != c)
-                .flat_map(|(_, other)| {
-                    other.facts.present.iter().map(|&l| (world.landmarks[l].kind, world.landmarks[l].colour))
-                })
+                .flat_map(|(_, other)| other.facts.present.iter().map(|&l| (world.landmarks[l].kind, world.landmarks[l].colour)))
                 .collect();
             drafts.extend(qa::object_existence(&o.record.video, &world, &o.facts, &elsewhere, &mut qrng));
         }
@@ -591,11 +576,7 @@ impl WorldJob<'_> {
 
     /// A flight per clip, each aimed at a landmark in turn (shuffled), falling back to the
     /// next landmark when a flight cannot keep clear of the solids.
-    fn plan_flights(
-        &self,
-        world: &World,
-        behaviours: &[Behaviour],
-    ) -> Result<Vec<(Flight, Option<usize>)>, SynthError> {
+    fn plan_flights(&self, world: &World, behaviours: &[Behaviour]) -> Result<Vec<(Flight, Option<usize>)>, SynthError> {
         let duration = self.config.frames_per_clip() as f32 / self.config.fps as f32;
         let mut order: Vec<usize> = (0..world.landmarks.len()).collect();
         SynthRng::new(derive_seed(self.seed, 0x7a6)).shuffle(&mut order);
@@ -607,40 +588,24 @@ impl WorldJob<'_> {
                 if order.is_empty() {
                     return plan_flight(world, behaviour, Vec3::default(), duration, &mut rng).map(|f| (f, None));
                 }
-                (0..order.len()).map(|step| order[(c + step) % order.len()]).find_map(|t| {
-                    plan_flight(world, behaviour, world.landmarks[t].centre, duration, &mut rng).map(|f| (f, Some(t)))
-                })
+                (0..order.len())
+                    .map(|step| order[(c + step) % order.len()])
+                    .find_map(|t| plan_flight(world, behaviour, world.landmarks[t].centre, duration, &mut rng).map(|f| (f, Some(t))))
             })
             .map(|planned| {
-                planned.ok_or_else(|| SynthError::Planning {
-                    seed: self.seed,
-                    detail: "no collision-free flight found; use fewer landmarks".into(),
-                })
+                planned.ok_or_else(|| SynthError::Planning { seed: self.seed, detail: "no collision-free flight found; use fewer landmarks".into() })
             })
             .collect()
     }
 
-    fn render_clip(
-        &self,
-        world: &World,
-        c: usize,
-        flight: Flight,
-        target: Option<usize>,
-    ) -> Result<ClipOutput, SynthError> {
+    fn render_clip(&self, world: &World, c: usize, flight: Flight, target: Option<usize>) -> Result<ClipOutput, SynthError> {
         let frames = self.config.frames_per_clip();
         let id = self.name(&format!("c{c:02}"));
         let video = format!("videos/{id}.mp4");
         let clip = RenderedClip::render(world, &self.k, flight.poses(self.config.fps as f32, frames));
         let clear_pixels = ((self.k.width * self.k.height) as f64 * 0.008).max(12.0) as u32;
-        let annotation =
-            annotate::clip_annotation(&video, world, &clip, flight.behaviour.phrase(), self.config.fps, clear_pixels);
-        write_video(
-            &self.dir.join(&video),
-            clip.frames.iter().map(|f| f.rgb.as_slice()),
-            self.k.width,
-            self.k.height,
-            self.config.fps,
-        )?;
+        let annotation = annotate::clip_annotation(&video, world, &clip, flight.behaviour.phrase(), self.config.fps, clear_pixels);
+        write_video(&self.dir.join(&video), clip.frames.iter().map(|f| f.rgb.as_slice()), self.k.width, self.k.height, self.config.fps)?;
         let ground_truth = if self.config.writes_ground_truth(self.split) {
             let gt = format!("videos/{id}.safetensors");
             let meta = serde_json::json!({
@@ -679,8 +644,7 @@ impl WorldJob<'_> {
         }
         let mut present: Vec<&Sighting> = sightings.iter().filter(|s| s.clear).collect();
         present.sort_by_key(|s| std::cmp::Reverse(s.max_pixels));
-        let facts =
-            ClipFacts { behaviour: flight.behaviour, present: present.iter().map(|s| s.index).collect(), absent };
+        let facts = ClipFacts { behaviour: flight.behaviour, present: present.iter().map(|s| s.index).collect(), absent };
         let record = ClipRecord {
             id,
             video,
@@ -700,14 +664,7 @@ impl WorldJob<'_> {
     /// landmark no other chosen clip shows), writes the joined video (and, held out, for three
     /// clips or more, its two shuffled cuts) and drafts their questions; returns their
     /// annotations.
-    fn concatenate(
-        &self,
-        world: &World,
-        clips: &[ClipOutput],
-        pool: &Pool,
-        c: usize,
-        n: usize,
-    ) -> Result<Option<Concatenation>, SynthError> {
+    fn concatenate(&self, world: &World, clips: &[ClipOutput], pool: &Pool, c: usize, n: usize) -> Result<Option<Concatenation>, SynthError> {
         let n = n.min(clips.len());
         if n < 2 {
             return Ok(None);
@@ -744,9 +701,7 @@ impl WorldJob<'_> {
         let behaviours: Vec<Behaviour> = selection.iter().map(|&i| clips[i].facts.behaviour).collect();
         drafts.extend(qa::action_sequence(&video, &behaviours, &mut rng));
         if let Some(keys) = &keys {
-            let unseen: Vec<usize> = (0..world.landmarks.len())
-                .filter(|l| selection.iter().all(|&i| clips[i].facts.absent.contains(l)))
-                .collect();
+            let unseen: Vec<usize> = (0..world.landmarks.len()).filter(|l| selection.iter().all(|&i| clips[i].facts.absent.contains(l))).collect();
             drafts.extend(qa::landmark_order(&video, world, keys, &unseen, &mut rng));
         }
         let chosen: Vec<&ClipOutput> = selection.iter().map(|&i| &clips[i]).collect();
@@ -780,13 +735,9 @@ impl WorldJob<'_> {
         let mut rng = SynthRng::new(derive_seed(self.seed, 0xb000 + c as u64));
         let mut drafts = Vec::new();
         use SisTask::*;
-        for (task, a) in [
-            (LandmarkRecall, &joined),
-            (PositionalRelationship, &joined),
-            (ActionRecall, &joined),
-            (ActionPrediction, &long),
-            (PathPlanning, &long),
-        ] {
+        for (task, a) in
+            [(LandmarkRecall, &joined), (PositionalRelationship, &joined), (ActionRecall, &joined), (ActionPrediction, &long), (PathPlanning, &long)]
+        {
             if self.asks(task) {
                 drafts.extend(sisbench_qa::draft_task(task, a, pool, &mut rng));
             }
@@ -830,13 +781,6 @@ impl WorldJob<'_> {
 fn key_landmarks(clips: &[ClipOutput], selection: &[usize]) -> Option<Vec<usize>> {
     selection
         .iter()
-        .map(|&i| {
-            clips[i]
-                .facts
-                .present
-                .iter()
-                .copied()
-                .find(|l| selection.iter().filter(|&&j| j != i).all(|&j| clips[j].facts.absent.contains(l)))
-        })
+        .map(|&i| clips[i].facts.present.iter().copied().find(|l| selection.iter().filter(|&&j| j != i).all(|&j| clips[j].facts.absent.contains(l))))
         .collect()
 }

@@ -32,8 +32,8 @@
 use super::behaviours::Behaviour;
 use super::rng::SynthRng;
 use super::scene::{Colour, LandmarkKind, World, all_landmark_names, landmark_name};
-use crate::construct::sisbench_qa::{order_distractors, sequence_text, take_three};
 pub use crate::construct::sisbench_qa::{Draft, Mcq};
+use crate::construct::sisbench_qa::{order_distractors, sequence_text, take_three};
 use crate::manifest::SisTask;
 
 /// The tasks this world asks about, in the order they are written: the four asked here, then
@@ -114,19 +114,11 @@ pub fn action_recognition(video: &str, behaviour: Behaviour, distractors: [Behav
 /// landmark clearly or no grid of unseen names fits. `elsewhere` lists the kinds and colours
 /// that the world's other clips show clearly (with repeats), the source of the grid's second
 /// kind and colour.
-pub fn object_existence(
-    video: &str,
-    world: &World,
-    facts: &ClipFacts,
-    elsewhere: &[(LandmarkKind, Colour)],
-    rng: &mut SynthRng,
-) -> Option<Draft> {
+pub fn object_existence(video: &str, world: &World, facts: &ClipFacts, elsewhere: &[(LandmarkKind, Colour)], rng: &mut SynthRng) -> Option<Draft> {
     let answer = &world.landmarks[*rng.pick(&facts.present)?];
     let (kind, colour) = (answer.kind, answer.colour);
     // A name is usable as a distractor when nothing by that name is in view.
-    let unseen = |k: LandmarkKind, c: Colour| {
-        world.landmarks.iter().all(|l| (l.kind, l.colour) != (k, c) || facts.absent.contains(&l.index))
-    };
+    let unseen = |k: LandmarkKind, c: Colour| world.landmarks.iter().all(|l| (l.kind, l.colour) != (k, c) || facts.absent.contains(&l.index));
     let mut kinds: Vec<LandmarkKind> = elsewhere.iter().map(|e| e.0).filter(|&k| k != kind).collect();
     rng.shuffle(&mut kinds);
     let mut any_kind: Vec<LandmarkKind> = LandmarkKind::ALL.iter().copied().filter(|&k| k != kind).collect();
@@ -137,9 +129,8 @@ pub fn object_existence(
     let mut any_colour: Vec<Colour> = Colour::ALL.iter().copied().filter(|&c| c != colour).collect();
     rng.shuffle(&mut any_colour);
     colours.extend(any_colour);
-    let (other_kind, other_colour) = kinds.iter().find_map(|&k2| {
-        colours.iter().find(|&&c2| unseen(kind, c2) && unseen(k2, colour) && unseen(k2, c2)).map(|&c2| (k2, c2))
-    })?;
+    let (other_kind, other_colour) =
+        kinds.iter().find_map(|&k2| colours.iter().find(|&&c2| unseen(kind, c2) && unseen(k2, colour) && unseen(k2, c2)).map(|&c2| (k2, c2)))?;
     let names = [(kind, other_colour), (other_kind, colour), (other_kind, other_colour)];
     Some(Draft {
         task: SisTask::ObjectExistence,
@@ -187,13 +178,7 @@ pub fn action_sequence(video: &str, behaviours: &[Behaviour], rng: &mut SynthRng
 /// landmark per clip that only that clip shows; `unseen` are the world's landmarks no clip of
 /// the video shows, preferred for the two-clip question's spare pair over names from outside
 /// the world.
-pub fn landmark_order(
-    video: &str,
-    world: &World,
-    keys: &[usize],
-    unseen: &[usize],
-    rng: &mut SynthRng,
-) -> Option<Draft> {
+pub fn landmark_order(video: &str, world: &World, keys: &[usize], unseen: &[usize], rng: &mut SynthRng) -> Option<Draft> {
     let n = keys.len();
     if n < 2 {
         return None;
@@ -202,11 +187,8 @@ pub fn landmark_order(
     let spare = (n == 2).then(|| {
         let mut pool: Vec<String> = unseen.iter().map(|&i| world.landmarks[i].name.clone()).collect();
         rng.shuffle(&mut pool);
-        let mut outside: Vec<String> = all_landmark_names()
-            .into_iter()
-            .map(|(k, c)| landmark_name(k, c))
-            .filter(|n| world.landmark_by_name(n).is_none())
-            .collect();
+        let mut outside: Vec<String> =
+            all_landmark_names().into_iter().map(|(k, c)| landmark_name(k, c)).filter(|n| world.landmark_by_name(n).is_none()).collect();
         rng.shuffle(&mut outside);
         pool.extend(outside);
         [format!("the {}", pool[0]), format!("the {}", pool[1])]
@@ -298,11 +280,8 @@ mod tests {
         let mut rng = SynthRng::new(4);
         let movements = [Behaviour::Forward, Behaviour::Backward, Behaviour::YawLeft, Behaviour::YawRight];
         let plans = fixed_recognition_plans(&movements, 12, &mut rng);
-        let drafts: Vec<Draft> = plans
-            .iter()
-            .enumerate()
-            .filter_map(|(i, (b, d))| action_recognition(&format!("{i}.mp4"), *b, *d, Some(&movements)))
-            .collect();
+        let drafts: Vec<Draft> =
+            plans.iter().enumerate().filter_map(|(i, (b, d))| action_recognition(&format!("{i}.mp4"), *b, *d, Some(&movements))).collect();
         let mcqs = balance(drafts, "t", &mut rng);
         assert_eq!(mcqs.len(), 12);
         let listed = movements.map(|b| b.phrase().to_string());

@@ -62,19 +62,17 @@ pub fn render_frame(world: &World, k: &Intrinsics, pose: &Pose) -> Frame {
     let mut rgb = vec![0u8; w * h * 3];
     let mut depth = vec![0f32; w * h];
     let mut ids = vec![0u16; w * h];
-    rgb.par_chunks_mut(w * 3).zip(depth.par_chunks_mut(w)).zip(ids.par_chunks_mut(w)).enumerate().for_each(
-        |(y, ((rgb_row, depth_row), id_row))| {
-            for x in 0..w {
-                let ray = pose.ray(&basis, k, x as f32, y as f32);
-                let (colour, t, id) = shade(world, k, &ray);
-                for c in 0..3 {
-                    rgb_row[x * 3 + c] = (colour[c] * 255.0 + 0.5).clamp(0.0, 255.0) as u8;
-                }
-                depth_row[x] = t;
-                id_row[x] = id;
+    rgb.par_chunks_mut(w * 3).zip(depth.par_chunks_mut(w)).zip(ids.par_chunks_mut(w)).enumerate().for_each(|(y, ((rgb_row, depth_row), id_row))| {
+        for x in 0..w {
+            let ray = pose.ray(&basis, k, x as f32, y as f32);
+            let (colour, t, id) = shade(world, k, &ray);
+            for c in 0..3 {
+                rgb_row[x * 3 + c] = (colour[c] * 255.0 + 0.5).clamp(0.0, 255.0) as u8;
             }
-        },
-    );
+            depth_row[x] = t;
+            id_row[x] = id;
+        }
+    });
     Frame { width: w, height: h, rgb, depth, ids }
 }
 
@@ -186,23 +184,18 @@ pub fn exact_flow(k: &Intrinsics, pose_a: &Pose, a: &Frame, pose_b: &Pose, b: &F
     let mut valid = vec![0u8; w * h];
     let (cam_a, cam_b) = (pose_a.precise(k), pose_b.precise(k));
     let (us, vs) = uv.split_at_mut(w * h);
-    us.par_chunks_mut(w).zip(vs.par_chunks_mut(w)).zip(valid.par_chunks_mut(w)).enumerate().for_each(
-        |(y, ((u_row, v_row), valid_row))| {
-            for x in 0..w {
-                let d = a.depth[y * w + x];
-                let (px, py) = (x as f64, y as f64);
-                let projected = if d > 0.0 {
-                    cam_b.project(cam_a.unproject(px, py, f64::from(d)))
-                } else {
-                    cam_b.project_direction(cam_a.direction(px, py))
-                };
-                let Some((qx, qy, qz)) = projected else { continue };
-                u_row[x] = (qx - px) as f32;
-                v_row[x] = (qy - py) as f32;
-                valid_row[x] = u8::from(visible_in(b, qx, qy, if d > 0.0 { Some(qz as f32) } else { None }));
-            }
-        },
-    );
+    us.par_chunks_mut(w).zip(vs.par_chunks_mut(w)).zip(valid.par_chunks_mut(w)).enumerate().for_each(|(y, ((u_row, v_row), valid_row))| {
+        for x in 0..w {
+            let d = a.depth[y * w + x];
+            let (px, py) = (x as f64, y as f64);
+            let projected =
+                if d > 0.0 { cam_b.project(cam_a.unproject(px, py, f64::from(d))) } else { cam_b.project_direction(cam_a.direction(px, py)) };
+            let Some((qx, qy, qz)) = projected else { continue };
+            u_row[x] = (qx - px) as f32;
+            v_row[x] = (qy - py) as f32;
+            valid_row[x] = u8::from(visible_in(b, qx, qy, if d > 0.0 { Some(qz as f32) } else { None }));
+        }
+    });
     FlowField { width: w, height: h, uv, valid }
 }
 
@@ -238,8 +231,7 @@ impl RenderedClip {
     /// Renders every pose and the exact flow between neighbours.
     pub fn render(world: &World, k: &Intrinsics, poses: Vec<Pose>) -> Self {
         let frames: Vec<Frame> = poses.iter().map(|p| render_frame(world, k, p)).collect();
-        let flows =
-            (1..frames.len()).map(|i| exact_flow(k, &poses[i - 1], &frames[i - 1], &poses[i], &frames[i])).collect();
+        let flows = (1..frames.len()).map(|i| exact_flow(k, &poses[i - 1], &frames[i - 1], &poses[i], &frames[i])).collect();
         RenderedClip { poses, frames, flows }
     }
 

@@ -19,7 +19,7 @@ use super::error::SynthError;
 use super::generate::{CROSS_VIEW_DIRS, CROSS_VIEW_PAIRS, Split, SynthConfig};
 use super::geometry::{Ray, Vec3};
 use super::render::{lit_surface, render_frame};
-use super::rng::{derive_seed, SynthRng};
+use super::rng::{SynthRng, derive_seed};
 use super::scene::{World, WorldSpec};
 
 /// Height of the orthographic camera above the ground, above every landmark.
@@ -164,9 +164,13 @@ fn draw_pose(rng: &mut SynthRng, k: &Intrinsics, cfg: &SatelliteConfig) -> Optio
         let pitch = -std::f32::consts::FRAC_PI_2 + (rng.range(0.0, 1.0) as f32) * cfg.max_tilt_deg.to_radians();
         let pose = Pose::new(Vec3::new(x, y, altitude), yaw, pitch);
         if let Some(b) = footprint_box(&pose, k, cfg)
-            && b[0] >= 0.0 && b[1] >= 0.0 && b[2] <= 1.0 && b[3] <= 1.0 {
-                return Some((pose, b));
-            }
+            && b[0] >= 0.0
+            && b[1] >= 0.0
+            && b[2] <= 1.0
+            && b[3] <= 1.0
+        {
+            return Some((pose, b));
+        }
     }
     None
 }
@@ -179,15 +183,19 @@ fn write_png(path: &Path, rgb: Vec<u8>, w: usize, h: usize) -> Result<(), SynthE
     let image = image::RgbImage::from_raw(w as u32, h as u32, rgb)
         .ok_or_else(|| SynthError::Config(format!("{}: {w}×{h} image buffer of the wrong length", path.display())))?;
     let tmp = path.with_extension("png.tmp");
-    image
-        .save_with_format(&tmp, image::ImageFormat::Png)
-        .map_err(|e| SynthError::Io { path: tmp.clone(), source: std::io::Error::other(e) })?;
+    image.save_with_format(&tmp, image::ImageFormat::Png).map_err(|e| SynthError::Io { path: tmp.clone(), source: std::io::Error::other(e) })?;
     std::fs::rename(&tmp, path).map_err(SynthError::io(path))
 }
 
 /// Renders one split's satellite images and UAV frames under `out/<split>/` and writes
 /// `out/<split>/cvaa_pairs.jsonl` (atomically); returns the manifest path and its row count.
-fn write_split(config: &SynthConfig, cfg: &SatelliteConfig, split: Split, out: &Path, on_frame: &(dyn Fn() + Sync)) -> Result<(PathBuf, usize), SynthError> {
+fn write_split(
+    config: &SynthConfig,
+    cfg: &SatelliteConfig,
+    split: Split,
+    out: &Path,
+    on_frame: &(dyn Fn() + Sync),
+) -> Result<(PathBuf, usize), SynthError> {
     let dir = out.join(split.name());
     for sub in CROSS_VIEW_DIRS {
         std::fs::create_dir_all(dir.join(sub)).map_err(SynthError::io(&dir))?;
@@ -200,7 +208,10 @@ fn write_split(config: &SynthConfig, cfg: &SatelliteConfig, split: Split, out: &
         write_png(&dir.join(&satellite), render_satellite(&world, cfg), cfg.size_px, cfg.size_px)?;
         let mut rng = SynthRng::new(derive_seed(seed, 0x5a7e));
         let poses: Vec<(Pose, [f64; 4])> = (0..cfg.frames_per_world(split))
-            .map(|i| draw_pose(&mut rng, &k, cfg).ok_or_else(|| SynthError::Planning { seed, detail: format!("no UAV pose {i} fits inside the satellite image") }))
+            .map(|i| {
+                draw_pose(&mut rng, &k, cfg)
+                    .ok_or_else(|| SynthError::Planning { seed, detail: format!("no UAV pose {i} fits inside the satellite image") })
+            })
             .collect::<Result<_, _>>()?;
         let world_rows: Vec<PairRow> = poses
             .into_par_iter()

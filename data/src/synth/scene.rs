@@ -163,9 +163,7 @@ impl Shape {
     pub fn footprint_radius(&self) -> f32 {
         match *self {
             Shape::Cylinder { radius, .. } | Shape::Cone { radius, .. } | Shape::Dome { radius } => radius,
-            Shape::Block { half_x, half_y, .. } | Shape::Pool { half_x, half_y, .. } => {
-                (half_x * half_x + half_y * half_y).sqrt()
-            }
+            Shape::Block { half_x, half_y, .. } | Shape::Pool { half_x, half_y, .. } => (half_x * half_x + half_y * half_y).sqrt(),
         }
     }
 
@@ -306,12 +304,7 @@ fn cap(o: Vec3, d: Vec3, h: f32, t_max: f32, inside: impl Fn(f32, f32) -> bool) 
     }
     let t = (h - o.z) / d.z;
     let p = o + d * t;
-    (t > EPS && t < t_max && inside(p.x, p.y)).then_some(SolidHit {
-        t,
-        normal: Vec3::new(0.0, 0.0, 1.0),
-        u: p.x,
-        v: h + p.y,
-    })
+    (t > EPS && t < t_max && inside(p.x, p.y)).then_some(SolidHit { t, normal: Vec3::new(0.0, 0.0, 1.0), u: p.x, v: h + p.y })
 }
 
 fn block(o: Vec3, d: Vec3, hx: f32, hy: f32, h: f32, yaw: f32, t_max: f32) -> Option<SolidHit> {
@@ -451,10 +444,7 @@ impl World {
     pub fn generate(seed: u64, spec: &WorldSpec) -> Result<Self, SynthError> {
         let max = all_landmark_names().len();
         if spec.landmarks > max {
-            return Err(SynthError::Config(format!(
-                "{} landmarks per world asked, but only {max} distinct names exist",
-                spec.landmarks
-            )));
+            return Err(SynthError::Config(format!("{} landmarks per world asked, but only {max} distinct names exist", spec.landmarks)));
         }
         let terrain = Terrain::new(seed);
         let mut rng = SynthRng::new(derive_seed(seed, 0x1a4d));
@@ -471,26 +461,14 @@ impl World {
         }
         let mut landmarks: Vec<Landmark> = Vec::with_capacity(spec.landmarks);
         for (index, &kind) in kinds.iter().take(spec.landmarks).enumerate() {
-            let free: Vec<Colour> = Colour::ALL
-                .iter()
-                .copied()
-                .filter(|&c| !landmarks.iter().any(|l| l.kind == kind && l.colour == c))
-                .collect();
-            let colour = *rng.pick(&free).ok_or_else(|| SynthError::Planning {
-                seed,
-                detail: format!("no colour left for another {}", kind.noun()),
-            })?;
+            let free: Vec<Colour> = Colour::ALL.iter().copied().filter(|&c| !landmarks.iter().any(|l| l.kind == kind && l.colour == c)).collect();
+            let colour =
+                *rng.pick(&free).ok_or_else(|| SynthError::Planning { seed, detail: format!("no colour left for another {}", kind.noun()) })?;
             let shape = random_shape(kind, &mut rng);
-            let centre =
-                place(&terrain, &landmarks, &shape, spec.extent, &mut rng).ok_or_else(|| SynthError::Planning {
-                    seed,
-                    detail: format!(
-                        "no free spot for landmark {} of {} within ±{} m; use fewer landmarks",
-                        index + 1,
-                        spec.landmarks,
-                        spec.extent
-                    ),
-                })?;
+            let centre = place(&terrain, &landmarks, &shape, spec.extent, &mut rng).ok_or_else(|| SynthError::Planning {
+                seed,
+                detail: format!("no free spot for landmark {} of {} within ±{} m; use fewer landmarks", index + 1, spec.landmarks, spec.extent),
+            })?;
             landmarks.push(Landmark::new(index, kind, colour, centre, shape));
         }
         Ok(World { seed, terrain, landmarks, sun })
@@ -539,23 +517,13 @@ fn random_shape(kind: LandmarkKind, rng: &mut SynthRng) -> Shape {
         LandmarkKind::Tower => Shape::Cylinder { radius: r(2.0, 3.5), height: r(22.0, 40.0) },
         LandmarkKind::Silo => Shape::Cylinder { radius: r(4.0, 6.0), height: r(12.0, 18.0) },
         LandmarkKind::Tank => Shape::Cylinder { radius: r(7.0, 10.0), height: r(4.0, 7.0) },
-        LandmarkKind::Building => Shape::Block {
-            half_x: r(5.0, 8.0),
-            half_y: r(5.0, 8.0),
-            height: r(12.0, 26.0),
-            yaw: r(0.0, std::f64::consts::PI),
-        },
-        LandmarkKind::Warehouse => Shape::Block {
-            half_x: r(14.0, 22.0),
-            half_y: r(7.0, 11.0),
-            height: r(6.0, 9.0),
-            yaw: r(0.0, std::f64::consts::PI),
-        },
+        LandmarkKind::Building => Shape::Block { half_x: r(5.0, 8.0), half_y: r(5.0, 8.0), height: r(12.0, 26.0), yaw: r(0.0, std::f64::consts::PI) },
+        LandmarkKind::Warehouse => {
+            Shape::Block { half_x: r(14.0, 22.0), half_y: r(7.0, 11.0), height: r(6.0, 9.0), yaw: r(0.0, std::f64::consts::PI) }
+        }
         LandmarkKind::Cone => Shape::Cone { radius: r(4.0, 6.0), height: r(9.0, 15.0) },
         LandmarkKind::Dome => Shape::Dome { radius: r(7.0, 11.0) },
-        LandmarkKind::Pool => {
-            Shape::Pool { half_x: r(7.0, 12.0), half_y: r(4.0, 7.0), yaw: r(0.0, std::f64::consts::PI) }
-        }
+        LandmarkKind::Pool => Shape::Pool { half_x: r(7.0, 12.0), half_y: r(4.0, 7.0), yaw: r(0.0, std::f64::consts::PI) },
     }
 }
 

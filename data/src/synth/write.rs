@@ -33,13 +33,7 @@ use crate::text::VIDEO_TAG;
 use crate::video::{EncodeSettings, VideoError, VideoWriter};
 
 /// Encodes RGB frames (`[H, W, 3]` each) as an H.264 MP4 at `fps`.
-pub fn write_video<'a>(
-    path: &Path,
-    frames: impl IntoIterator<Item = &'a [u8]>,
-    width: usize,
-    height: usize,
-    fps: u32,
-) -> Result<(), SynthError> {
+pub fn write_video<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>, width: usize, height: usize, fps: u32) -> Result<(), SynthError> {
     let fps = i32::try_from(fps).map_err(|_| SynthError::Config(format!("fps {fps} is too large")))?;
     let settings = EncodeSettings {
         frame_rate: (fps, 1),
@@ -66,12 +60,7 @@ fn f32_bytes(values: impl IntoIterator<Item = f32>) -> Vec<u8> {
 }
 
 /// Writes a clip's exact flow, mask, depth and cameras (see the module docs).
-pub fn write_ground_truth(
-    path: &Path,
-    clip: &RenderedClip,
-    k: &Intrinsics,
-    metadata: String,
-) -> Result<(), SynthError> {
+pub fn write_ground_truth(path: &Path, clip: &RenderedClip, k: &Intrinsics, metadata: String) -> Result<(), SynthError> {
     let (w, h) = (k.width, k.height);
     let n = clip.frames.len();
     let err = |source| SynthError::GroundTruth { path: path.to_path_buf(), source };
@@ -94,8 +83,7 @@ pub fn write_ground_truth(
 
 /// Writes `value` as pretty JSON with a final newline.
 pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SynthError> {
-    let mut text =
-        serde_json::to_string_pretty(value).map_err(|source| SynthError::Json { path: path.to_path_buf(), source })?;
+    let mut text = serde_json::to_string_pretty(value).map_err(|source| SynthError::Json { path: path.to_path_buf(), source })?;
     text.push('\n');
     let mut file = fs::File::create(path).map_err(SynthError::io(path))?;
     file.write_all(text.as_bytes()).map_err(SynthError::io(path))

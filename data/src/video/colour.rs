@@ -1,7 +1,6 @@
 //! Conversion of decoded frames to packed RGB: with the frame's own colour matrix and range, or
 //! as PyAV 13 does it for the official SIS-Motion code ([`ColourConversion`]).
 
-
 use ffmpeg::format::Pixel;
 use ffmpeg::software::scaling;
 use ffmpeg::{color, frame};
@@ -10,7 +9,6 @@ use ndarray::Array3;
 use serde::{Deserialize, Serialize};
 
 use crate::frames::FramePolicy;
-
 
 /// How decoded YUV frames become RGB (`frame_tagged` | `pyav13`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -53,11 +51,7 @@ pub(super) struct RgbConverter {
 
 impl RgbConverter {
     pub(super) fn new(conversion: ColourConversion) -> Self {
-        Self {
-            conversion,
-            scaler: None,
-            out_size: None,
-        }
+        Self { conversion, scaler: None, out_size: None }
     }
 
     pub(super) fn convert(&mut self, frame: &frame::Video) -> Result<Array3<u8>, ffmpeg::Error> {
@@ -92,10 +86,7 @@ impl RgbConverter {
 
 /// Selects the YUV→RGB matrix and input range of `frame` for `ctx`.
 fn set_colorspace(ctx: &mut scaling::Context, frame: &frame::Video) {
-    use ffmpeg::ffi::{
-        SWS_CS_BT2020, SWS_CS_DEFAULT, SWS_CS_FCC, SWS_CS_ITU709, SWS_CS_SMPTE240M, sws_getCoefficients,
-        sws_setColorspaceDetails,
-    };
+    use ffmpeg::ffi::{SWS_CS_BT2020, SWS_CS_DEFAULT, SWS_CS_FCC, SWS_CS_ITU709, SWS_CS_SMPTE240M, sws_getCoefficients, sws_setColorspaceDetails};
     let matrix = match frame.color_space() {
         color::Space::BT709 => SWS_CS_ITU709,
         color::Space::FCC => SWS_CS_FCC,
@@ -103,11 +94,8 @@ fn set_colorspace(ctx: &mut scaling::Context, frame: &frame::Video) {
         color::Space::BT2020NCL | color::Space::BT2020CL => SWS_CS_BT2020,
         _ => SWS_CS_DEFAULT,
     };
-    let full_range = frame.color_range() == color::Range::JPEG
-        || matches!(
-            frame.format(),
-            Pixel::YUVJ420P | Pixel::YUVJ422P | Pixel::YUVJ444P | Pixel::YUVJ440P
-        );
+    let full_range =
+        frame.color_range() == color::Range::JPEG || matches!(frame.format(), Pixel::YUVJ420P | Pixel::YUVJ422P | Pixel::YUVJ444P | Pixel::YUVJ440P);
     // SAFETY: `ctx` owns a live SwsContext; sws_getCoefficients returns pointers to static
     // tables. For formats where the call does not apply (RGB input) FFmpeg returns -1 and
     // leaves the context unchanged, which is the behaviour we want, so the result is ignored.

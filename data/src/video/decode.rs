@@ -59,24 +59,17 @@ pub fn probe_video(path: &Path) -> Result<VideoInfo, VideoError> {
     let params = stream.parameters();
     let decoder = codec::context::Context::from_parameters(params)
         .and_then(|c| c.decoder().video())
-        .map_err(|source| VideoError::Codec {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        .map_err(|source| VideoError::Codec { path: path.to_path_buf(), source })?;
 
     check_frame_size(path, decoder.width(), decoder.height())?;
     let fps = stream_fps(&stream, path)?;
     let stream_duration = (stream.duration() > 0).then(|| stream.duration() as f64 * f64::from(stream.time_base()));
-    let container_duration =
-        (ictx.duration() > 0).then(|| ictx.duration() as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE));
+    let container_duration = (ictx.duration() > 0).then(|| ictx.duration() as f64 / f64::from(ffmpeg::ffi::AV_TIME_BASE));
     let declared_frames = usize::try_from(stream.frames()).ok().filter(|n| *n > 0);
     let duration_s = stream_duration
         .or(container_duration)
         .or(declared_frames.map(|n| n as f64 / fps))
-        .ok_or_else(|| VideoError::Timing {
-            path: path.to_path_buf(),
-            detail: "no duration and no frame count".into(),
-        })?;
+        .ok_or_else(|| VideoError::Timing { path: path.to_path_buf(), detail: "no duration and no frame count".into() })?;
     let frame_count = declared_frames.unwrap_or_else(|| ((duration_s * fps).round() as usize).max(1));
     Ok(VideoInfo {
         width: decoder.width() as usize,
@@ -114,10 +107,7 @@ pub fn decode_video_with(path: &Path, plan: &FramePlan, options: &DecodeOptions)
     if plan.timestamps.is_empty() || plan.timestamps.iter().any(|t| !t.is_finite()) {
         return Err(VideoError::Plan {
             path: path.to_path_buf(),
-            source: PlanError::BadPlan(format!(
-                "plan timestamps {:?} must be finite and non-empty",
-                plan.timestamps
-            )),
+            source: PlanError::BadPlan(format!("plan timestamps {:?} must be finite and non-empty", plan.timestamps)),
         });
     }
     let mut order: Vec<usize> = (0..plan.timestamps.len()).collect();
@@ -144,11 +134,7 @@ pub fn decode_video_with(path: &Path, plan: &FramePlan, options: &DecodeOptions)
         }
     }
     let (frames, timestamps) = sink.finish(path, &order)?;
-    Ok(DecodedFrames {
-        frames,
-        timestamps,
-        frames_decoded: session.frames_decoded,
-    })
+    Ok(DecodedFrames { frames, timestamps, frames_decoded: session.frames_decoded })
 }
 
 fn targets_max(times: &[f64]) -> Option<&f64> {
@@ -162,16 +148,10 @@ pub fn decode_all(path: &Path) -> Result<DecodedFrames, VideoError> {
     let mut sink = AllSink::default();
     session.run(&mut sink, &options)?;
     if sink.frames.is_empty() {
-        return Err(VideoError::NoFrames {
-            path: path.to_path_buf(),
-        });
+        return Err(VideoError::NoFrames { path: path.to_path_buf() });
     }
     let frames = stack_frames(path, &sink.frames)?;
-    Ok(DecodedFrames {
-        frames,
-        timestamps: sink.timestamps,
-        frames_decoded: session.frames_decoded,
-    })
+    Ok(DecodedFrames { frames, timestamps: sink.timestamps, frames_decoded: session.frames_decoded })
 }
 
 /// Where decoded frames go. `accept` sees every frame in presentation order and says whether
@@ -232,24 +212,10 @@ struct NearestSink {
 impl NearestSink {
     fn new(targets: Vec<f64>) -> Self {
         let n = targets.len();
-        Self {
-            targets,
-            next: 0,
-            chosen: vec![None; n],
-            images: Vec::new(),
-            previous: None,
-            last_converted: None,
-            serial: 0,
-        }
+        Self { targets, next: 0, chosen: vec![None; n], images: Vec::new(), previous: None, last_converted: None, serial: 0 }
     }
 
-    fn take(
-        &mut self,
-        serial: u64,
-        t: f64,
-        frame: &frame::Video,
-        convert: &mut RgbConverter,
-    ) -> Result<(), ffmpeg::Error> {
+    fn take(&mut self, serial: u64, t: f64, frame: &frame::Video, convert: &mut RgbConverter) -> Result<(), ffmpeg::Error> {
         let image_index = match self.last_converted {
             Some((s, idx)) if s == serial => idx,
             _ => {
@@ -266,18 +232,14 @@ impl NearestSink {
 
     fn finish(self, path: &Path, order: &[usize]) -> Result<(Array4<u8>, Vec<f64>), VideoError> {
         if self.images.is_empty() {
-            return Err(VideoError::NoFrames {
-                path: path.to_path_buf(),
-            });
+            return Err(VideoError::NoFrames { path: path.to_path_buf() });
         }
         let first = &self.images[0];
         let (h, w, _) = first.dim();
         let mut frames = Array4::<u8>::zeros((order.len(), h, w, 3));
         let mut timestamps = vec![0.0; order.len()];
         for (sorted_pos, slot) in order.iter().enumerate() {
-            let (t, idx) = self.chosen[sorted_pos].ok_or_else(|| VideoError::NoFrames {
-                path: path.to_path_buf(),
-            })?;
+            let (t, idx) = self.chosen[sorted_pos].ok_or_else(|| VideoError::NoFrames { path: path.to_path_buf() })?;
             frames.index_axis_mut(Axis(0), *slot).assign(&self.images[idx]);
             timestamps[*slot] = t;
         }
@@ -351,33 +313,16 @@ impl DecodeSession {
         let stream_index = stream.index();
         let time_base = f64::from(stream.time_base());
         if !(time_base.is_finite() && time_base > 0.0) {
-            return Err(VideoError::Timing {
-                path: path.to_path_buf(),
-                detail: "stream has no time base".into(),
-            });
+            return Err(VideoError::Timing { path: path.to_path_buf(), detail: "stream has no time base".into() });
         }
-        let start_pts = if stream.start_time() == ffmpeg::ffi::AV_NOPTS_VALUE {
-            0
-        } else {
-            stream.start_time()
-        };
+        let start_pts = if stream.start_time() == ffmpeg::ffi::AV_NOPTS_VALUE { 0 } else { stream.start_time() };
         let rate = stream_fps(&stream, path)?;
         let mut ctx =
-            codec::context::Context::from_parameters(stream.parameters()).map_err(|source| VideoError::Codec {
-                path: path.to_path_buf(),
-                source,
-            })?;
+            codec::context::Context::from_parameters(stream.parameters()).map_err(|source| VideoError::Codec { path: path.to_path_buf(), source })?;
         if options.threads != 1 {
-            ctx.set_threading(codec::threading::Config {
-                kind: codec::threading::Type::Frame,
-                count: options.threads,
-                ..Default::default()
-            });
+            ctx.set_threading(codec::threading::Config { kind: codec::threading::Type::Frame, count: options.threads, ..Default::default() });
         }
-        let decoder = ctx.decoder().video().map_err(|source| VideoError::Codec {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let decoder = ctx.decoder().video().map_err(|source| VideoError::Codec { path: path.to_path_buf(), source })?;
         check_frame_size(path, decoder.width(), decoder.height())?;
         Ok(Self {
             path: path.to_path_buf(),
@@ -406,11 +351,7 @@ impl DecodeSession {
     fn seek_to(&mut self, seconds: f64) -> Result<(), VideoError> {
         let start_s = self.start_pts as f64 * self.time_base;
         let ts = ((start_s + seconds.max(0.0)) * f64::from(ffmpeg::ffi::AV_TIME_BASE)) as i64;
-        self.ictx.seek(ts, ..ts).map_err(|source| VideoError::Seek {
-            path: self.path.clone(),
-            seconds,
-            source,
-        })?;
+        self.ictx.seek(ts, ..ts).map_err(|source| VideoError::Seek { path: self.path.clone(), seconds, source })?;
         self.decoder.flush();
         Ok(())
     }
@@ -434,10 +375,7 @@ impl DecodeSession {
         let mut last_sought = f64::NEG_INFINITY;
         let mut packet = ffmpeg::Packet::empty();
         let path = self.path.clone();
-        let conv_err = |source| VideoError::Convert {
-            path: path.clone(),
-            source,
-        };
+        let conv_err = |source| VideoError::Convert { path: path.clone(), source };
 
         if seeking_enabled
             && let Some(first) = sink.next_target()
@@ -463,25 +401,16 @@ impl DecodeSession {
                             // A damaged packet loses its frame(s), not the clip.
                             Err(ffmpeg::Error::InvalidData) => continue,
                             Err(source) => {
-                                return Err(VideoError::Decode {
-                                    path: self.path.clone(),
-                                    source,
-                                });
+                                return Err(VideoError::Decode { path: self.path.clone(), source });
                             }
                         }
                     }
                     Err(ffmpeg::Error::Eof) => {
                         eof = true;
-                        self.decoder.send_eof().map_err(|source| VideoError::Decode {
-                            path: self.path.clone(),
-                            source,
-                        })?;
+                        self.decoder.send_eof().map_err(|source| VideoError::Decode { path: self.path.clone(), source })?;
                     }
                     Err(source) => {
-                        return Err(VideoError::Read {
-                            path: self.path.clone(),
-                            source,
-                        });
+                        return Err(VideoError::Read { path: self.path.clone(), source });
                     }
                 }
             }
@@ -496,10 +425,7 @@ impl DecodeSession {
                     // A damaged frame is dropped; the next packet carries on.
                     Err(ffmpeg::Error::InvalidData) => break,
                     Err(source) => {
-                        return Err(VideoError::Decode {
-                            path: self.path.clone(),
-                            source,
-                        });
+                        return Err(VideoError::Decode { path: self.path.clone(), source });
                     }
                 }
                 drained_any = true;
@@ -546,9 +472,7 @@ impl DecodeSession {
 }
 
 fn stack_frames(path: &Path, frames: &[Array3<u8>]) -> Result<Array4<u8>, VideoError> {
-    let (h, w, c) = frames.first().map(|f| f.dim()).ok_or_else(|| VideoError::NoFrames {
-        path: path.to_path_buf(),
-    })?;
+    let (h, w, c) = frames.first().map(|f| f.dim()).ok_or_else(|| VideoError::NoFrames { path: path.to_path_buf() })?;
     let mut out = Array4::<u8>::zeros((frames.len(), h, w, c));
     for (i, f) in frames.iter().enumerate() {
         out.index_axis_mut(Axis(0), i).assign(f);

@@ -8,7 +8,6 @@ use ffmpeg::{Rational, codec, frame};
 use ffmpeg_next as ffmpeg;
 use ndarray::ArrayView3;
 
-
 use super::*;
 
 /// How to encode a clip.
@@ -33,15 +32,7 @@ pub struct EncodeSettings {
 
 impl Default for EncodeSettings {
     fn default() -> Self {
-        Self {
-            frame_rate: (15, 1),
-            time_base: None,
-            codec: None,
-            bit_rate: 4_000_000,
-            gop_size: 30,
-            options: Vec::new(),
-            muxer_options: Vec::new(),
-        }
+        Self { frame_rate: (15, 1), time_base: None, codec: None, bit_rate: 4_000_000, gop_size: 30, options: Vec::new(), muxer_options: Vec::new() }
     }
 }
 
@@ -63,24 +54,16 @@ impl VideoWriter {
     /// Opens `path` for a `width`×`height` clip. Sizes must be even (4:2:0 chroma).
     pub fn create(path: &Path, width: usize, height: usize, settings: &EncodeSettings) -> Result<Self, VideoError> {
         init_ffmpeg()?;
-        let fail = |detail: String| VideoError::Encode {
-            path: path.to_path_buf(),
-            detail,
-        };
+        let fail = |detail: String| VideoError::Encode { path: path.to_path_buf(), detail };
         if width == 0 || height == 0 || !width.is_multiple_of(2) || !height.is_multiple_of(2) {
-            return Err(fail(format!(
-                "{width}x{height}: sizes must be positive and even for 4:2:0 video"
-            )));
+            return Err(fail(format!("{width}x{height}: sizes must be positive and even for 4:2:0 video")));
         }
         let (rn, rd) = settings.frame_rate;
         if rn <= 0 || rd <= 0 {
             return Err(fail(format!("frame rate {rn}/{rd} must be positive")));
         }
         let mut octx = ffmpeg::format::output(path).map_err(|e| fail(format!("cannot create output: {e}")))?;
-        let is_webm = path
-            .extension()
-            .and_then(|e| e.to_str())
-            .is_some_and(|e| e.eq_ignore_ascii_case("webm"));
+        let is_webm = path.extension().and_then(|e| e.to_str()).is_some_and(|e| e.eq_ignore_ascii_case("webm"));
         let candidates: Vec<String> = match &settings.codec {
             Some(name) => vec![name.clone()],
             None if is_webm => vec!["libvpx-vp9".into(), "libvpx".into()],
@@ -96,22 +79,13 @@ impl VideoWriter {
             .and_then(|v| v.formats())
             .and_then(|mut formats| {
                 let all: Vec<Pixel> = formats.by_ref().collect();
-                if all.contains(&Pixel::YUV420P) {
-                    Some(Pixel::YUV420P)
-                } else {
-                    all.first().copied()
-                }
+                if all.contains(&Pixel::YUV420P) { Some(Pixel::YUV420P) } else { all.first().copied() }
             })
             .unwrap_or(Pixel::YUV420P);
-        let time_base = settings
-            .time_base
-            .map_or(Rational::new(rd, rn), |(n, d)| Rational::new(n, d));
+        let time_base = settings.time_base.map_or(Rational::new(rd, rn), |(n, d)| Rational::new(n, d));
         let global_header = octx.format().flags().contains(ffmpeg::format::Flags::GLOBAL_HEADER);
 
-        let mut ctx = codec::context::Context::new_with_codec(codec)
-            .encoder()
-            .video()
-            .map_err(|e| fail(e.to_string()))?;
+        let mut ctx = codec::context::Context::new_with_codec(codec).encoder().video().map_err(|e| fail(e.to_string()))?;
         ctx.set_width(width as u32);
         ctx.set_height(height as u32);
         ctx.set_format(pixel);
@@ -127,9 +101,7 @@ impl VideoWriter {
         for (k, v) in &settings.options {
             dict.set(k, v);
         }
-        let encoder = ctx
-            .open_as_with(codec, dict)
-            .map_err(|e| fail(format!("cannot open encoder {}: {e}", codec.name())))?;
+        let encoder = ctx.open_as_with(codec, dict).map_err(|e| fail(format!("cannot open encoder {}: {e}", codec.name())))?;
         {
             let mut ost = octx.add_stream(codec).map_err(|e| fail(e.to_string()))?;
             ost.set_parameters(&encoder);
@@ -140,19 +112,10 @@ impl VideoWriter {
         for (k, v) in &settings.muxer_options {
             muxer.set(k, v);
         }
-        octx.write_header_with(muxer)
-            .map_err(|e| fail(format!("cannot write header: {e}")))?;
+        octx.write_header_with(muxer).map_err(|e| fail(format!("cannot write header: {e}")))?;
         let stream_time_base = octx.stream(0).map(|s| s.time_base()).unwrap_or(time_base);
-        let scaler = scaling::Context::get(
-            Pixel::RGB24,
-            width as u32,
-            height as u32,
-            pixel,
-            width as u32,
-            height as u32,
-            scaling::Flags::BICUBIC,
-        )
-        .map_err(|e| fail(e.to_string()))?;
+        let scaler = scaling::Context::get(Pixel::RGB24, width as u32, height as u32, pixel, width as u32, height as u32, scaling::Flags::BICUBIC)
+            .map_err(|e| fail(e.to_string()))?;
         Ok(Self {
             path: path.to_path_buf(),
             octx,
@@ -181,31 +144,18 @@ impl VideoWriter {
     }
 
     fn push_pts(&mut self, image: ArrayView3<u8>, pts: i64) -> Result<(), VideoError> {
-        let fail = |detail: String| VideoError::Encode {
-            path: self.path.clone(),
-            detail,
-        };
+        let fail = |detail: String| VideoError::Encode { path: self.path.clone(), detail };
         if image.dim() != (self.height, self.width, 3) {
-            return Err(fail(format!(
-                "frame is {:?}, writer expects [{}, {}, 3]",
-                image.dim(),
-                self.height,
-                self.width
-            )));
+            return Err(fail(format!("frame is {:?}, writer expects [{}, {}, 3]", image.dim(), self.height, self.width)));
         }
         if self.last_pts.is_some_and(|last| pts <= last) {
-            return Err(fail(format!(
-                "timestamp {pts} does not increase (last {:?})",
-                self.last_pts
-            )));
+            return Err(fail(format!("timestamp {pts} does not increase (last {:?})", self.last_pts)));
         }
         let mut rgb = frame::Video::new(Pixel::RGB24, self.width as u32, self.height as u32);
         let stride = rgb.stride(0);
         let row = self.width * 3;
         let packed = image.as_standard_layout();
-        let src = packed
-            .as_slice()
-            .ok_or_else(|| fail("frame is not contiguous".into()))?;
+        let src = packed.as_slice().ok_or_else(|| fail("frame is not contiguous".into()))?;
         let data = rgb.data_mut(0);
         for y in 0..self.height {
             data[y * stride..y * stride + row].copy_from_slice(&src[y * row..(y + 1) * row]);
@@ -224,26 +174,15 @@ impl VideoWriter {
         while self.encoder.receive_packet(&mut packet).is_ok() {
             packet.set_stream(0);
             packet.rescale_ts(self.enc_time_base, self.stream_time_base);
-            packet
-                .write_interleaved(&mut self.octx)
-                .map_err(|e| VideoError::Encode {
-                    path: self.path.clone(),
-                    detail: e.to_string(),
-                })?;
+            packet.write_interleaved(&mut self.octx).map_err(|e| VideoError::Encode { path: self.path.clone(), detail: e.to_string() })?;
         }
         Ok(())
     }
 
     /// Flushes the encoder and writes the trailer; the file is incomplete without it.
     pub fn finish(mut self) -> Result<(), VideoError> {
-        self.encoder.send_eof().map_err(|e| VideoError::Encode {
-            path: self.path.clone(),
-            detail: e.to_string(),
-        })?;
+        self.encoder.send_eof().map_err(|e| VideoError::Encode { path: self.path.clone(), detail: e.to_string() })?;
         self.write_packets()?;
-        self.octx.write_trailer().map_err(|e| VideoError::Encode {
-            path: self.path.clone(),
-            detail: e.to_string(),
-        })
+        self.octx.write_trailer().map_err(|e| VideoError::Encode { path: self.path.clone(), detail: e.to_string() })
     }
 }

@@ -58,10 +58,7 @@ fn file_name_bytes(path: &Path) -> &[u8] {
 /// Reads a JPEG/PNG/WebP (or any format `image` knows, guessed from the content) as
 /// `[H, W, 3]` RGB uint8; alpha is dropped, greyscale expanded.
 pub fn load_image(path: &Path) -> Result<Array3<u8>, VideoError> {
-    let err = |source| VideoError::Image {
-        path: path.to_path_buf(),
-        source,
-    };
+    let err = |source| VideoError::Image { path: path.to_path_buf(), source };
     let img = image::ImageReader::open(path)
         .map_err(|e| err(image::ImageError::IoError(e)))?
         .with_guessed_format()
@@ -71,9 +68,7 @@ pub fn load_image(path: &Path) -> Result<Array3<u8>, VideoError> {
         .into_rgb8();
     let (w, h) = (img.width() as usize, img.height() as usize);
     Array3::from_shape_vec((h, w, 3), img.into_raw()).map_err(|e| {
-        err(image::ImageError::Parameter(image::error::ParameterError::from_kind(
-            image::error::ParameterErrorKind::Generic(e.to_string()),
-        )))
+        err(image::ImageError::Parameter(image::error::ParameterError::from_kind(image::error::ParameterErrorKind::Generic(e.to_string()))))
     })
 }
 
@@ -95,37 +90,22 @@ impl FrameFolder {
     /// Lists the folder's frames as `listing` says.
     pub fn open_listed(dir: &Path, fps: f64, listing: FolderListing) -> Result<Self, VideoError> {
         if !(fps.is_finite() && fps > 0.0) {
-            return Err(VideoError::BadFps {
-                path: dir.to_path_buf(),
-                fps,
-            });
+            return Err(VideoError::BadFps { path: dir.to_path_buf(), fps });
         }
-        let list_err = |source| VideoError::ListFolder {
-            path: dir.to_path_buf(),
-            source,
-        };
+        let list_err = |source| VideoError::ListFolder { path: dir.to_path_buf(), source };
         let mut files = Vec::new();
         for entry in std::fs::read_dir(dir).map_err(list_err)? {
             let path = entry.map_err(list_err)?.path();
-            let is_frame = path
-                .extension()
-                .and_then(|e| e.to_str())
-                .is_some_and(|e| listing.extensions().iter().any(|x| x.eq_ignore_ascii_case(e)));
+            let is_frame = path.extension().and_then(|e| e.to_str()).is_some_and(|e| listing.extensions().iter().any(|x| x.eq_ignore_ascii_case(e)));
             if is_frame && path.is_file() {
                 files.push(path);
             }
         }
         if files.is_empty() {
-            return Err(VideoError::EmptyFolder {
-                path: dir.to_path_buf(),
-            });
+            return Err(VideoError::EmptyFolder { path: dir.to_path_buf() });
         }
         listing.sort(&mut files);
-        Ok(Self {
-            dir: dir.to_path_buf(),
-            files,
-            fps,
-        })
+        Ok(Self { dir: dir.to_path_buf(), files, fps })
     }
 
     pub fn files(&self) -> &[PathBuf] {
@@ -135,10 +115,7 @@ impl FrameFolder {
     /// Size from the first frame's header; count and rate from the listing and declaration.
     pub fn info(&self) -> Result<VideoInfo, VideoError> {
         let first = &self.files[0];
-        let (w, h) = image::image_dimensions(first).map_err(|source| VideoError::Image {
-            path: first.clone(),
-            source,
-        })?;
+        let (w, h) = image::image_dimensions(first).map_err(|source| VideoError::Image { path: first.clone(), source })?;
         Ok(VideoInfo {
             width: w as usize,
             height: h as usize,
@@ -156,11 +133,8 @@ impl FrameFolder {
         let mut last: Option<(usize, Array3<u8>)> = None;
         let mut read = 0;
         for (slot, &index) in plan.indices.iter().enumerate() {
-            let path = self.files.get(index).ok_or_else(|| VideoError::PlanOutOfRange {
-                path: self.dir.clone(),
-                index,
-                frame_count: self.files.len(),
-            })?;
+            let path =
+                self.files.get(index).ok_or_else(|| VideoError::PlanOutOfRange { path: self.dir.clone(), index, frame_count: self.files.len() })?;
             let image = match last.take() {
                 Some((i, img)) if i == index => img,
                 _ => {
@@ -172,42 +146,23 @@ impl FrameFolder {
             let out = frames.get_or_insert_with(|| Array4::zeros((plan.indices.len(), h, w, 3)));
             let (_, want_h, want_w, _) = out.dim();
             if (h, w) != (want_h, want_w) {
-                return Err(VideoError::FrameSize {
-                    path: path.clone(),
-                    want_w,
-                    want_h,
-                    got_w: w,
-                    got_h: h,
-                });
+                return Err(VideoError::FrameSize { path: path.clone(), want_w, want_h, got_w: w, got_h: h });
             }
             out.index_axis_mut(Axis(0), slot).assign(&image);
             last = Some((index, image));
         }
         let frames = frames.ok_or_else(|| VideoError::NoFrames { path: self.dir.clone() })?;
         let timestamps = plan.indices.iter().map(|i| *i as f64 / self.fps).collect();
-        Ok(DecodedFrames {
-            frames,
-            timestamps,
-            frames_decoded: read,
-        })
+        Ok(DecodedFrames { frames, timestamps, frames_decoded: read })
     }
 }
 
 /// Numeric-aware key: the last run of digits in the file stem, then the whole name.
 fn frame_sort_key(path: &Path) -> (u8, u128, String) {
     let stem = path.file_stem().and_then(|s| s.to_str()).unwrap_or_default();
-    let name = path
-        .file_name()
-        .and_then(|s| s.to_str())
-        .unwrap_or_default()
-        .to_string();
+    let name = path.file_name().and_then(|s| s.to_str()).unwrap_or_default().to_string();
     let digits: String = {
-        let rev: String = stem
-            .chars()
-            .rev()
-            .skip_while(|c| !c.is_ascii_digit())
-            .take_while(|c| c.is_ascii_digit())
-            .collect();
+        let rev: String = stem.chars().rev().skip_while(|c| !c.is_ascii_digit()).take_while(|c| c.is_ascii_digit()).collect();
         rev.chars().rev().collect()
     };
     match digits.parse::<u128>() {

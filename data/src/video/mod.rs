@@ -59,11 +59,7 @@ pub enum VideoError {
     #[error("{}: decoding failed: {source}", path.display())]
     Decode { path: PathBuf, source: ffmpeg::Error },
     #[error("{}: seeking to {seconds:.3} s failed: {source}", path.display())]
-    Seek {
-        path: PathBuf,
-        seconds: f64,
-        source: ffmpeg::Error,
-    },
+    Seek { path: PathBuf, seconds: f64, source: ffmpeg::Error },
     #[error("{}: converting a frame to RGB failed: {source}", path.display())]
     Convert { path: PathBuf, source: ffmpeg::Error },
     #[error(
@@ -78,11 +74,7 @@ pub enum VideoError {
     #[error("{}: {source}", path.display())]
     Plan { path: PathBuf, source: PlanError },
     #[error("{}: plan asks for frame {index} but the source has {frame_count}", path.display())]
-    PlanOutOfRange {
-        path: PathBuf,
-        index: usize,
-        frame_count: usize,
-    },
+    PlanOutOfRange { path: PathBuf, index: usize, frame_count: usize },
     #[error("{}: cannot list frame folder: {source}", path.display())]
     ListFolder { path: PathBuf, source: std::io::Error },
     #[error("{}: frame folder holds no {FRAME_EXTENSIONS:?} files", path.display())]
@@ -92,13 +84,7 @@ pub enum VideoError {
     #[error("{}: cannot read image: {source}", path.display())]
     Image { path: PathBuf, source: image::ImageError },
     #[error("{}: frame is {got_w}x{got_h} but the sequence is {want_w}x{want_h}", path.display())]
-    FrameSize {
-        path: PathBuf,
-        want_w: usize,
-        want_h: usize,
-        got_w: usize,
-        got_h: usize,
-    },
+    FrameSize { path: PathBuf, want_w: usize, want_h: usize, got_w: usize, got_h: usize },
     #[error("{}: cannot encode: {detail}", path.display())]
     Encode { path: PathBuf, detail: String },
     #[error("{}: frames of {width}x{height} exceed the {max} pixels decoded at most", path.display())]
@@ -179,11 +165,7 @@ pub struct DecodeOptions {
 
 impl Default for DecodeOptions {
     fn default() -> Self {
-        Self {
-            threads: 1,
-            seek_min_gap_s: SEEK_MIN_GAP_S,
-            colour: None,
-        }
+        Self { threads: 1, seek_min_gap_s: SEEK_MIN_GAP_S, colour: None }
     }
 }
 
@@ -226,16 +208,9 @@ impl VideoSource {
     /// Probe, plan, decode: the frames a sample feeds the model and the plan that says at
     /// which rate they are (for `second_per_grid_ts`), converted to RGB as `policy` says unless
     /// `options` name a conversion.
-    pub fn load(
-        &self,
-        policy: &FramePolicy,
-        options: &DecodeOptions,
-    ) -> Result<(FramePlan, DecodedFrames), VideoError> {
+    pub fn load(&self, policy: &FramePolicy, options: &DecodeOptions) -> Result<(FramePlan, DecodedFrames), VideoError> {
         let info = self.probe()?;
-        let plan = policy.plan(info.timing_for(policy)).map_err(|source| VideoError::Plan {
-            path: self.path().to_path_buf(),
-            source,
-        })?;
+        let plan = policy.plan(info.timing_for(policy)).map_err(|source| VideoError::Plan { path: self.path().to_path_buf(), source })?;
         let frames = self.decode(&plan, &options.for_policy(policy))?;
         Ok((plan, frames))
     }

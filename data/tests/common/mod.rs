@@ -44,13 +44,7 @@ pub fn write_clip(path: &Path, frames: usize, settings: &EncodeSettings) {
 }
 
 pub fn mpeg4(frame_rate: (i32, i32), gop: u32) -> EncodeSettings {
-    EncodeSettings {
-        frame_rate,
-        codec: Some("mpeg4".into()),
-        gop_size: gop,
-        bit_rate: 2_000_000,
-        ..EncodeSettings::default()
-    }
+    EncodeSettings { frame_rate, codec: Some("mpeg4".into()), gop_size: gop, bit_rate: 2_000_000, ..EncodeSettings::default() }
 }
 
 pub fn codes(frames: &ndarray::Array4<u8>) -> Vec<usize> {

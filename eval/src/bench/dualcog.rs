@@ -84,9 +84,7 @@ impl Bench for DualCog {
     fn score(&self, item: &Item, output: &str) -> Score {
         let json = parse_json_lenient(&crate::extract::clean(output));
         match (&item.answer, json) {
-            (Answer::Number(truth), Some(obj)) if obj.contains_key("visible_count") || obj.contains_key("targets") => {
-                score_count(item, *truth, &obj)
-            }
+            (Answer::Number(truth), Some(obj)) if obj.contains_key("visible_count") || obj.contains_key("targets") => score_count(item, *truth, &obj),
             (Answer::Choice(_) | Answer::Choices(_), Some(obj)) => match chosen(&obj) {
                 Some((letters, intervals)) => score_choice(item, letters, &intervals),
                 None => with_intervals_zero(item, default_score(item, output)),
@@ -98,12 +96,7 @@ impl Bench for DualCog {
 
 /// Letters and their intervals from `answers`, else `answer_option_ids` / `answer_option_id`.
 fn chosen(obj: &Map<String, Value>) -> Option<(Vec<char>, Vec<Interval>)> {
-    let letter = |v: &Value| {
-        v.as_str()
-            .map(str::trim)
-            .and_then(|s| s.chars().next())
-            .map(|c| c.to_ascii_uppercase())
-    };
+    let letter = |v: &Value| v.as_str().map(str::trim).and_then(|s| s.chars().next()).map(|c| c.to_ascii_uppercase());
     let mut letters = Vec::new();
     let mut intervals = Vec::new();
     if let Some(Value::Array(items)) = obj.get("answers") {
@@ -137,10 +130,7 @@ fn chosen(obj: &Map<String, Value>) -> Option<(Vec<char>, Vec<Interval>)> {
 /// `[[s, e], ...]`, `[{start_sec, end_sec}, ...]` or one `[s, e]`; malformed entries dropped.
 fn intervals_of(v: &Value) -> Vec<Interval> {
     let pair = |s: &Value, e: &Value| match (s.as_f64(), e.as_f64()) {
-        (Some(a), Some(b)) if a.is_finite() && b.is_finite() => Some(Interval {
-            start: a.min(b),
-            end: a.max(b),
-        }),
+        (Some(a), Some(b)) if a.is_finite() && b.is_finite() => Some(Interval { start: a.min(b), end: a.max(b) }),
         _ => None,
     };
     let Some(items) = v.as_array() else { return Vec::new() };
@@ -166,18 +156,10 @@ fn score_choice(item: &Item, letters: Vec<char>, intervals: &[Interval]) -> Scor
     let (value, random, extracted) = match &item.answer {
         Answer::Choice(truth) => {
             let value = f64::from(u8::from(letters == [*truth]));
-            let extracted = if letters.len() == 1 {
-                Extracted::Choice(letters[0])
-            } else {
-                Extracted::Choices(letters.clone())
-            };
+            let extracted = if letters.len() == 1 { Extracted::Choice(letters[0]) } else { Extracted::Choices(letters.clone()) };
             (value, random_choice(k), extracted)
         }
-        Answer::Choices(truth) => (
-            f64::from(u8::from(&letters == truth)),
-            random_multi(k),
-            Extracted::Choices(letters.clone()),
-        ),
+        Answer::Choices(truth) => (f64::from(u8::from(&letters == truth)), random_multi(k), Extracted::Choices(letters.clone())),
         _ => (0.0, None, Extracted::Choices(letters.clone())),
     };
     let truth: Vec<char> = match &item.answer {
@@ -186,10 +168,7 @@ fn score_choice(item: &Item, letters: Vec<char>, intervals: &[Interval]) -> Scor
         _ => Vec::new(),
     };
     let rule = if valid { Rule::Json } else { Rule::Invalid };
-    let mut score = Score {
-        value: if valid { value } else { 0.0 },
-        ..Score::unanswered(Metric::Accuracy, rule, random)
-    };
+    let mut score = Score { value: if valid { value } else { 0.0 }, ..Score::unanswered(Metric::Accuracy, rule, random) };
     if valid {
         score.extracted = Some(extracted);
     }
@@ -203,8 +182,7 @@ fn score_choice(item: &Item, letters: Vec<char>, intervals: &[Interval]) -> Scor
 /// A visibility answer's count and intervals; with `targets`, their sum and all of theirs.
 fn count_and_intervals(obj: &Map<String, Value>) -> (Option<f64>, Vec<Interval>) {
     if let Some(Value::Array(targets)) = obj.get("targets") {
-        let parts: Vec<(Option<f64>, Vec<Interval>)> =
-            targets.iter().filter_map(Value::as_object).map(count_and_intervals).collect();
+        let parts: Vec<(Option<f64>, Vec<Interval>)> = targets.iter().filter_map(Value::as_object).map(count_and_intervals).collect();
         let total = parts.iter().map(|(c, _)| *c).sum::<Option<f64>>().filter(|_| !parts.is_empty());
         return (total, parts.into_iter().flat_map(|(_, i)| i).collect());
     }
@@ -223,20 +201,13 @@ fn score_count(item: &Item, truth: f64, obj: &Map<String, Value>) -> Score {
     let base = Score::unanswered(Metric::Accuracy, Rule::Json, None);
     let score = match count {
         Some(c) => {
-            let mut s = Score {
-                value: f64::from(u8::from(c == truth)),
-                ..base
-            }
-            .with_extra("within_1", f64::from(u8::from((c - truth).abs() <= 1.0)))
-            .with_extra("abs_error", (c - truth).abs());
+            let mut s = Score { value: f64::from(u8::from(c == truth)), ..base }
+                .with_extra("within_1", f64::from(u8::from((c - truth).abs() <= 1.0)))
+                .with_extra("abs_error", (c - truth).abs());
             s.extracted = Some(Extracted::Number(c));
             s
         }
-        None => Score {
-            rule: Rule::Invalid,
-            ..base
-        }
-        .with_extra("within_1", 0.0),
+        None => Score { rule: Rule::Invalid, ..base }.with_extra("within_1", 0.0),
     };
     match mean_best_tiou(&item.intervals, &intervals) {
         Some(t) => score.with_extra("tiou", t),
@@ -250,11 +221,7 @@ fn with_intervals_zero(item: &Item, score: Score) -> Score {
     let mut score = match item.answer {
         Answer::Number(truth) => {
             let exact = matches!(score.extracted, Some(Extracted::Number(c)) if c == truth);
-            let mut s = Score {
-                metric: Metric::Accuracy,
-                value: f64::from(u8::from(exact)),
-                ..score
-            };
+            let mut s = Score { metric: Metric::Accuracy, value: f64::from(u8::from(exact)), ..score };
             s.extras.remove("exact");
             s
         }
@@ -275,11 +242,7 @@ mod tests {
     #[test]
     fn columns_follow_the_data_crate_taxonomy() {
         for (task, _, dimension) in COLUMNS {
-            assert_eq!(
-                DualCogTask::from_name(task).map(|t| t.dimension().name()),
-                Some(dimension),
-                "{task}"
-            );
+            assert_eq!(DualCogTask::from_name(task).map(|t| t.dimension().name()), Some(dimension), "{task}");
         }
     }
 
@@ -299,13 +262,7 @@ mod tests {
     #[test]
     fn intervals_in_every_accepted_form() {
         let v = serde_json::json!([[3.0, 1.0], {"start_sec": 4, "end_sec": 5}, "junk"]);
-        assert_eq!(
-            intervals_of(&v),
-            vec![Interval { start: 1.0, end: 3.0 }, Interval { start: 4.0, end: 5.0 }]
-        );
-        assert_eq!(
-            intervals_of(&serde_json::json!([2, 6])),
-            vec![Interval { start: 2.0, end: 6.0 }]
-        );
+        assert_eq!(intervals_of(&v), vec![Interval { start: 1.0, end: 3.0 }, Interval { start: 4.0, end: 5.0 }]);
+        assert_eq!(intervals_of(&serde_json::json!([2, 6])), vec![Interval { start: 2.0, end: 6.0 }]);
     }
 }

@@ -108,10 +108,7 @@ pub fn find(name: &str) -> Result<&'static dyn Bench> {
         .iter()
         .copied()
         .find(|b| normalise(b.name()) == key || b.aliases().iter().any(|a| normalise(a) == key))
-        .ok_or_else(|| EvalError::UnknownBench {
-            name: name.to_string(),
-            known: REGISTRY.iter().map(|b| b.name()).collect::<Vec<_>>().join(", "),
-        })
+        .ok_or_else(|| EvalError::UnknownBench { name: name.to_string(), known: REGISTRY.iter().map(|b| b.name()).collect::<Vec<_>>().join(", ") })
 }
 
 /// The benchmark whose reader accepts every row of `manifest` (media not checked), trying the
@@ -120,11 +117,7 @@ pub fn find(name: &str) -> Result<&'static dyn Bench> {
 /// `task_type`, as the official scorer does) yields to a later reader that knows them all.
 /// For commands where `--bench` is left out.
 pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
-    let opts = ReadOptions {
-        media_root: None,
-        check_media: false,
-        skip_bad: false,
-    };
+    let opts = ReadOptions { media_root: None, check_media: false, skip_bad: false };
     let mut reasons = Vec::new();
     let mut with_unlisted_tasks = None;
     for b in REGISTRY {
@@ -140,26 +133,16 @@ pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
     if let Some(b) = with_unlisted_tasks {
         return Ok(b);
     }
-    Err(EvalError::Config(format!(
-        "cannot tell which benchmark {} belongs to; pass --bench ({})",
-        manifest.display(),
-        reasons.join("; ")
-    )))
+    Err(EvalError::Config(format!("cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))))
 }
 
 fn normalise(s: &str) -> String {
-    s.chars()
-        .filter(|c| c.is_alphanumeric())
-        .flat_map(char::to_lowercase)
-        .collect()
+    s.chars().filter(|c| c.is_alphanumeric()).flat_map(char::to_lowercase).collect()
 }
 
 /// Wraps a data-crate reader's outcome into items.
 pub(crate) fn items_from<Q: Into<Item>>(outcome: ReadOutcome<Q>) -> ReadOutcome<Item> {
-    ReadOutcome {
-        items: outcome.items.into_iter().map(Into::into).collect(),
-        skipped: outcome.skipped,
-    }
+    ReadOutcome { items: outcome.items.into_iter().map(Into::into).collect(), skipped: outcome.skipped }
 }
 
 /// Media tags, one line each: videos first, then images (a LinkS²Bench question shows the UAV
@@ -227,9 +210,7 @@ pub fn default_prompt_asking(item: &Item, form: ChoiceAnswer) -> String {
         Answer::Choices(_) => {
             s.push_str("Options:\n");
             s.push_str(&options_block(item));
-            s.push_str(
-                "\nSelect every correct option. Answer with the letters of the chosen options, separated by commas.",
-            );
+            s.push_str("\nSelect every correct option. Answer with the letters of the chosen options, separated by commas.");
         }
         Answer::YesNo(_) => s.push_str("Answer yes or no."),
         Answer::Number(_) => s.push_str("Answer with a single number."),
@@ -240,11 +221,7 @@ pub fn default_prompt_asking(item: &Item, form: ChoiceAnswer) -> String {
 
 /// `A. text` lines.
 pub fn options_block(item: &Item) -> String {
-    item.options
-        .iter()
-        .map(|o| format!("{}. {}", o.label, o.text))
-        .collect::<Vec<_>>()
-        .join("\n")
+    item.options.iter().map(|o| format!("{}. {}", o.label, o.text)).collect::<Vec<_>>().join("\n")
 }
 
 /// Scores an output by the form of the question's answer (module docs of [`crate::metrics`]).
@@ -254,11 +231,7 @@ pub fn default_score(item: &Item, output: &str) -> Score {
         Answer::Choice(truth) => {
             let e = extract_choice(output, &item.options);
             let value = f64::from(u8::from(e.answer == Some(Extracted::Choice(*truth))));
-            Score {
-                value,
-                ..Score::unanswered(Metric::Accuracy, e.rule, random_choice(k))
-            }
-            .extracted(e.answer)
+            Score { value, ..Score::unanswered(Metric::Accuracy, e.rule, random_choice(k)) }.extracted(e.answer)
         }
         // Kept as the released file states it; no extracted letter equals it.
         Answer::Verbatim(_) => {
@@ -271,9 +244,7 @@ pub fn default_score(item: &Item, output: &str) -> Score {
             match e.answer {
                 Some(Extracted::Choices(pred)) => {
                     let value = f64::from(u8::from(&pred == truth));
-                    Score { value, ..base }
-                        .with_extra("f1", set_f1(truth, &pred))
-                        .extracted(Some(Extracted::Choices(pred)))
+                    Score { value, ..base }.with_extra("f1", set_f1(truth, &pred)).extracted(Some(Extracted::Choices(pred)))
                 }
                 _ => base.with_extra("f1", 0.0),
             }
@@ -281,23 +252,16 @@ pub fn default_score(item: &Item, output: &str) -> Score {
         Answer::YesNo(truth) => {
             let e = extract_yes_no(output);
             let value = f64::from(u8::from(e.answer == Some(Extracted::YesNo(*truth))));
-            Score {
-                value,
-                ..Score::unanswered(Metric::Accuracy, e.rule, Some(RANDOM_YES_NO))
-            }
-            .extracted(e.answer)
+            Score { value, ..Score::unanswered(Metric::Accuracy, e.rule, Some(RANDOM_YES_NO)) }.extracted(e.answer)
         }
         Answer::Number(truth) => {
             let e = extract_number(output);
             let base = Score::unanswered(Metric::Mra, e.rule, None);
             match e.answer {
-                Some(Extracted::Number(pred)) => Score {
-                    value: mra(pred, *truth),
-                    ..base
-                }
-                .with_extra("exact", f64::from(u8::from(pred == *truth)))
-                .with_extra("abs_error", (pred - truth).abs())
-                .extracted(Some(Extracted::Number(pred))),
+                Some(Extracted::Number(pred)) => Score { value: mra(pred, *truth), ..base }
+                    .with_extra("exact", f64::from(u8::from(pred == *truth)))
+                    .with_extra("abs_error", (pred - truth).abs())
+                    .extracted(Some(Extracted::Number(pred))),
                 _ => base.with_extra("exact", 0.0),
             }
         }
@@ -305,12 +269,9 @@ pub fn default_score(item: &Item, output: &str) -> Score {
             let e = extract_timestamp(output);
             let base = Score::unanswered(Metric::AccAt1s, e.rule, None);
             match e.answer {
-                Some(Extracted::Timestamp(pred)) => Score {
-                    value: f64::from(u8::from(acc_at_1s(pred, *truth))),
-                    ..base
-                }
-                .with_extra("abs_error_s", (pred - truth).abs())
-                .extracted(Some(Extracted::Timestamp(pred))),
+                Some(Extracted::Timestamp(pred)) => Score { value: f64::from(u8::from(acc_at_1s(pred, *truth))), ..base }
+                    .with_extra("abs_error_s", (pred - truth).abs())
+                    .extracted(Some(Extracted::Timestamp(pred))),
                 _ => base,
             }
         }

@@ -56,22 +56,16 @@ impl Bench for Nav {
                 Err(message) => Err((None, RowProblem::Json(message.clone()))),
                 Ok(value) => parse_row(value, manifest, record.line, &root, opts.check_media),
             };
-            let parsed = parsed.and_then(|item| {
-                if seen.insert(item.id.clone()) {
-                    Ok(item)
-                } else {
-                    Err((Some(item.id.clone()), RowProblem::DuplicateId(item.id)))
-                }
-            });
+            let parsed =
+                parsed.and_then(
+                    |item| {
+                        if seen.insert(item.id.clone()) { Ok(item) } else { Err((Some(item.id.clone()), RowProblem::DuplicateId(item.id))) }
+                    },
+                );
             match parsed {
                 Ok(item) => items.push(item),
                 Err((id, problem)) => {
-                    let err = RowError {
-                        file: manifest.to_path_buf(),
-                        line: record.line,
-                        id,
-                        problem,
-                    };
+                    let err = RowError { file: manifest.to_path_buf(), line: record.line, id, problem };
                     if opts.skip_bad {
                         skipped.push(err);
                     } else {
@@ -84,12 +78,7 @@ impl Bench for Nav {
     }
 
     fn layout(&self) -> Vec<Column> {
-        vec![Column {
-            task: DEFAULT_TASK,
-            short: "Nav",
-            dimension: "navigation",
-            level: None,
-        }]
+        vec![Column { task: DEFAULT_TASK, short: "Nav", dimension: "navigation", level: None }]
     }
 }
 
@@ -105,24 +94,13 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
         None => split_inline_options(&text),
     };
     if options.len() < 2 {
-        return Err(fail(RowProblem::NoOptions(
-            " (give `options` or `A. ...` lines in the question)".into(),
-        )));
+        return Err(fail(RowProblem::NoOptions(" (give `options` or `A. ...` lines in the question)".into())));
     }
     let raw_answer = field_text(row, &["answer"]).ok_or_else(|| fail(RowProblem::MissingField("answer")))?;
-    let letter = answer_letter(&raw_answer)
-        .filter(|c| options.iter().any(|o| o.label == *c))
-        .ok_or_else(|| {
-            let letters = options
-                .iter()
-                .map(|o| o.label.to_string())
-                .collect::<Vec<_>>()
-                .join("/");
-            fail(RowProblem::AnswerNotInOptions {
-                answer: raw_answer.clone(),
-                options: letters,
-            })
-        })?;
+    let letter = answer_letter(&raw_answer).filter(|c| options.iter().any(|o| o.label == *c)).ok_or_else(|| {
+        let letters = options.iter().map(|o| o.label.to_string()).collect::<Vec<_>>().join("/");
+        fail(RowProblem::AnswerNotInOptions { answer: raw_answer.clone(), options: letters })
+    })?;
     let resolve = |raw: &str| -> std::result::Result<PathBuf, RowProblem> {
         let p = Path::new(raw);
         let path = if p.is_absolute() { p.to_path_buf() } else { root.join(p) };
@@ -164,11 +142,7 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
         options,
         answer: Answer::Choice(letter),
         videos,
-        images: images
-            .iter()
-            .map(|v| resolve(v))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(&fail)?,
+        images: images.iter().map(|v| resolve(v)).collect::<std::result::Result<_, _>>().map_err(&fail)?,
         intervals: Vec::new(),
         file: file.to_path_buf(),
         line,
@@ -200,18 +174,12 @@ fn paths(row: &Map<String, Value>, keys: &[&'static str]) -> std::result::Result
                 return items
                     .iter()
                     .map(|v| {
-                        v.as_str().map(str::to_string).ok_or(RowProblem::WrongType {
-                            field: key.to_string(),
-                            expected: "a path or a list of paths",
-                        })
+                        v.as_str().map(str::to_string).ok_or(RowProblem::WrongType { field: key.to_string(), expected: "a path or a list of paths" })
                     })
                     .collect();
             }
             Some(_) => {
-                return Err(RowProblem::WrongType {
-                    field: key.to_string(),
-                    expected: "a path or a list of paths",
-                });
+                return Err(RowProblem::WrongType { field: key.to_string(), expected: "a path or a list of paths" });
             }
         }
     }
@@ -220,20 +188,14 @@ fn paths(row: &Map<String, Value>, keys: &[&'static str]) -> std::result::Result
 
 /// The `segments` of a row, as `construct nav` writes them.
 fn check_segments(v: &Value) -> std::result::Result<(), RowProblem> {
-    let items = v.as_array().ok_or(RowProblem::WrongType {
-        field: "segments".into(),
-        expected: "a list of path segments",
-    })?;
+    let items = v.as_array().ok_or(RowProblem::WrongType { field: "segments".into(), expected: "a list of path segments" })?;
     for (i, item) in items.iter().enumerate() {
         let segment: Segment = serde_json::from_value(item.clone()).map_err(|_| RowProblem::WrongType {
             field: format!("segments[{i}]"),
             expected: "{kind: take_off|landing|turn_left|turn_right|cruise, distance_m, altitude_change_m, turn_deg}",
         })?;
         if ![segment.distance_m, segment.altitude_change_m, segment.turn_deg].iter().all(|x| x.is_finite()) {
-            return Err(RowProblem::WrongType {
-                field: format!("segments[{i}]"),
-                expected: "finite numbers",
-            });
+            return Err(RowProblem::WrongType { field: format!("segments[{i}]"), expected: "finite numbers" });
         }
     }
     Ok(())
@@ -251,10 +213,7 @@ fn answer_letter(raw: &str) -> Option<char> {
 }
 
 fn parse_options(v: &Value) -> std::result::Result<Vec<AnswerOption>, RowProblem> {
-    let wrong = || RowProblem::WrongType {
-        field: "options".into(),
-        expected: "a map of letters to texts or a list of options",
-    };
+    let wrong = || RowProblem::WrongType { field: "options".into(), expected: "a map of letters to texts or a list of options" };
     let mut options = Vec::new();
     match v {
         Value::Object(map) => {
@@ -267,17 +226,15 @@ fn parse_options(v: &Value) -> std::result::Result<Vec<AnswerOption>, RowProblem
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
                 let s = item.as_str().ok_or_else(wrong)?.trim();
-                let labelled = s.char_indices().nth(1).and_then(|(at, sep)| {
-                    matches!(sep, '.' | ')' | ':').then(|| (answer_letter(&s[..=at]), s[at + 1..].trim().to_string()))
-                });
+                let labelled = s
+                    .char_indices()
+                    .nth(1)
+                    .and_then(|(at, sep)| matches!(sep, '.' | ')' | ':').then(|| (answer_letter(&s[..=at]), s[at + 1..].trim().to_string())));
                 let option = match labelled {
                     Some((Some(label), text)) => AnswerOption { label, text },
                     _ => {
                         let label = (i < 26).then(|| (b'A' + i as u8) as char).ok_or_else(wrong)?;
-                        AnswerOption {
-                            label,
-                            text: s.to_string(),
-                        }
+                        AnswerOption { label, text: s.to_string() }
                     }
                 };
                 options.push(option);
@@ -287,10 +244,7 @@ fn parse_options(v: &Value) -> std::result::Result<Vec<AnswerOption>, RowProblem
     }
     options.sort_by_key(|o| o.label);
     if options.windows(2).any(|w| w[0].label == w[1].label) {
-        return Err(RowProblem::WrongType {
-            field: "options".into(),
-            expected: "options with distinct letters",
-        });
+        return Err(RowProblem::WrongType { field: "options".into(), expected: "options with distinct letters" });
     }
     Ok(options)
 }
@@ -343,39 +297,17 @@ mod tests {
         assert_eq!(out.items[1].question, "Which path?");
         assert_eq!(out.items[1].options.len(), 2);
 
-        let bad = format!(
-            "{good}{}\n",
-            r#"{"question_id": "n3", "video": "f.mp4", "question": "Q", "options": ["a", "b"], "answer": "E"}"#
-        );
+        let bad = format!("{good}{}\n", r#"{"question_id": "n3", "video": "f.mp4", "question": "Q", "options": ["a", "b"], "answer": "E"}"#);
         let p = write(dir.path(), &bad);
-        let err = Nav
-            .read(&p, &ReadOptions::default())
-            .map(|_| ())
-            .map_err(|e| e.to_string());
+        let err = Nav.read(&p, &ReadOptions::default()).map(|_| ()).map_err(|e| e.to_string());
         let msg = err.err().unwrap_or_default();
-        assert!(
-            msg.contains("nav.jsonl:3") && msg.contains("n3") && msg.contains("not among the options"),
-            "{msg}"
-        );
-        let out = Nav
-            .read(
-                &p,
-                &ReadOptions {
-                    skip_bad: true,
-                    ..ReadOptions::default()
-                },
-            )
-            .unwrap_or_else(|e| panic!("{e}"));
+        assert!(msg.contains("nav.jsonl:3") && msg.contains("n3") && msg.contains("not among the options"), "{msg}");
+        let out = Nav.read(&p, &ReadOptions { skip_bad: true, ..ReadOptions::default() }).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!((out.items.len(), out.skipped.len()), (2, 1));
 
-        let missing =
-            r#"{"question_id": "m", "video": "nope.mp4", "question": "Q", "options": ["a", "b"], "answer": "A"}"#;
+        let missing = r#"{"question_id": "m", "video": "nope.mp4", "question": "Q", "options": ["a", "b"], "answer": "A"}"#;
         let p = write(dir.path(), missing);
-        let msg = Nav
-            .read(&p, &ReadOptions::default())
-            .err()
-            .map(|e| e.to_string())
-            .unwrap_or_default();
+        let msg = Nav.read(&p, &ReadOptions::default()).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(msg.contains("nope.mp4"), "{msg}");
     }
 }

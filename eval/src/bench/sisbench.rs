@@ -40,15 +40,7 @@ impl Bench for SisBench {
     }
 
     fn layout(&self) -> Vec<Column> {
-        COLUMNS
-            .iter()
-            .map(|&(task, short, dimension, level)| Column {
-                task,
-                short,
-                dimension,
-                level: Some(level),
-            })
-            .collect()
+        COLUMNS.iter().map(|&(task, short, dimension, level)| Column { task, short, dimension, level: Some(level) }).collect()
     }
 }
 

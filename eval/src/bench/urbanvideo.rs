@@ -56,11 +56,7 @@ mod tests {
     #[test]
     fn columns_follow_the_data_crate_taxonomy() {
         for (task, _, dimension) in COLUMNS {
-            assert_eq!(
-                UrbanVideoTask::from_name(task).map(|t| t.dimension().name()),
-                Some(dimension),
-                "{task}"
-            );
+            assert_eq!(UrbanVideoTask::from_name(task).map(|t| t.dimension().name()), Some(dimension), "{task}");
         }
     }
 }

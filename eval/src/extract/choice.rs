@@ -7,7 +7,7 @@ use regex::Regex;
 
 use motionvl_data::manifest::AnswerOption;
 
-use super::{prepare, re, words, Extracted, Extraction, Rule, TRAILING_PUNCT};
+use super::{Extracted, Extraction, Rule, TRAILING_PUNCT, prepare, re, words};
 
 /// A letter read at some position, with what surrounds it.
 #[derive(Debug, Clone, Copy)]
@@ -55,8 +55,7 @@ fn read_choice(s: &str, prefix_word: bool) -> Option<Read<'_>> {
     let mut t = s.trim_start_matches(skip);
     if prefix_word {
         for word in ["option", "choice", "letter"] {
-            if t.get(..word.len()).is_some_and(|head| head.eq_ignore_ascii_case(word))
-                && !t[word.len()..].starts_with(|c: char| c.is_alphanumeric())
+            if t.get(..word.len()).is_some_and(|head| head.eq_ignore_ascii_case(word)) && !t[word.len()..].starts_with(|c: char| c.is_alphanumeric())
             {
                 t = t[word.len()..].trim_start_matches(skip);
                 break;
@@ -104,23 +103,14 @@ fn read_choice(s: &str, prefix_word: bool) -> Option<Read<'_>> {
             return None;
         }
     }
-    Some(Read {
-        letter: letter.to_ascii_uppercase(),
-        upper: letter.is_ascii_uppercase(),
-        wrapped: !closers.is_empty(),
-        punct,
-        rest,
-    })
+    Some(Read { letter: letter.to_ascii_uppercase(), upper: letter.is_ascii_uppercase(), wrapped: !closers.is_empty(), punct, rest })
 }
 
 /// "A or B", "B, C", "A and C", "A/B", "B C" right after a read letter.
 fn has_alternative(read: &Read<'_>, allowed: &[char]) -> bool {
     static CONNECTOR: LazyLock<Regex> = LazyLock::new(|| re(r"^(?i:and\s*/\s*or\b|and\b|or\b|&|/|,|\+|\||或|和)\s*"));
     let tail = read.rest.trim_start_matches([' ', '\t']);
-    let second = |s: &str| {
-        read_choice(s, false)
-            .is_some_and(|r| allowed.contains(&r.letter) && (r.upper || r.wrapped) && (r.clear() || r.upper))
-    };
+    let second = |s: &str| read_choice(s, false).is_some_and(|r| allowed.contains(&r.letter) && (r.upper || r.wrapped) && (r.clear() || r.upper));
     if let Some(m) = CONNECTOR.find(tail) {
         return second(&tail[m.end()..]);
     }
@@ -129,7 +119,6 @@ fn has_alternative(read: &Read<'_>, allowed: &[char]) -> bool {
         && !tail.starts_with(['\n', '\r'])
         && read_choice(tail, false).is_some_and(|r| r.upper && allowed.contains(&r.letter) && r.clear() && !r.punct)
 }
-
 
 fn contains_run(haystack: &[String], needle: &[String]) -> bool {
     !needle.is_empty() && haystack.windows(needle.len()).any(|w| w == needle)
@@ -171,14 +160,10 @@ fn declared_choice(text: &str, allowed: &[char]) -> Option<Extraction> {
         ))
     });
     static WEAK: LazyLock<Regex> = LazyLock::new(|| {
-        re(
-            r"(?i)\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be)(?:\s+(?:likely|probably|clearly|definitely))?|\b(?:answer|option|choice)\b",
-        )
+        re(r"(?i)\bit(?:'s|’s|\s+is|\s+must\s+be|\s+should\s+be)(?:\s+(?:likely|probably|clearly|definitely))?|\b(?:answer|option|choice)\b")
     });
     static NEGATED: LazyLock<Regex> = LazyLock::new(|| {
-        re(
-            r"(?i)^\s*(?:is|was|seems|looks|would\s+be|are)\s+(?:not|wrong|incorrect|false|unlikely|impossible)\b|^\s*(?:isn't|isn’t)",
-        )
+        re(r"(?i)^\s*(?:is|was|seems|looks|would\s+be|are)\s+(?:not|wrong|incorrect|false|unlikely|impossible)\b|^\s*(?:isn't|isn’t)")
     });
     let last_of = |pattern: &Regex, weak: bool| {
         let mut last: Option<Extraction> = None;
@@ -261,8 +246,7 @@ fn choice_from_clean(text: &str, options: &[AnswerOption]) -> Extraction {
         return Extraction::unanswered(Rule::Ambiguous);
     }
     // 5. Wrapped letters anywhere.
-    static WRAPPED: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?:^|[^\w])[\(\[（【]\s*([A-Za-z])\s*[\.:]?\s*[\)\]）】](?:[^\w]|$)"));
+    static WRAPPED: LazyLock<Regex> = LazyLock::new(|| re(r"(?:^|[^\w])[\(\[（【]\s*([A-Za-z])\s*[\.:]?\s*[\)\]）】](?:[^\w]|$)"));
     match distinct_letters(WRAPPED.captures_iter(text).map(|c| c[1].to_ascii_uppercase()), &allowed) {
         Distinct::One(c) => return Extraction::found(Extracted::Choice(c), Rule::Wrapped),
         Distinct::Many => return Extraction::unanswered(Rule::Ambiguous),
@@ -315,8 +299,7 @@ fn distinct_letters(found: impl Iterator<Item = String>, allowed: &[char]) -> Di
 
 /// Two option letters joined by "or", "and", "/", "," or "&" anywhere in the text.
 fn implicit_alternatives(text: &str, allowed: &[char]) -> bool {
-    static PAIR: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?:^|[^\w'’])\(?([A-Z])\)?\s*(?:,|/|&|\bor\b|\band\b)\s*\(?([A-Z])\)?(?:[^\w'’]|$)"));
+    static PAIR: LazyLock<Regex> = LazyLock::new(|| re(r"(?:^|[^\w'’])\(?([A-Z])\)?\s*(?:,|/|&|\bor\b|\band\b)\s*\(?([A-Z])\)?(?:[^\w'’]|$)"));
     // Overlapping pairs ("A, B, C") are fine to miss: one pair is enough.
     PAIR.captures_iter(text).any(|c| {
         let (a, b) = (c[1].chars().next(), c[2].chars().next());
@@ -328,18 +311,10 @@ fn implicit_alternatives(text: &str, allowed: &[char]) -> bool {
 /// matching option's text.
 fn matching_options(text: &str, options: &[AnswerOption]) -> Vec<char> {
     let have = words(text);
-    let matched: Vec<(char, Vec<String>)> = options
-        .iter()
-        .map(|o| (o.label, words(&o.text)))
-        .filter(|(_, w)| contains_run(&have, w))
-        .collect();
+    let matched: Vec<(char, Vec<String>)> = options.iter().map(|o| (o.label, words(&o.text))).filter(|(_, w)| contains_run(&have, w)).collect();
     matched
         .iter()
-        .filter(|(label, w)| {
-            !matched
-                .iter()
-                .any(|(other, ow)| other != label && ow.len() > w.len() && contains_run(ow, w))
-        })
+        .filter(|(label, w)| !matched.iter().any(|(other, ow)| other != label && ow.len() > w.len() && contains_run(ow, w)))
         .map(|(label, _)| *label)
         .collect()
 }
@@ -353,13 +328,9 @@ pub fn extract_choices(raw: &str, options: &[AnswerOption]) -> Extraction {
 
 fn choices_from_clean(text: &str, options: &[AnswerOption]) -> Extraction {
     let allowed: Vec<char> = options.iter().map(|o| o.label).collect();
-    static LIST_DECLARATION: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"(?i)\b(?:(?:the|my)\s+)?(?:(?:correct|final|best)\s+)?(?:answers?|options?|choices?)\s*(?:are|is|=|:|：)")
-    });
-    let declared = LIST_DECLARATION
-        .find_iter(text)
-        .filter_map(|m| letter_list(&text[m.end()..], &allowed))
-        .last();
+    static LIST_DECLARATION: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)\b(?:(?:the|my)\s+)?(?:(?:correct|final|best)\s+)?(?:answers?|options?|choices?)\s*(?:are|is|=|:|：)"));
+    let declared = LIST_DECLARATION.find_iter(text).filter_map(|m| letter_list(&text[m.end()..], &allowed)).last();
     if let Some(list) = declared {
         return Extraction::found(Extracted::Choices(list), Rule::Declared);
     }
@@ -374,18 +345,13 @@ fn choices_from_clean(text: &str, options: &[AnswerOption]) -> Extraction {
     }
     let mut found = matching_options(text, options);
     found.sort_unstable();
-    if found.is_empty() {
-        Extraction::unanswered(single.rule)
-    } else {
-        Extraction::found(Extracted::Choices(found), Rule::OptionText)
-    }
+    if found.is_empty() { Extraction::unanswered(single.rule) } else { Extraction::found(Extracted::Choices(found), Rule::OptionText) }
 }
 
 /// A list of letters at the start of `s` ("A, C", "[A, C]", "A and C", "(A)(C)"), sorted and
 /// de-duplicated; `None` unless every item is an option letter and the list ends the clause.
 fn letter_list(s: &str, allowed: &[char]) -> Option<Vec<char>> {
-    static ITEM: LazyLock<Regex> =
-        LazyLock::new(|| re(r#"^\s*(?:and\s+|&\s*|,\s*|;\s*|/\s*|\+\s*)?[\[\(\{"']?\s*([A-Za-z])(?:\s*[\]\)\}"'])?"#));
+    static ITEM: LazyLock<Regex> = LazyLock::new(|| re(r#"^\s*(?:and\s+|&\s*|,\s*|;\s*|/\s*|\+\s*)?[\[\(\{"']?\s*([A-Za-z])(?:\s*[\]\)\}"'])?"#));
     let mut rest = s.trim_start_matches(|c: char| c.is_whitespace() || matches!(c, ':' | '：' | '=' | '[' | '{'));
     let mut letters = Vec::new();
     while let Some(m) = ITEM.captures(rest) {

@@ -166,10 +166,7 @@ pub struct Extraction {
 
 impl Extraction {
     fn found(answer: Extracted, rule: Rule) -> Self {
-        Extraction {
-            answer: Some(answer),
-            rule,
-        }
+        Extraction { answer: Some(answer), rule }
     }
 
     fn unanswered(rule: Rule) -> Self {
@@ -190,16 +187,11 @@ fn re(pattern: &str) -> Regex {
 }
 
 /// Punctuation that may trail an answer without changing it.
-const TRAILING_PUNCT: &[char] = &[
-    ' ', '\t', '\r', '\n', '.', '!', '?', ',', ';', ':', '。', '！', '？', '，', '；', '：',
-];
+const TRAILING_PUNCT: &[char] = &[' ', '\t', '\r', '\n', '.', '!', '?', ',', ';', ':', '。', '！', '？', '，', '；', '：'];
 
 /// Lower-cased words of a text, for option-text matching.
 pub(crate) fn words(s: &str) -> Vec<String> {
-    s.split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .map(str::to_lowercase)
-        .collect()
+    s.split(|c: char| !c.is_alphanumeric()).filter(|w| !w.is_empty()).map(str::to_lowercase).collect()
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -271,14 +263,7 @@ fn last_container(text: &str) -> Option<String> {
 fn prepare(raw: &str) -> (String, bool) {
     let text = clean(raw);
     if let Some(obj) = parse_json_lenient(&text) {
-        for key in [
-            "answer",
-            "final_answer",
-            "answer_option_id",
-            "option",
-            "choice",
-            "prediction",
-        ] {
+        for key in ["answer", "final_answer", "answer_option_id", "option", "choice", "prediction"] {
             match obj.get(key) {
                 Some(Value::String(s)) => return (clean(s), true),
                 Some(Value::Number(n)) => return (n.to_string(), true),

@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{prepare, re, Extracted, Extraction, Rule};
+use super::{Extracted, Extraction, Rule, prepare, re};
 
 /// A number with the byte span it occupies.
 #[derive(Debug, Clone, Copy)]
@@ -37,9 +37,7 @@ fn small_number(word: &str) -> Option<u32> {
         "eighteen",
         "nineteen",
     ];
-    const TENS: [&str; 8] = [
-        "twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety",
-    ];
+    const TENS: [&str; 8] = ["twenty", "thirty", "forty", "fifty", "sixty", "seventy", "eighty", "ninety"];
     let w = word.to_lowercase();
     if let Some(i) = UNITS.iter().position(|u| *u == w) {
         return Some(i as u32);
@@ -52,8 +50,7 @@ fn small_number(word: &str) -> Option<u32> {
 
 /// Every number in the text: digits (with thousands commas) and English number words.
 pub(super) fn numbers(text: &str) -> Vec<Found> {
-    static DIGITS: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?:^|[^\w.])(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"));
+    static DIGITS: LazyLock<Regex> = LazyLock::new(|| re(r"(?:^|[^\w.])(-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|-?\d+(?:\.\d+)?)"));
     static WORDS: LazyLock<Regex> = LazyLock::new(|| {
         re(
             r"(?i)\b(?:(one|a)\s+hundred|(zero|none|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|fifteen|sixteen|seventeen|eighteen|nineteen|twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)(?:[\s-]+(one|two|three|four|five|six|seven|eight|nine))?)\b",
@@ -65,11 +62,7 @@ pub(super) fn numbers(text: &str) -> Vec<Found> {
         if let Ok(value) = m.as_str().replace(',', "").parse::<f64>()
             && value.is_finite()
         {
-            out.push(Found {
-                value,
-                start: m.start(),
-                end: m.end(),
-            });
+            out.push(Found { value, start: m.start(), end: m.end() });
         }
     }
     for c in WORDS.captures_iter(text) {
@@ -86,11 +79,7 @@ pub(super) fn numbers(text: &str) -> Vec<Found> {
                 _ => head,
             }
         };
-        out.push(Found {
-            value: f64::from(value),
-            start: m.start(),
-            end: m.end(),
-        });
+        out.push(Found { value: f64::from(value), start: m.start(), end: m.end() });
     }
     out.sort_by_key(|f| f.start);
     out
@@ -116,10 +105,7 @@ pub(super) fn declared_number(text: &str, found: &[Found], declaration: &Regex) 
 
 pub(super) fn leading_value(text: &str, found: &[Found]) -> Option<f64> {
     let first = found.first()?;
-    text[..first.start]
-        .trim_matches(|c: char| c.is_whitespace() || matches!(c, '(' | '[' | '"' | '\''))
-        .is_empty()
-        .then_some(first.value)
+    text[..first.start].trim_matches(|c: char| c.is_whitespace() || matches!(c, '(' | '[' | '"' | '\'')).is_empty().then_some(first.value)
 }
 
 /// Extracts a number (the module docs list the rules).

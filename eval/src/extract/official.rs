@@ -77,8 +77,7 @@ pub fn extract_official(response: &str) -> Extraction {
             re(&format!(r"(?i)选{PY_SPACE}*([A-D])")),
         ]
     });
-    static LINE: LazyLock<Regex> =
-        LazyLock::new(|| re(&format!(r"(?m)(?:^|\n){PY_SPACE}*([A-D]){PY_SPACE}*[.\):\n]?{PY_SPACE}*$")));
+    static LINE: LazyLock<Regex> = LazyLock::new(|| re(&format!(r"(?m)(?:^|\n){PY_SPACE}*([A-D]){PY_SPACE}*[.\):\n]?{PY_SPACE}*$")));
 
     let text = py_strip(response);
     if text.is_empty() {
@@ -110,10 +109,7 @@ pub fn extract_official(response: &str) -> Extraction {
     let mut before: Option<char> = None;
     let mut rest = check.chars().peekable();
     while let Some(c) = rest.next() {
-        if matches!(c, 'A'..='D')
-            && before.is_none_or(|b| !is_py_word(b))
-            && rest.peek().is_none_or(|n| !is_py_word(*n))
-        {
+        if matches!(c, 'A'..='D') && before.is_none_or(|b| !is_py_word(b)) && rest.peek().is_none_or(|n| !is_py_word(*n)) {
             last = Some(c);
         }
         before = Some(c);

@@ -4,18 +4,15 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::number::{declared_number, leading_value, numbers, unique_value, Found};
-use super::{prepare, re, Extracted, Extraction, Rule};
+use super::number::{Found, declared_number, leading_value, numbers, unique_value};
+use super::{Extracted, Extraction, Rule, prepare, re};
 
 /// Explicit time expressions: clock forms and numbers with a seconds/minutes unit.
 fn times(text: &str) -> Vec<Found> {
-    static CLOCK: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?:^|[^\w.:])(\d{1,2}):([0-5]\d)(?::([0-5]\d))?(\.\d+)?(?:[^\w:]|$)"));
-    static MIN_SEC: LazyLock<Regex> = LazyLock::new(|| {
-        re(r"(?i)\b(\d+)\s*(?:m|min|mins|minutes?)\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b")
-    });
-    static SECONDS: LazyLock<Regex> =
-        LazyLock::new(|| re(r"(?i)(?:^|[^\w.])(\d+(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b"));
+    static CLOCK: LazyLock<Regex> = LazyLock::new(|| re(r"(?:^|[^\w.:])(\d{1,2}):([0-5]\d)(?::([0-5]\d))?(\.\d+)?(?:[^\w:]|$)"));
+    static MIN_SEC: LazyLock<Regex> =
+        LazyLock::new(|| re(r"(?i)\b(\d+)\s*(?:m|min|mins|minutes?)\s*(?:and\s+)?(\d+(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b"));
+    static SECONDS: LazyLock<Regex> = LazyLock::new(|| re(r"(?i)(?:^|[^\w.])(\d+(?:\.\d+)?)\s*(?:s|sec|secs|seconds?)\b"));
     let mut out: Vec<Found> = Vec::new();
     let overlaps = |out: &[Found], s: usize, e: usize| out.iter().any(|f| s < f.end && f.start < e);
     for c in CLOCK.captures_iter(text) {
@@ -26,20 +23,13 @@ fn times(text: &str) -> Vec<Found> {
         let (Some(x), Some(y)) = (parse(Some(a)), parse(Some(b))) else {
             continue;
         };
-        let frac = c
-            .get(4)
-            .and_then(|m| format!("0{}", m.as_str()).parse::<f64>().ok())
-            .unwrap_or(0.0);
+        let frac = c.get(4).and_then(|m| format!("0{}", m.as_str()).parse::<f64>().ok()).unwrap_or(0.0);
         let end = c.get(4).or(c.get(3)).unwrap_or(b).end();
         let value = match parse(c.get(3)) {
             Some(z) => x * 3600.0 + y * 60.0 + z + frac,
             None => x * 60.0 + y + frac,
         };
-        out.push(Found {
-            value,
-            start: a.start(),
-            end,
-        });
+        out.push(Found { value, start: a.start(), end });
     }
     for c in MIN_SEC.captures_iter(text) {
         let (Some(m), Some(s)) = (c.get(1), c.get(2)) else {
@@ -49,11 +39,7 @@ fn times(text: &str) -> Vec<Found> {
             continue;
         };
         if !overlaps(&out, m.start(), s.end()) {
-            out.push(Found {
-                value: min * 60.0 + sec,
-                start: m.start(),
-                end: s.end(),
-            });
+            out.push(Found { value: min * 60.0 + sec, start: m.start(), end: s.end() });
         }
     }
     for c in SECONDS.captures_iter(text) {
@@ -61,11 +47,7 @@ fn times(text: &str) -> Vec<Found> {
         if let Ok(v) = m.as_str().parse::<f64>()
             && !overlaps(&out, m.start(), m.end())
         {
-            out.push(Found {
-                value: v,
-                start: m.start(),
-                end: m.end(),
-            });
+            out.push(Found { value: v, start: m.start(), end: m.end() });
         }
     }
     out.sort_by_key(|f| f.start);
@@ -86,10 +68,7 @@ fn timestamp_from_clean(text: &str) -> Extraction {
         )
     });
     let explicit = times(text);
-    let plain: Vec<Found> = numbers(text)
-        .into_iter()
-        .filter(|n| !explicit.iter().any(|t| n.start < t.end && t.start < n.end))
-        .collect();
+    let plain: Vec<Found> = numbers(text).into_iter().filter(|n| !explicit.iter().any(|t| n.start < t.end && t.start < n.end)).collect();
     let mut all: Vec<Found> = explicit.iter().chain(plain.iter()).copied().collect();
     all.sort_by_key(|f| f.start);
     if let Some(v) = declared_number(text, &all, &DECLARATION) {

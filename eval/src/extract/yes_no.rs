@@ -4,7 +4,7 @@ use std::sync::LazyLock;
 
 use regex::Regex;
 
-use super::{prepare, re, words, Extracted, Extraction, Rule};
+use super::{Extracted, Extraction, Rule, prepare, re, words};
 
 const YES_WORDS: [&str; 4] = ["yes", "true", "yeah", "yep"];
 const NO_WORDS: [&str; 3] = ["no", "false", "nope"];
@@ -28,8 +28,7 @@ pub fn extract_yes_no(raw: &str) -> Extraction {
 }
 
 fn yes_no_from_clean(text: &str) -> Extraction {
-    static DECLARED: LazyLock<Regex> =
-        LazyLock::new(|| re(r#"(?i)\banswer\s*(?:is|would\s+be|:|：|=)\s*["'(\[]?\s*(yes|no|true|false)\b"#));
+    static DECLARED: LazyLock<Regex> = LazyLock::new(|| re(r#"(?i)\banswer\s*(?:is|would\s+be|:|：|=)\s*["'(\[]?\s*(yes|no|true|false)\b"#));
     if let Some(c) = DECLARED.captures_iter(text).last()
         && let Some(b) = yes_no_word(&c[1])
     {

@@ -18,14 +18,8 @@ pub(crate) type Area<'a> = DrawingArea<BitMapBackend<'a>, Shift>;
 pub(crate) type Draw = Result<(), String>;
 
 /// Dimension colours (Okabe–Ito, readable by colour-blind viewers), in breakdown order.
-pub(crate) const PALETTE: [RGBColor; 6] = [
-    RGBColor(0, 114, 178),
-    RGBColor(230, 159, 0),
-    RGBColor(0, 158, 115),
-    RGBColor(204, 121, 167),
-    RGBColor(86, 180, 233),
-    RGBColor(213, 94, 0),
-];
+pub(crate) const PALETTE: [RGBColor; 6] =
+    [RGBColor(0, 114, 178), RGBColor(230, 159, 0), RGBColor(0, 158, 115), RGBColor(204, 121, 167), RGBColor(86, 180, 233), RGBColor(213, 94, 0)];
 const OVERALL: RGBColor = RGBColor(96, 96, 96);
 const GRID: RGBColor = RGBColor(225, 225, 225);
 pub(crate) const HEIGHT: u32 = 480;
@@ -76,8 +70,7 @@ pub(crate) fn draw_text(area: &Area<'_>, text: &str, x: i32, y: i32, scale: i32,
 }
 
 pub(crate) fn rect(area: &Area<'_>, (x0, y0): (i32, i32), (x1, y1): (i32, i32), color: &RGBColor) -> Draw {
-    area.draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled()))
-        .map_err(err)
+    area.draw(&Rectangle::new([(x0, y0), (x1, y1)], color.filled())).map_err(err)
 }
 
 /// Axes and grid lines of a 0–100 % plot from `(left, top)` to `(right, bottom)`.
@@ -98,11 +91,7 @@ pub fn render_png(results: &Results) -> Result<Vec<u8>, String> {
         .by_task
         .iter()
         .map(|(name, e)| {
-            let dim = results
-                .by_dimension
-                .iter()
-                .position(|(d, _)| Some(d) == e.dimension.as_ref())
-                .unwrap_or(0);
+            let dim = results.by_dimension.iter().position(|(d, _)| Some(d) == e.dimension.as_ref()).unwrap_or(0);
             (short_label(&results.benchmark, name), e.accuracy, e.random, dim)
         })
         .collect();
@@ -116,21 +105,13 @@ pub fn render_png(results: &Results) -> Result<Vec<u8>, String> {
         let area = BitMapBackend::with_buffer(&mut buf, (width, HEIGHT)).into_drawing_area();
         area.fill(&WHITE).map_err(err)?;
         let title = format!("{} - {}", results.title, results.run);
-        let scale = if text_width(&title, 2) + 32 <= width as i32 {
-            2
-        } else {
-            1
-        };
+        let scale = if text_width(&title, 2) + 32 <= width as i32 { 2 } else { 1 };
         draw_text(&area, &title, 16, 14, scale, &BLACK)?;
         let summary = format!(
             "overall {:.1}% over {} questions{}",
             100.0 * results.overall.accuracy,
             results.questions,
-            results
-                .overall
-                .random
-                .map(|r| format!(", random {:.1}%", 100.0 * r))
-                .unwrap_or_default()
+            results.overall.random.map(|r| format!(", random {:.1}%", 100.0 * r)).unwrap_or_default()
         );
         draw_text(&area, &summary, 16, 40, 1, &BLACK)?;
         // Legend: one swatch per dimension.
@@ -151,17 +132,10 @@ pub fn render_png(results: &Results) -> Result<Vec<u8>, String> {
         let y_of = |v: f64| bottom - (v.clamp(0.0, 1.0) * f64::from(plot_h)).round() as i32;
         axes(&area, (left, top), (width as i32 - right, bottom))?;
 
-        let mut bars: Vec<(String, f64, Option<f64>, RGBColor)> = tasks
-            .iter()
-            .map(|(s, a, r, d)| (s.clone(), *a, *r, PALETTE[d % PALETTE.len()]))
-            .collect();
+        let mut bars: Vec<(String, f64, Option<f64>, RGBColor)> =
+            tasks.iter().map(|(s, a, r, d)| (s.clone(), *a, *r, PALETTE[d % PALETTE.len()])).collect();
         bars.push((String::new(), f64::NAN, None, WHITE));
-        bars.push((
-            "All".to_string(),
-            results.overall.accuracy,
-            results.overall.random,
-            OVERALL,
-        ));
+        bars.push(("All".to_string(), results.overall.accuracy, results.overall.random, OVERALL));
         for (i, (label, acc, random, color)) in bars.iter().enumerate() {
             if acc.is_nan() {
                 continue;
@@ -180,20 +154,11 @@ pub fn render_png(results: &Results) -> Result<Vec<u8>, String> {
             draw_text(&area, &value, cx - text_width(&value, 1) / 2, y - 12, 1, &BLACK)?;
             draw_text(&area, label, cx - text_width(label, 1) / 2, bottom + 8, 1, &BLACK)?;
         }
-        draw_text(
-            &area,
-            "accuracy (%) per task; black ticks: random baseline",
-            left,
-            HEIGHT as i32 - 24,
-            1,
-            &BLACK,
-        )?;
+        draw_text(&area, "accuracy (%) per task; black ticks: random baseline", left, HEIGHT as i32 - 24, 1, &BLACK)?;
         area.present().map_err(err)?;
     }
     let image = image::RgbImage::from_raw(width, HEIGHT, buf).ok_or("pixel buffer of the wrong size")?;
     let mut png = Vec::new();
-    image
-        .write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png)
-        .map_err(|e| e.to_string())?;
+    image.write_to(&mut Cursor::new(&mut png), image::ImageFormat::Png).map_err(|e| e.to_string())?;
     Ok(png)
 }

@@ -5,7 +5,7 @@ use std::io::Cursor;
 
 use plotters::prelude::*;
 
-use super::chart::{axes, draw_text, err, rect, text_width, HEIGHT, PALETTE};
+use super::chart::{HEIGHT, PALETTE, axes, draw_text, err, rect, text_width};
 
 /// One model's bars, in the order of the chart's columns.
 #[derive(Debug, Clone)]

@@ -33,42 +33,28 @@ pub const CHART_FILE: &str = "chart.png";
 pub fn write_reports(dir: &Path, results: &Results, scored: &[Scored]) -> Result<Vec<PathBuf>> {
     std::fs::create_dir_all(dir).map_err(EvalError::io("create", dir))?;
     let mut written = Vec::new();
-    let json = serde_json::to_string_pretty(results).map_err(|e| EvalError::BadFile {
-        path: dir.join(RESULTS_FILE),
-        message: e.to_string(),
-    })?;
+    let json = serde_json::to_string_pretty(results).map_err(|e| EvalError::BadFile { path: dir.join(RESULTS_FILE), message: e.to_string() })?;
     written.push(write_atomic(&dir.join(RESULTS_FILE), json.as_bytes())?);
     let mut lines = String::new();
     for s in scored {
-        let line = serde_json::to_string(s).map_err(|e| EvalError::BadFile {
-            path: dir.join(SCORED_FILE),
-            message: e.to_string(),
-        })?;
+        let line = serde_json::to_string(s).map_err(|e| EvalError::BadFile { path: dir.join(SCORED_FILE), message: e.to_string() })?;
         lines.push_str(&line);
         lines.push('\n');
     }
     written.push(write_atomic(&dir.join(SCORED_FILE), lines.as_bytes())?);
-    for (name, breakdown, with_taxonomy) in [
-        ("by_task.csv", &results.by_task, true),
-        ("by_dimension.csv", &results.by_dimension, false),
-        ("by_level.csv", &results.by_level, false),
-    ] {
+    for (name, breakdown, with_taxonomy) in
+        [("by_task.csv", &results.by_task, true), ("by_dimension.csv", &results.by_dimension, false), ("by_level.csv", &results.by_level, false)]
+    {
         if breakdown.is_empty() && name == "by_level.csv" {
             continue;
         }
         let path = dir.join(name);
-        let csv = breakdown_csv(breakdown, with_taxonomy, &results.overall).map_err(|message| EvalError::BadFile {
-            path: path.clone(),
-            message,
-        })?;
+        let csv = breakdown_csv(breakdown, with_taxonomy, &results.overall).map_err(|message| EvalError::BadFile { path: path.clone(), message })?;
         written.push(write_atomic(&path, &csv)?);
     }
     written.push(write_atomic(&dir.join(MARKDOWN_FILE), table2(&[results]).as_bytes())?);
     let chart_path = dir.join(CHART_FILE);
-    let png = chart::render_png(results).map_err(|message| EvalError::Chart {
-        path: chart_path.clone(),
-        message,
-    })?;
+    let png = chart::render_png(results).map_err(|message| EvalError::Chart { path: chart_path.clone(), message })?;
     written.push(write_atomic(&chart_path, &png)?);
     Ok(written)
 }
@@ -81,31 +67,17 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> Result<PathBuf> {
 /// A breakdown as CSV, with an `overall` row last. Side-metric columns are the union over the
 /// rows, empty where a row lacks one.
 fn breakdown_csv(breakdown: &Breakdown, with_taxonomy: bool, overall: &Entry) -> std::result::Result<Vec<u8>, String> {
-    let extras: BTreeSet<&str> = breakdown
-        .iter()
-        .flat_map(|(_, e)| e.extras.keys().map(String::as_str))
-        .collect();
+    let extras: BTreeSet<&str> = breakdown.iter().flat_map(|(_, e)| e.extras.keys().map(String::as_str)).collect();
     let mut w = csv::Writer::from_writer(Vec::new());
     let mut header = vec!["name"];
     if with_taxonomy {
         header.extend(["dimension", "level"]);
     }
-    header.extend([
-        "accuracy",
-        "n",
-        "correct",
-        "unanswered",
-        "random",
-        "metric",
-        "macro_accuracy",
-    ]);
+    header.extend(["accuracy", "n", "correct", "unanswered", "random", "metric", "macro_accuracy"]);
     header.extend(extras.iter().copied());
     w.write_record(&header).map_err(|e| e.to_string())?;
     let opt = |x: Option<f64>| x.map(|v| format!("{v:.6}")).unwrap_or_default();
-    let rows = breakdown
-        .iter()
-        .map(|(n, e)| (n.as_str(), e))
-        .chain(std::iter::once(("overall", overall)));
+    let rows = breakdown.iter().map(|(n, e)| (n.as_str(), e)).chain(std::iter::once(("overall", overall)));
     for (name, e) in rows {
         let mut row = vec![name.to_string()];
         if with_taxonomy {
@@ -139,15 +111,8 @@ pub fn short_label(benchmark: &str, task: &str) -> String {
     {
         return col.short.to_string();
     }
-    let initials: String = task
-        .split(|c: char| !c.is_alphanumeric())
-        .filter_map(|w| w.chars().next())
-        .collect();
-    if initials.len() >= 2 {
-        initials.to_uppercase()
-    } else {
-        task.chars().take(6).collect()
-    }
+    let initials: String = task.split(|c: char| !c.is_alphanumeric()).filter_map(|w| w.chars().next()).collect();
+    if initials.len() >= 2 { initials.to_uppercase() } else { task.chars().take(6).collect() }
 }
 
 /// One column of a Table 2-style table.
@@ -174,18 +139,10 @@ pub fn table2(runs: &[&Results]) -> String {
     let mut cols: Vec<Col<'_>> = Vec::new();
     let dims: Vec<&str> = first.by_dimension.iter().map(|(d, _)| d.as_str()).collect();
     for dim in &dims {
-        let tasks: Vec<(&str, &Entry)> = first
-            .by_task
-            .iter()
-            .filter(|(_, e)| e.dimension.as_deref() == Some(*dim))
-            .map(|(n, e)| (n.as_str(), e))
-            .collect();
+        let tasks: Vec<(&str, &Entry)> =
+            first.by_task.iter().filter(|(_, e)| e.dimension.as_deref() == Some(*dim)).map(|(n, e)| (n.as_str(), e)).collect();
         for (name, e) in &tasks {
-            cols.push(Col::Task {
-                name,
-                dimension: dim,
-                level: e.level.as_deref(),
-            });
+            cols.push(Col::Task { name, dimension: dim, level: e.level.as_deref() });
         }
         if tasks.len() > 1 && dims.len() > 1 {
             cols.push(Col::DimAvg(dim));
@@ -195,12 +152,7 @@ pub fn table2(runs: &[&Results]) -> String {
     let has_levels = first.by_task.iter().any(|(_, e)| e.level.is_some());
 
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "## {} — {}\n",
-        first.title,
-        runs.iter().map(|r| r.run.as_str()).collect::<Vec<_>>().join(" vs ")
-    );
+    let _ = writeln!(out, "## {} — {}\n", first.title, runs.iter().map(|r| r.run.as_str()).collect::<Vec<_>>().join(" vs "));
     // Row 1 (the Markdown header): dimension names over their first column.
     let mut row = vec![String::new()];
     let mut last_dim = None;
@@ -250,11 +202,7 @@ pub fn table2(runs: &[&Results]) -> String {
         for c in &cols {
             row.push(match c {
                 Col::Task { name, .. } => run.by_task.get(name).map_or("–".into(), |e| pct(e.accuracy)),
-                Col::DimAvg(d) => run
-                    .by_dimension
-                    .get(d)
-                    .and_then(|e| e.macro_accuracy)
-                    .map_or("–".into(), pct),
+                Col::DimAvg(d) => run.by_dimension.get(d).and_then(|e| e.macro_accuracy).map_or("–".into(), pct),
                 Col::Overall => pct(run.overall.accuracy),
             });
         }
@@ -266,14 +214,9 @@ pub fn table2(runs: &[&Results]) -> String {
             row.push(match c {
                 Col::Task { name, .. } => first.by_task.get(name).and_then(|e| e.random).map_or("–".into(), pct),
                 Col::DimAvg(d) => {
-                    let r: Option<Vec<f64>> = first
-                        .by_task
-                        .iter()
-                        .filter(|(_, e)| e.dimension.as_deref() == Some(*d))
-                        .map(|(_, e)| e.random)
-                        .collect();
-                    r.filter(|v| !v.is_empty())
-                        .map_or("–".into(), |v| pct(v.iter().sum::<f64>() / v.len() as f64))
+                    let r: Option<Vec<f64>> =
+                        first.by_task.iter().filter(|(_, e)| e.dimension.as_deref() == Some(*d)).map(|(_, e)| e.random).collect();
+                    r.filter(|v| !v.is_empty()).map_or("–".into(), |v| pct(v.iter().sum::<f64>() / v.len() as f64))
                 }
                 Col::Overall => first.overall.random.map_or("–".into(), pct),
             });
@@ -285,11 +228,7 @@ pub fn table2(runs: &[&Results]) -> String {
         .by_task
         .iter()
         .map(|(name, e)| {
-            let metric = if e.metric == "accuracy" {
-                String::new()
-            } else {
-                format!(", {}", e.metric)
-            };
+            let metric = if e.metric == "accuracy" { String::new() } else { format!(", {}", e.metric) };
             format!("{} = {} (n={}{metric})", short_label(&first.benchmark, name), name, e.n)
         })
         .collect();
@@ -298,11 +237,7 @@ pub fn table2(runs: &[&Results]) -> String {
         out,
         "Accuracy in %. Avg. = mean of the dimension's task accuracies; Overall = over all {} questions{}.",
         first.questions,
-        if first.missing > 0 {
-            format!(" ({} without a prediction, scored wrong)", first.missing)
-        } else {
-            String::new()
-        }
+        if first.missing > 0 { format!(" ({} without a prediction, scored wrong)", first.missing) } else { String::new() }
     );
     out
 }
@@ -347,48 +282,17 @@ pub fn compare(a: &Results, b: &Results) -> String {
     section("task", &a.by_task, &b.by_task);
     section("dimension", &a.by_dimension, &b.by_dimension);
     section("level", &a.by_level, &b.by_level);
-    rows.push([
-        "overall".to_string(),
-        fmt(Some(&a.overall)),
-        fmt(Some(&b.overall)),
-        delta(Some(&a.overall), Some(&b.overall)),
-    ]);
-    let header = [
-        "".to_string(),
-        format!("A: {}", a.run),
-        format!("B: {}", b.run),
-        "B − A".to_string(),
-    ];
-    let widths: Vec<usize> = (0..4)
-        .map(|i| {
-            rows.iter()
-                .chain(std::iter::once(&header))
-                .map(|r| r[i].chars().count())
-                .max()
-                .unwrap_or(0)
-        })
-        .collect();
+    rows.push(["overall".to_string(), fmt(Some(&a.overall)), fmt(Some(&b.overall)), delta(Some(&a.overall), Some(&b.overall))]);
+    let header = ["".to_string(), format!("A: {}", a.run), format!("B: {}", b.run), "B − A".to_string()];
+    let widths: Vec<usize> = (0..4).map(|i| rows.iter().chain(std::iter::once(&header)).map(|r| r[i].chars().count()).max().unwrap_or(0)).collect();
     let mut out = String::new();
     if a.benchmark != b.benchmark {
         let _ = writeln!(out, "note: A is {} and B is {}", a.title, b.title);
     }
-    let _ = writeln!(
-        out,
-        "accuracy in %, {} ({} questions) vs {} ({} questions)",
-        a.title, a.questions, b.title, b.questions
-    );
+    let _ = writeln!(out, "accuracy in %, {} ({} questions) vs {} ({} questions)", a.title, a.questions, b.title, b.questions);
     for r in std::iter::once(&header).chain(rows.iter()) {
-        let line = format!(
-            "{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}",
-            r[0],
-            r[1],
-            r[2],
-            r[3],
-            w0 = widths[0],
-            w1 = widths[1],
-            w2 = widths[2],
-            w3 = widths[3]
-        );
+        let line =
+            format!("{:<w0$}  {:>w1$}  {:>w2$}  {:>w3$}", r[0], r[1], r[2], r[3], w0 = widths[0], w1 = widths[1], w2 = widths[2], w3 = widths[3]);
         let _ = writeln!(out, "{}", line.trim_end());
     }
     out

@@ -10,7 +10,7 @@
 use rayon::prelude::*;
 
 use super::image::Plane;
-use super::search::{landing, SparseFlow};
+use super::search::{SparseFlow, landing};
 
 /// Dense `(u, v)` planes from the sparse patch flow. `i1_ext` is frame 1 with the search's
 /// replicated border.

@@ -178,7 +178,11 @@ struct DataTerms {
 
 impl DataTerms {
     fn new(g: &Geometry, i0: &Plane, warped: &Plane) -> Self {
-        let map2 = |a: &Plane, b: &Plane, f: fn(f32, f32) -> f32| Plane { w: a.w, h: a.h, data: a.data.iter().zip(&b.data).map(|(x, y)| f(*x, *y)).collect() };
+        let map2 = |a: &Plane, b: &Plane, f: fn(f32, f32) -> f32| Plane {
+            w: a.w,
+            h: a.h,
+            data: a.data.iter().zip(&b.data).map(|(x, y)| f(*x, *y)).collect(),
+        };
         let avg = map2(i0, warped, |a, b| 0.5 * (a + b));
         let iz = map2(warped, i0, |b, a| b - a);
         let (ix, iy) = (diff_x(&avg), diff_y(&avg));
@@ -273,7 +277,18 @@ impl System {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn assemble(&mut self, g: &Geometry, t: &DataTerms, weights: &Board, u0: &Board, v0: &Board, du: &Board, dv: &Board, c: usize, p: &VariationalParams) {
+    fn assemble(
+        &mut self,
+        g: &Geometry,
+        t: &DataTerms,
+        weights: &Board,
+        u0: &Board,
+        v0: &Board,
+        du: &Board,
+        dv: &Board,
+        c: usize,
+        p: &VariationalParams,
+    ) {
         let (z2, eps2) = (ZETA * ZETA, EPSILON * EPSILON);
         let (delta2, gamma2) = (p.delta / 2.0, p.gamma / 2.0);
         // Data terms: the whole plane at once (border cells compute harmless finite values).
@@ -334,25 +349,28 @@ fn sor_half_sweep(g: &Geometry, sys: &System, du: &mut Board, dv: &mut Board, c:
     let [dv_0, dv_1] = &mut dv.planes;
     let (du_own, du_other) = if c == 0 { (du_0, &*du_1) } else { (du_1, &*du_0) };
     let (dv_own, dv_other) = if c == 0 { (dv_0, &*dv_1) } else { (dv_1, &*dv_0) };
-    let (inv11, a12, inv22, b1, b2) = (&sys.a11.planes[c][..], &sys.a12.planes[c][..], &sys.a22.planes[c][..], &sys.b1.planes[c][..], &sys.b2.planes[c][..]);
+    let (inv11, a12, inv22, b1, b2) =
+        (&sys.a11.planes[c][..], &sys.a12.planes[c][..], &sys.a22.planes[c][..], &sys.b1.planes[c][..], &sys.b2.planes[c][..]);
     let [wl, wr, wu, wd] = [&sys.wn[0].planes[c][..], &sys.wn[1].planes[c][..], &sys.wn[2].planes[c][..], &sys.wn[3].planes[c][..]];
-    du_own.par_chunks_mut(s).zip(dv_own.par_chunks_mut(s)).enumerate().skip(1).take(g.h).with_min_len(ROWS_PER_TASK).for_each(|(py, (u_row, v_row))| {
-        let (o, n) = g.row(py - 1, c);
-        let own = py * s + 1;
-        let nb = [own + o - 1, own + o, own - s, own + s]; // left, right, up, down
-        let [ul, ur, uu, ud] = nb.map(|j| &du_other[j..][..n]);
-        let [vl, vr, vu, vd] = nb.map(|j| &dv_other[j..][..n]);
-        let [inv11, a12, inv22, b1, b2] = [inv11, a12, inv22, b1, b2].map(|p| &p[own..][..n]);
-        let [wl, wr, wu, wd] = [wl, wr, wu, wd].map(|p| &p[own..][..n]);
-        let (u_row, v_row) = (&mut u_row[1..][..n], &mut v_row[1..][..n]);
-        for k in 0..n {
-            let su = wl[k] * ul[k] + wr[k] * ur[k] + wu[k] * uu[k] + wd[k] * ud[k];
-            let sv = wl[k] * vl[k] + wr[k] * vr[k] + wu[k] * vu[k] + wd[k] * vd[k];
-            let u = u_row[k] + omega * ((su + b1[k] - a12[k] * v_row[k]) * inv11[k] - u_row[k]);
-            u_row[k] = u;
-            v_row[k] += omega * ((sv + b2[k] - a12[k] * u) * inv22[k] - v_row[k]);
-        }
-    });
+    du_own.par_chunks_mut(s).zip(dv_own.par_chunks_mut(s)).enumerate().skip(1).take(g.h).with_min_len(ROWS_PER_TASK).for_each(
+        |(py, (u_row, v_row))| {
+            let (o, n) = g.row(py - 1, c);
+            let own = py * s + 1;
+            let nb = [own + o - 1, own + o, own - s, own + s]; // left, right, up, down
+            let [ul, ur, uu, ud] = nb.map(|j| &du_other[j..][..n]);
+            let [vl, vr, vu, vd] = nb.map(|j| &dv_other[j..][..n]);
+            let [inv11, a12, inv22, b1, b2] = [inv11, a12, inv22, b1, b2].map(|p| &p[own..][..n]);
+            let [wl, wr, wu, wd] = [wl, wr, wu, wd].map(|p| &p[own..][..n]);
+            let (u_row, v_row) = (&mut u_row[1..][..n], &mut v_row[1..][..n]);
+            for k in 0..n {
+                let su = wl[k] * ul[k] + wr[k] * ur[k] + wu[k] * uu[k] + wd[k] * ud[k];
+                let sv = wl[k] * vl[k] + wr[k] * vr[k] + wu[k] * vu[k] + wd[k] * vd[k];
+                let u = u_row[k] + omega * ((su + b1[k] - a12[k] * v_row[k]) * inv11[k] - u_row[k]);
+                u_row[k] = u;
+                v_row[k] += omega * ((sv + b2[k] - a12[k] * u) * inv22[k] - v_row[k]);
+            }
+        },
+    );
 }
 
 #[cfg(test)]
@@ -388,11 +406,13 @@ mod tests {
 
     #[test]
     fn refinement_keeps_an_exact_flow_and_improves_a_perturbed_one() {
-        use crate::synthetic::{synthetic_pair, Motion};
+        use crate::synthetic::{Motion, synthetic_pair};
         let pair = synthetic_pair(48, 56, Motion::Translation { dx: 0.7, dy: -0.4 }, 4);
         let grey = |t: usize| Plane::grey(pair.frames.index_axis(ndarray::Axis(0), t));
         let (i0, i1) = (grey(0), grey(1));
-        let err = |u: &Plane, v: &Plane| u.data.iter().zip(&v.data).map(|(a, b)| ((a - 0.7).powi(2) + (b + 0.4).powi(2)).sqrt()).sum::<f32>() / u.data.len() as f32;
+        let err = |u: &Plane, v: &Plane| {
+            u.data.iter().zip(&v.data).map(|(a, b)| ((a - 0.7).powi(2) + (b + 0.4).powi(2)).sqrt()).sum::<f32>() / u.data.len() as f32
+        };
         let mut u = Plane { w: 56, h: 48, data: vec![0.7; 56 * 48] };
         let mut v = Plane { w: 56, h: 48, data: vec![-0.4; 56 * 48] };
         refine(&i0, &i1, &mut u, &mut v, &VariationalParams::default());

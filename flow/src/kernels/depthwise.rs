@@ -31,11 +31,7 @@ pub fn depthwise_conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, pad: usiz
     if h + 2 * pad < kh || wd + 2 * pad < kw {
         return Err(FlowError::InvalidParameter(format!("depthwise conv: {kh}×{kw} kernel larger than the padded {h}×{wd} input (pad {pad})")));
     }
-    let y = if x.device().is_cpu() {
-        x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &Depthwise { pad })?
-    } else {
-        x.conv2d(w, pad, 1, 1, c)?
-    };
+    let y = if x.device().is_cpu() { x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &Depthwise { pad })? } else { x.conv2d(w, pad, 1, 1, c)? };
     Ok(match bias {
         Some(b) => super::bias::add_bias(&y, b, 1)?,
         None => y,

@@ -17,11 +17,7 @@ const CHUNK: usize = 1 << 14;
 
 /// `x·Φ(x)` with the exact normal CDF, as `nn.GELU()`.
 pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
-    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 {
-        Ok(x.contiguous()?.apply_op1_no_bwd(&Gelu)?)
-    } else {
-        Ok(x.gelu_erf()?)
-    }
+    if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 { Ok(x.contiguous()?.apply_op1_no_bwd(&Gelu)?) } else { Ok(x.gelu_erf()?) }
 }
 
 /// `gelu(x + y)` in one pass (the residual connections of a PCBlock); `x` and `y` of one shape.

@@ -39,11 +39,7 @@ fn corners(x: f32, y: f32, h: usize, w: usize) -> [(usize, f32); 4] {
     let (fx, fy) = (ix - x0, iy - y0);
     let (x0, y0) = (x0 as i64, y0 as i64);
     let at = |cx: i64, cy: i64, wt: f32| -> (usize, f32) {
-        if cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h {
-            (cy as usize * w + cx as usize, wt)
-        } else {
-            (0, 0.0)
-        }
+        if cx >= 0 && cy >= 0 && (cx as usize) < w && (cy as usize) < h { (cy as usize * w + cx as usize, wt) } else { (0, 0.0) }
     };
     [at(x0, y0, (1.0 - fx) * (1.0 - fy)), at(x0 + 1, y0, fx * (1.0 - fy)), at(x0, y0 + 1, (1.0 - fx) * fy), at(x0 + 1, y0 + 1, fx * fy)]
 }

@@ -56,7 +56,13 @@ pub const NET: NetSizes = NetSizes { encoder_layers: [64, 64, 96, 128, 256], hid
 impl Default for MemFlowConfig {
     /// `configs/sintel_memflownet.py`, the settings of `MemFlowNet_sintel.pth`.
     fn default() -> Self {
-        MemFlowConfig { val_decoder_depth: 15, train_avg_length: Self::SINTEL_TRAIN_AVG_LENGTH, mem_every: 1, max_mid_term_frames: 2, min_mid_term_frames: 1 }
+        MemFlowConfig {
+            val_decoder_depth: 15,
+            train_avg_length: Self::SINTEL_TRAIN_AVG_LENGTH,
+            mem_every: 1,
+            max_mid_term_frames: 2,
+            min_mid_term_frames: 1,
+        }
     }
 }
 
@@ -72,7 +78,10 @@ impl MemFlowConfig {
 
     pub fn validate(&self) -> Result<()> {
         if self.train_avg_length <= 1.0 {
-            return Err(FlowError::InvalidParameter(format!("MemFlow train_avg_length must exceed 1 (it is a log base), got {}", self.train_avg_length)));
+            return Err(FlowError::InvalidParameter(format!(
+                "MemFlow train_avg_length must exceed 1 (it is a log base), got {}",
+                self.train_avg_length
+            )));
         }
         if self.mem_every == 0 || self.min_mid_term_frames == 0 || self.max_mid_term_frames <= self.min_mid_term_frames {
             return Err(FlowError::InvalidParameter(format!(

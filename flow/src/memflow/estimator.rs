@@ -15,17 +15,16 @@ use super::config::MemFlowConfig;
 use super::memory::WorkingMemory;
 use super::model::MemFlowNet;
 use crate::error::{FlowError, Result};
-use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
 use crate::raft::weights::rename_checkpoint;
 use crate::sea_raft::weights::load_state_dict;
+use crate::state_dict::weights_id;
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
 const FEATURE_BATCH: usize = 8;
 
 /// What `--weights` should point at, for the missing-weights error.
-pub const EXPECTED_WEIGHTS: &str =
-    "a MemFlow checkpoint from DQiaole/MemFlow release v1.0.0, e.g. `MemFlowNet_sintel.pth` (also `_things`, `_kitti`, `_spring`; not the Twins `MemFlowNet_T_*`), or the same as .safetensors";
+pub const EXPECTED_WEIGHTS: &str = "a MemFlow checkpoint from DQiaole/MemFlow release v1.0.0, e.g. `MemFlowNet_sintel.pth` (also `_things`, `_kitti`, `_spring`; not the Twins `MemFlowNet_T_*`), or the same as .safetensors";
 
 pub struct MemFlowEstimator {
     model: MemFlowNet,
@@ -43,7 +42,9 @@ impl MemFlowEstimator {
         let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
         let tensors = load_state_dict(path, device, "MemFlow", "update_block.aggregator.to_v.weight")?;
         if tensors.contains_key("channel_convertor.weight") || tensors.contains_key("proj.weight") {
-            return Err(fail("this is MemFlowNet-T (Twins encoders), which is not ported; use a MemFlowNet_{sintel,things,kitti,spring}.pth checkpoint".into()));
+            return Err(fail(
+                "this is MemFlowNet-T (Twins encoders), which is not ported; use a MemFlowNet_{sintel,things,kitti,spring}.pth checkpoint".into(),
+            ));
         }
         let vb = VarBuilder::from_tensors(encoder_names(tensors), DType::F32, device);
         let model = MemFlowNet::new(vb).map_err(|e| fail(format!("does not fit MemFlowNet ({e})")))?;

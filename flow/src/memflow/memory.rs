@@ -9,7 +9,7 @@
 //! the number of keys N differs. When the memory reaches `max_mid_term_frames` frames it keeps
 //! only the newest `min_mid_term_frames` (with the released 2/1 settings: the previous frame).
 
-use candle_core::{Tensor, D};
+use candle_core::{D, Tensor};
 
 use super::config::MemFlowConfig;
 use crate::error::Result;
@@ -25,7 +25,13 @@ pub struct WorkingMemory {
 
 impl WorkingMemory {
     pub fn new(cfg: &MemFlowConfig) -> Self {
-        WorkingMemory { keys: None, values: None, max_frames: cfg.max_mid_term_frames, min_frames: cfg.min_mid_term_frames, train_avg_length: cfg.train_avg_length }
+        WorkingMemory {
+            keys: None,
+            values: None,
+            max_frames: cfg.max_mid_term_frames,
+            min_frames: cfg.min_mid_term_frames,
+            train_avg_length: cfg.train_avg_length,
+        }
     }
 
     /// Remembered elements (frames × h·w).
@@ -96,7 +102,10 @@ impl Readout {
     pub fn read(&self, value: &Tensor) -> Result<Tensor> {
         let (b, cv, h, w) = value.dims4()?;
         if (h, w) != (self.h, self.w) {
-            return Err(crate::error::FlowError::InvalidInput(format!("memory read-out: values of {h}x{w} for an attention over {}x{}", self.h, self.w)));
+            return Err(crate::error::FlowError::InvalidInput(format!(
+                "memory read-out: values of {h}x{w} for an attention over {}x{}",
+                self.h, self.w
+            )));
         }
         let v = value.reshape((b, cv, h * w))?;
         let values = match &self.remembered {

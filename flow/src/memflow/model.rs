@@ -111,4 +111,3 @@ impl MemFlowNet {
         Ok(StepOutput { flow, value })
     }
 }
-

@@ -77,7 +77,12 @@ impl PcBlock {
                 Ok(Depthwise { weight: vb.get((c_in, 1, k, k), "weight")?, bias: vb.get(c_in, "bias")?, pad: k / 2 })
             })
             .collect::<Result<_>>()?;
-        Ok(PcBlock { ffn1: Ffn::new(vb.pp("ffn1"), c_in, c_in)?, conv_list, pw: Conv1x1::new(vb.pp("pw"), c_in, c_in, true)?, ffn2: Ffn::new(vb.pp("ffn2"), c_in, c_out)? })
+        Ok(PcBlock {
+            ffn1: Ffn::new(vb.pp("ffn1"), c_in, c_in)?,
+            conv_list,
+            pw: Conv1x1::new(vb.pp("pw"), c_in, c_in, true)?,
+            ffn2: Ffn::new(vb.pp("ffn2"), c_in, c_out)?,
+        })
     }
 
     /// `[B,c_in,h,w]` → `[B,c_out,h,w]`.

@@ -109,7 +109,10 @@ impl MofConfig {
             return bad(format!("feat_dim must be even and positive, got {}", self.feat_dim));
         }
         if self.cnet.embed_dims[1] != self.feat_dim {
-            return bad(format!("the context encoder must output feat_dim = {} channels, its last stage has {}", self.feat_dim, self.cnet.embed_dims[1]));
+            return bad(format!(
+                "the context encoder must output feat_dim = {} channels, its last stage has {}",
+                self.feat_dim, self.cnet.embed_dims[1]
+            ));
         }
         if self.corr_levels == 0 {
             return bad("corr_levels must be at least 1".into());

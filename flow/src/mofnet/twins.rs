@@ -7,7 +7,7 @@
 //! attends to a strided-conv summary of the image), with a 3×3 depthwise positional encoding
 //! (PEG) after the first block. Names follow timm under the wrapper's `svt.` prefix.
 
-use candle_core::{Module, Tensor, D};
+use candle_core::{D, Module, Tensor};
 use candle_nn::{LayerNorm, VarBuilder};
 
 use super::config::TwinsConfig;
@@ -31,7 +31,10 @@ pub struct PatchEmbed {
 impl PatchEmbed {
     pub fn new(vb: VarBuilder, c_in: usize, dim: usize, patch: usize) -> Result<Self> {
         let cfg = candle_nn::Conv2dConfig { stride: patch, ..Default::default() };
-        Ok(PatchEmbed { proj: candle_nn::conv2d(c_in, dim, patch, cfg, vb.pp("proj"))?, norm: candle_nn::layer_norm(dim, DEFAULT_EPS, vb.pp("norm"))? })
+        Ok(PatchEmbed {
+            proj: candle_nn::conv2d(c_in, dim, patch, cfg, vb.pp("proj"))?,
+            norm: candle_nn::layer_norm(dim, DEFAULT_EPS, vb.pp("norm"))?,
+        })
     }
 
     /// `[B,C,H,W]` → tokens `[B, (H/p)·(W/p), dim]`.

@@ -11,7 +11,7 @@
 use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
-use super::config::{MofConfig, MOTION_FEATURES, MOTION_HIDDEN};
+use super::config::{MOTION_FEATURES, MOTION_HIDDEN, MofConfig};
 use super::gma::Aggregate;
 use super::layers::{PcBlock, Pointwise};
 use crate::error::Result;
@@ -57,7 +57,15 @@ impl MotionEncoder {
     /// correlation features `[M,L(2r+1)²,h,w]`. Returns motion features `[M,128,h,w]` (the
     /// flows last) and the new state `[M,48,h,w]`.
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(&self, state: Option<&Tensor>, fwd_flow: &Tensor, bwd_flow: &Tensor, coords0: &Tensor, fwd_corr: &Tensor, bwd_corr: &Tensor) -> Result<(Tensor, Tensor)> {
+    pub fn forward(
+        &self,
+        state: Option<&Tensor>,
+        fwd_flow: &Tensor,
+        bwd_flow: &Tensor,
+        coords0: &Tensor,
+        fwd_corr: &Tensor,
+        bwd_corr: &Tensor,
+    ) -> Result<(Tensor, Tensor)> {
         let (m, _, h, w) = fwd_flow.dims4()?;
         let state = match state {
             Some(s) => s.clone(),
@@ -122,7 +130,18 @@ impl UpdateBlock {
     /// One iteration; `attention` from [`super::gma::GmaAttention`], the other inputs as in
     /// [`MotionEncoder::forward`].
     #[allow(clippy::too_many_arguments)]
-    pub fn forward(&self, net: &Tensor, motion_state: Option<&Tensor>, context: &Tensor, fwd_corr: &Tensor, bwd_corr: &Tensor, fwd_flow: &Tensor, bwd_flow: &Tensor, coords0: &Tensor, attention: &Tensor) -> Result<Update> {
+    pub fn forward(
+        &self,
+        net: &Tensor,
+        motion_state: Option<&Tensor>,
+        context: &Tensor,
+        fwd_corr: &Tensor,
+        bwd_corr: &Tensor,
+        fwd_flow: &Tensor,
+        bwd_flow: &Tensor,
+        coords0: &Tensor,
+        attention: &Tensor,
+    ) -> Result<Update> {
         let (motion, motion_state) = self.encoder.forward(motion_state, fwd_flow, bwd_flow, coords0, fwd_corr, bwd_corr)?;
         let global = self.aggregator.forward(attention, &motion)?;
         let net = self.gru.forward(&Tensor::cat(&[net, context, &motion, &global], 1)?)?;

@@ -44,7 +44,6 @@ pub fn load_checkpoint(path: &Path, precision: WeightPrecision, device: &Device)
     Ok(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -152,8 +152,17 @@ impl RaftConfig {
         macro_rules! set {
             ($($field:ident),*) => { $( if let Some(v) = f.$field { c.$field = v; } )* };
         }
-        set!(feature_encoder_layers, context_encoder_layers, corr_levels, corr_radius, motion_encoder_corr_layers,
-             motion_encoder_flow_layers, motion_encoder_out_channels, hidden_size, flow_head_hidden_size);
+        set!(
+            feature_encoder_layers,
+            context_encoder_layers,
+            corr_levels,
+            corr_radius,
+            motion_encoder_corr_layers,
+            motion_encoder_flow_layers,
+            motion_encoder_out_channels,
+            hidden_size,
+            flow_head_hidden_size
+        );
         if let Some(m) = f.mask_predictor_hidden_size {
             c.mask_predictor_hidden_size = Some(m);
         }

@@ -3,7 +3,7 @@
 //! torchvision's `Conv2dNormActivation` (conv → norm → optional ReLU, checkpoint indices `.0`
 //! conv and `.1` norm).
 
-use candle_core::{Tensor, D};
+use candle_core::{D, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::Norm;
@@ -45,7 +45,10 @@ pub enum NormLayer {
     /// `InstanceNorm2d(affine=False)`: per sample and channel over H×W, biased variance.
     Instance,
     /// `BatchNorm2d` with the checkpoint's running statistics, folded into scale and shift.
-    Batch { scale: Tensor, shift: Tensor },
+    Batch {
+        scale: Tensor,
+        shift: Tensor,
+    },
     None,
 }
 

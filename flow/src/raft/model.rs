@@ -8,7 +8,7 @@ use candle_nn::VarBuilder;
 use super::config::RaftConfig;
 use super::corr::CorrPyramid;
 use super::encoder::FeatureEncoder;
-use super::update::{upsample_bilinear, upsample_convex, MaskPredictor, UpdateBlock};
+use super::update::{MaskPredictor, UpdateBlock, upsample_bilinear, upsample_convex};
 use crate::error::{FlowError, Result};
 
 pub struct Raft {
@@ -24,8 +24,18 @@ impl Raft {
     pub fn new(vb: VarBuilder, cfg: &RaftConfig) -> Result<Self> {
         cfg.validate()?;
         Ok(Raft {
-            feature_encoder: FeatureEncoder::new(vb.pp("feature_encoder"), cfg.feature_encoder_layers, cfg.feature_encoder_block, cfg.feature_encoder_norm)?,
-            context_encoder: FeatureEncoder::new(vb.pp("context_encoder"), cfg.context_encoder_layers, cfg.context_encoder_block, cfg.context_encoder_norm)?,
+            feature_encoder: FeatureEncoder::new(
+                vb.pp("feature_encoder"),
+                cfg.feature_encoder_layers,
+                cfg.feature_encoder_block,
+                cfg.feature_encoder_norm,
+            )?,
+            context_encoder: FeatureEncoder::new(
+                vb.pp("context_encoder"),
+                cfg.context_encoder_layers,
+                cfg.context_encoder_block,
+                cfg.context_encoder_norm,
+            )?,
             update_block: UpdateBlock::new(vb.pp("update_block"), cfg)?,
             mask_predictor: match cfg.mask_predictor_hidden_size {
                 Some(hidden) => Some(MaskPredictor::new(vb.pp("mask_predictor"), cfg.hidden_size, hidden)?),

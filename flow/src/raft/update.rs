@@ -2,7 +2,7 @@
 //! flow), a convolutional GRU, a flow head predicting the residual flow, and the mask head of
 //! convex upsampling. Names follow torchvision (`update_block.*`, `mask_predictor.*`).
 
-use candle_core::{Tensor, D};
+use candle_core::{D, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::{Gru, Norm, RaftConfig};

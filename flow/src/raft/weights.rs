@@ -33,7 +33,6 @@ pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, T
     Ok(out)
 }
 
-
 /// Strips `module.`, maps princeton-vl names to torchvision's when the checkpoint has them, and
 /// drops what inference does not read (`num_batches_tracked`, princeton's duplicate of each
 /// downsample norm).
@@ -162,11 +161,16 @@ mod tests {
     #[test]
     fn small_model_names_and_bottleneck_norms() {
         let t = Tensor::zeros(1, DType::F32, &Device::Cpu).expect("tensor");
-        let raw: Vec<(String, Tensor)> =
-            ["fnet.layer1.0.conv3.weight", "fnet.layer1.0.norm3.weight", "fnet.layer2.0.norm4.weight", "update_block.gru.convz.weight", "update_block.encoder.convf1.bias"]
-                .iter()
-                .map(|k| (k.to_string(), t.clone()))
-                .collect();
+        let raw: Vec<(String, Tensor)> = [
+            "fnet.layer1.0.conv3.weight",
+            "fnet.layer1.0.norm3.weight",
+            "fnet.layer2.0.norm4.weight",
+            "update_block.gru.convz.weight",
+            "update_block.encoder.convf1.bias",
+        ]
+        .iter()
+        .map(|k| (k.to_string(), t.clone()))
+        .collect();
         let got: Vec<String> = rename_checkpoint(raw).into_iter().map(|(k, _)| k).collect();
         assert_eq!(
             got,

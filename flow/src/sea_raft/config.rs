@@ -56,7 +56,10 @@ impl SeaRaftConfig {
 
     pub fn validate(&self) -> Result<()> {
         if self.dim < 4 || !self.dim.is_multiple_of(2) {
-            return Err(FlowError::InvalidParameter(format!("SEA-RAFT `dim` must be even and at least 4 (the motion encoder uses dim/2 and dim−2), got {}", self.dim)));
+            return Err(FlowError::InvalidParameter(format!(
+                "SEA-RAFT `dim` must be even and at least 4 (the motion encoder uses dim/2 and dim−2), got {}",
+                self.dim
+            )));
         }
         if self.initial_dim == 0 || self.block_dims.contains(&0) || self.radius == 0 || self.num_blocks == 0 {
             return Err(FlowError::InvalidParameter(format!("SEA-RAFT config has a zero size: {self:?}")));
@@ -108,7 +111,9 @@ impl SeaRaftPreset {
     /// What `--weights` should point at, for the missing-weights error.
     pub fn expected_weights(self) -> &'static str {
         match self {
-            SeaRaftPreset::S => "the SEA-RAFT-S checkpoint `Tartan-C-T-TSKH432x960-S.pth` (or the Hugging Face `MemorySlices/Tartan-C-T-TSKH432x960-S` model.safetensors)",
+            SeaRaftPreset::S => {
+                "the SEA-RAFT-S checkpoint `Tartan-C-T-TSKH432x960-S.pth` (or the Hugging Face `MemorySlices/Tartan-C-T-TSKH432x960-S` model.safetensors)"
+            }
             SeaRaftPreset::M | SeaRaftPreset::L => {
                 "the SEA-RAFT-M checkpoint `Tartan-C-T-TSKH432x960-M.pth` (or the Hugging Face `MemorySlices/Tartan-C-T-TSKH432x960-M` model.safetensors); L is M's weights at 12 iterations"
             }

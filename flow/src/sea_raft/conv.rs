@@ -10,7 +10,7 @@
 //! over a strided view, no copy; the k² products are summed and the `2p` junk columns of each
 //! row dropped. Same arithmetic as the reference, summed in another order (≈1e-7 relative).
 
-use candle_core::{Tensor, D};
+use candle_core::{D, Tensor};
 use candle_nn::VarBuilder;
 
 use crate::error::Result;
@@ -94,7 +94,11 @@ mod tests {
         for (k, stride, c_in, c_out, h, w) in [(3, 1, 5, 7, 9, 6), (7, 1, 3, 4, 8, 11), (3, 2, 4, 6, 9, 10), (1, 1, 4, 3, 5, 5)] {
             let weight = seeded_randn(&mut rng, (c_out, c_in, k, k))?;
             let bias = seeded_randn(&mut rng, c_out)?;
-            let vb = VarBuilder::from_tensors(HashMap::from([("weight".to_string(), weight.clone()), ("bias".to_string(), bias.clone())]), DType::F32, &dev);
+            let vb = VarBuilder::from_tensors(
+                HashMap::from([("weight".to_string(), weight.clone()), ("bias".to_string(), bias.clone())]),
+                DType::F32,
+                &dev,
+            );
             let conv = Conv::square(vb, c_in, c_out, k, stride)?;
             assert_eq!(conv.taps.is_empty(), stride != 1 || k == 1);
             let x = seeded_randn(&mut rng, (2, c_in, h, w))?;

@@ -13,8 +13,8 @@ use super::config::{SeaRaftConfig, SeaRaftPreset};
 use super::model::SeaRaft;
 use super::weights::load_state_dict;
 use crate::error::{FlowError, Result};
-use crate::state_dict::weights_id;
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::state_dict::weights_id;
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
 const FEATURE_BATCH: usize = 8;
@@ -108,7 +108,8 @@ impl FlowEstimator for SeaRaftEstimator {
         let mut out = Array4::<f32>::zeros((n - 1, 2, h, w));
         for t in 0..n - 1 {
             let pair = |x: &Tensor, i: usize| x.narrow(0, i, 1);
-            let flow = self.model.flow_from_features(&pair(&images, t)?, &pair(&images, t + 1)?, &pair(&fmaps, t)?, &pair(&fmaps, t + 1)?, self.iters)?;
+            let flow =
+                self.model.flow_from_features(&pair(&images, t)?, &pair(&images, t + 1)?, &pair(&fmaps, t)?, &pair(&fmaps, t + 1)?, self.iters)?;
             let values = flow.flatten_all()?.to_vec1::<f32>()?;
             for (d, v) in out.index_axis_mut(Axis(0), t).iter_mut().zip(values) {
                 *d = v;

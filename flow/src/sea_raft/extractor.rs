@@ -7,9 +7,9 @@ use candle_core::Tensor;
 use candle_nn::VarBuilder;
 
 use super::config::SeaRaftConfig;
+use super::conv::Conv;
 use crate::error::Result;
 use crate::raft::config::Norm;
-use super::conv::Conv;
 use crate::raft::layers::NormLayer;
 
 /// Two 3×3 conv–BN–ReLU layers plus a shortcut (1×1 conv + BN when the shape changes).

@@ -7,12 +7,12 @@
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 
-use super::config::{SeaRaftConfig, CORR_LEVELS};
+use super::config::{CORR_LEVELS, SeaRaftConfig};
+use super::conv::Conv;
 use super::extractor::ResNetFpn;
 use super::update::{FlowHead, UpdateBlock, UpsampleWeight};
 use crate::error::{FlowError, Result};
 use crate::raft::corr::CorrPyramid;
-use super::conv::Conv;
 use crate::raft::update::upsample_convex;
 
 pub struct SeaRaft {

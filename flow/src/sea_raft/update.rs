@@ -2,13 +2,13 @@
 //! ConvNeXt blocks where RAFT had a GRU — the hidden state is simply rewritten, no gates — and
 //! the two heads on the hidden state (flow + uncertainty, convex-upsampling weights).
 
-use candle_core::{Tensor, D};
+use candle_core::{D, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::SeaRaftConfig;
+use super::conv::Conv;
 use crate::error::Result;
 use crate::kernels::{add_bias, depthwise_conv2d, gelu_erf};
-use super::conv::Conv;
 
 /// (correlation features, flow) → `dim` motion channels, the last two being the raw flow.
 pub struct MotionEncoder {

@@ -39,7 +39,6 @@ pub fn load_state_dict(path: &Path, device: &Device, network: &str, required: &s
     Ok(out)
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

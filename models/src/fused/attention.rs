@@ -247,7 +247,10 @@ impl CustomOp3 for FlashAttention {
         let tasks: Vec<(usize, usize, Range<usize>, Range<usize>)> = (0..g.batch)
             .flat_map(|b| (0..g.heads).map(move |h| (b, h)))
             .flat_map(|(b, h)| {
-                self.geometry.blocks(&self.mask).into_iter().flat_map(move |(rows, keys)| tiles(rows, QUERY_TILE).map(move |t| (b, h, t, keys.clone())))
+                self.geometry
+                    .blocks(&self.mask)
+                    .into_iter()
+                    .flat_map(move |(rows, keys)| tiles(rows, QUERY_TILE).map(move |t| (b, h, t, keys.clone())))
             })
             .collect();
         let (out_ptr, lse_ptr) = (Shared(out.as_mut_ptr()), Shared(lse.as_mut_ptr()));
@@ -645,7 +648,13 @@ mod simd {
         const C2: f32 = -2.121_944_4e-4;
         // Adding 1.5·2²³ rounds to an integer held in the low mantissa bits.
         const ROUND: f32 = 12_582_912.0;
-        let xc = if x < -87.0 { -87.0 } else if x > 88.0 { 88.0 } else { x };
+        let xc = if x < -87.0 {
+            -87.0
+        } else if x > 88.0 {
+            88.0
+        } else {
+            x
+        };
         let t = xc * LOG2E + ROUND;
         let n = t - ROUND;
         let n_int = t.to_bits() as i32 - ROUND.to_bits() as i32;
@@ -659,7 +668,7 @@ mod simd {
 
 #[cfg(test)]
 mod tests {
-    use candle_core::{Device, Var, D};
+    use candle_core::{D, Device, Var};
     use motionvl_data::rng::SynthRng;
 
     use super::*;

@@ -12,7 +12,11 @@ pub(crate) const TASK_ELEMENTS: usize = 1 << 14;
 
 /// The contiguous f32 data a fused kernel reads; the public functions only dispatch such inputs,
 /// so anything else is a caller's bug reported as an error rather than a panic.
-pub(crate) fn contiguous_f32<'a>(storage: &'a candle_core::CpuStorage, layout: &candle_core::Layout, op: &'static str) -> candle_core::Result<&'a [f32]> {
+pub(crate) fn contiguous_f32<'a>(
+    storage: &'a candle_core::CpuStorage,
+    layout: &candle_core::Layout,
+    op: &'static str,
+) -> candle_core::Result<&'a [f32]> {
     let (start, end) = layout.contiguous_offsets().ok_or(candle_core::Error::RequiresContiguous { op })?;
     Ok(&storage.as_slice::<f32>()?[start..end])
 }

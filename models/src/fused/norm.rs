@@ -2,27 +2,21 @@
 //! normalised rows for backprop; the fused op keeps nothing but its inputs and recomputes each
 //! row's `inv_rms` (one pass over the row) in the backward pass.
 
-use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{contiguous_f32, TASK_ELEMENTS};
+use super::{TASK_ELEMENTS, contiguous_f32};
 
 /// `x · inv_rms(x) · weight` over the last dimension, Qwen2's RMSNorm: the fused op on CPU for
 /// contiguous f32 inputs, the composed one otherwise.
 pub fn rms_norm(xs: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
-    if applies(xs, weight) {
-        xs.apply_op2(weight, FusedRmsNorm { eps: eps as f32 })
-    } else {
-        composed(xs, weight, eps)
-    }
+    if applies(xs, weight) { xs.apply_op2(weight, FusedRmsNorm { eps: eps as f32 }) } else { composed(xs, weight, eps) }
 }
 
 /// Whether [`rms_norm`] runs the fused op for these tensors.
 pub fn applies(xs: &Tensor, weight: &Tensor) -> bool {
     let width = xs.dims().last().copied().unwrap_or(0);
-    width > 0
-        && weight.dims() == [width]
-        && [xs, weight].iter().all(|t| t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous())
+    width > 0 && weight.dims() == [width] && [xs, weight].iter().all(|t| t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous())
 }
 
 /// RMSNorm from differentiable primitives, as Qwen2 computes it: statistics in f32, the scale in

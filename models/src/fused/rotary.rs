@@ -3,10 +3,10 @@
 //! no saved activations; the composed form keeps the halves, their negation, the concatenation
 //! and both products.
 
-use candle_core::{CpuStorage, CustomOp3, DType, Layout, Result, Shape, Tensor, D};
+use candle_core::{CpuStorage, CustomOp3, D, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{contiguous_f32, TASK_ELEMENTS};
+use super::{TASK_ELEMENTS, contiguous_f32};
 
 /// `x·cos + rotate_half(x)·sin` on the last dimension, computed in f32 and returned in the input
 /// dtype; `cos`/`sin` broadcast against `xs` (the decoder's `[B, 1, L, D]` tables against
@@ -103,7 +103,14 @@ impl CustomOp3 for FusedRotary {
         Ok((CpuStorage::F32(out), l1.shape().clone()))
     }
 
-    fn bwd(&self, _xs: &Tensor, cos: &Tensor, sin: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
+    fn bwd(
+        &self,
+        _xs: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        _res: &Tensor,
+        grad: &Tensor,
+    ) -> Result<(Option<Tensor>, Option<Tensor>, Option<Tensor>)> {
         let dxs = grad.contiguous()?.apply_op3(cos, sin, FusedRotary { transpose: !self.transpose })?;
         Ok((Some(dxs), None, None))
     }

@@ -8,17 +8,13 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{contiguous_f32, TASK_ELEMENTS};
+use super::{TASK_ELEMENTS, contiguous_f32};
 use crate::config::Activation;
 
 /// `act(gate) ⊙ up`: the fused op on CPU for silu and contiguous f32 operands of one shape, the
 /// composed one otherwise.
 pub fn gated_activation(act: Activation, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
-    if applies(act, gate, up) {
-        gate.apply_op2(up, FusedSwiGlu)
-    } else {
-        composed(act, gate, up)
-    }
+    if applies(act, gate, up) { gate.apply_op2(up, FusedSwiGlu) } else { composed(act, gate, up) }
 }
 
 /// Whether [`gated_activation`] runs the fused op for these tensors.

@@ -119,15 +119,11 @@ pub fn synth(out: &Path, seed: u64, landmarks: usize) -> Result<()> {
     let cfg = SynthDccsConfig { seed, landmarks, ..SynthDccsConfig::default() };
     let bar = Bar::new();
     let start = Instant::now();
-    let s = pipeline::synthetic(out, &cfg, &bar)
-        .with_context(|| format!("building the synthetic DCCS set in {}", out.display()))?;
+    let s = pipeline::synthetic(out, &cfg, &bar).with_context(|| format!("building the synthetic DCCS set in {}", out.display()))?;
     bar.0.finish_and_clear();
     println!("UAV-DualCog set in {} ({:.1} s)", s.dir.display(), start.elapsed().as_secs_f64());
     println!("  landmarks: {}", s.landmarks);
-    println!(
-        "  stage3.json: {} rows, {} missions, {} missions rejected",
-        s.stage3.rows, s.stage3.missions, s.stage3.rejections
-    );
+    println!("  stage3.json: {} rows, {} missions, {} missions rejected", s.stage3.rows, s.stage3.missions, s.stage3.rejections);
     println!("  stage4.json: {} rows, {} images, {} rejections", s.stage4.rows, s.stage4.assets, s.stage4.rejections);
     Ok(())
 }
@@ -142,12 +138,7 @@ pub fn video(args: &VideoArgs) -> Result<()> {
             kinematics: args.check_kinematics.then(KinematicLimits::default),
             ..TrajectoryConfig::default()
         },
-        visibility: VisibilityConfig {
-            width: args.width,
-            height: args.height,
-            splat_radius_m: args.splat_radius,
-            ..VisibilityConfig::default()
-        },
+        visibility: VisibilityConfig { width: args.width, height: args.height, splat_radius_m: args.splat_radius, ..VisibilityConfig::default() },
         scene: c.scene()?,
         ..Stage3Config::default()
     };
@@ -172,12 +163,7 @@ pub fn image(args: &ImageArgs) -> Result<()> {
     let cfg = Stage4Config {
         seed: c.seed,
         scene_id: c.scene_id.clone(),
-        visibility: VisibilityConfig {
-            width: args.width,
-            height: args.height,
-            splat_radius_m: args.splat_radius,
-            ..VisibilityConfig::default()
-        },
+        visibility: VisibilityConfig { width: args.width, height: args.height, splat_radius_m: args.splat_radius, ..VisibilityConfig::default() },
         scene: c.scene()?,
         ..Stage4Config::default()
     };
