@@ -396,6 +396,6 @@ fn clouds_and_boxes_with_huge_header_counts_are_named_errors() {
     let instances = dir.path().join("valid_instances.json");
     let row = serde_json::json!({"valid_instances": [{"instance_id": "tower", "landmark_category": "building", "landmark_description": "a very tall tower", "bbox_3d": [0.0, 0.0, 50.0, 20.0, 20.0, 1.0e6, 0.0]}]});
     std::fs::write(&instances, row.to_string()).unwrap();
-    let err = read_instances(&instances).err().expect("a 1000 km tower").to_string();
+    let err = read_instances(&instances).expect_err("a 1000 km tower").to_string();
     assert!(err.contains("tower") && err.contains("1000 m"), "{err}");
 }

@@ -238,7 +238,7 @@ fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
         let planted = dir.path().join("planted");
         std::fs::create_dir_all(planted.join("dccs")).unwrap();
         std::os::unix::fs::symlink(&outside, planted.join("dccs/trajectories")).unwrap();
-        let err = synthetic(&planted, &tiny(), &()).err().expect("refused").to_string();
+        let err = synthetic(&planted, &tiny(), &()).expect_err("refused").to_string();
         assert!(err.contains("trajectories/") && err.contains("leads outside"), "{err}");
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "no trajectory was written through the link");
     }

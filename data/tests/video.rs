@@ -403,7 +403,7 @@ fn playlists_in_disguise_and_oversized_frames_are_refused() {
     let mut bytes = b"YUV4MPEG2 W8000 H5000 F25:1 Ip A1:1 C420jpeg\nFRAME\n".to_vec();
     bytes.extend(std::iter::repeat_n(16u8, 4096));
     std::fs::write(&huge, bytes).expect("write");
-    let err = probe_video(&huge).err().expect("refused");
+    let err = probe_video(&huge).expect_err("refused");
     assert!(matches!(err, VideoError::TooLarge { width: 8000, height: 5000, .. }), "{err}");
     assert!(err.to_string().contains("huge.y4m"), "{err}");
 }

@@ -130,7 +130,7 @@ impl FlowCache {
             if name.len() != 2 || !shard.path().is_dir() {
                 continue;
             }
-            let entries = fs::read_dir(shard.path()).map_err(|e| FlowError::io(&shard.path(), e))?;
+            let entries = fs::read_dir(shard.path()).map_err(|e| FlowError::io(shard.path(), e))?;
             count += entries
                 .flatten()
                 .filter(|e| !e.file_name().to_string_lossy().starts_with('.') && e.path().extension().is_some_and(|x| x == "safetensors"))

@@ -100,7 +100,13 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
         for (name, rows, out, inner) in MATMULS {
             let x = Tensor::randn(0f32, 1.0, (rows, inner), &device)?;
             let w = Tensor::randn(0f32, 0.02, (out, inner), &device)?;
-            let s = median_seconds(|| Ok(drop(x.matmul(&w.t()?)?)), 5)?;
+            let s = median_seconds(
+                || {
+                    x.matmul(&w.t()?)?;
+                    Ok(())
+                },
+                5,
+            )?;
             seconds.insert(name.into(), json!((s * 1e5).round() / 1e5));
         }
         return Ok(json!({ "mode": mode, "matmul_s": seconds, "peak_rss_MiB": peak_rss_mib().map_or(f64::NAN, f64::round) }));
@@ -129,7 +135,13 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
         video_seconds_per_grid: vec![1.0],
     };
     let seconds = match mode {
-        "prefill" => median_seconds(|| Ok(drop(model.forward(&batch, &inputs, None)?)), 3)?,
+        "prefill" => median_seconds(
+            || {
+                model.forward(&batch, &inputs, None)?;
+                Ok(())
+            },
+            3,
+        )?,
         // The trainer's path: the LM head on the labelled rows only, the head's and the embedding's
         // gradients made directly (`motionvl_models::training_loss`).
         "train" => {
@@ -138,13 +150,25 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
                 Ok(model.training_loss(&batch, &model.encode_vision(&inputs)?, &positions, &labels)?.backward(1.0)?)
             };
             require_all_reached(&pass()?)?;
-            median_seconds(|| Ok(drop(pass()?)), 3)?
+            median_seconds(
+                || {
+                    pass()?;
+                    Ok(())
+                },
+                3,
+            )?
         }
         // The same work as transformers: logits of every token, then the loss.
         "train-full-logits" => {
             let pass = || -> anyhow::Result<_> { Ok(causal_lm_loss(&model.forward(&batch, &inputs, None)?, &labels)?.backward()?) };
             require_all_reached(&pass()?)?;
-            median_seconds(|| Ok(drop(pass()?)), 3)?
+            median_seconds(
+                || {
+                    pass()?;
+                    Ok(())
+                },
+                3,
+            )?
         }
         other => anyhow::bail!("unknown mode `{other}` (matmul, prefill, train, train-full-logits)"),
     };

@@ -328,6 +328,12 @@ impl Weights {
     }
 }
 
+/// One pair's UAV and satellite pixels, and the UAV footprint's box in the satellite image.
+type PairPixels = (Vec<f32>, Vec<f32>, Option<[f64; 4]>);
+
+/// A batch's UAV pixels, satellite pixels and boxes.
+type BatchPixels = (Tensor, Tensor, Vec<Option<[f64; 4]>>);
+
 pub struct CvaaTrainer {
     recipe: CvaaRecipe,
     model: Cvaa,
@@ -531,12 +537,12 @@ impl CvaaTrainer {
 
     /// `[B, 3, H, W]` UAV frames and `[B, 3, S, S]` satellite views of the pairs, with the box
     /// each satellite view was cropped at.
-    fn pixels(&self, step: usize, indices: &[usize]) -> Result<(Tensor, Tensor, Vec<Option<[f64; 4]>>)> {
+    fn pixels(&self, step: usize, indices: &[usize]) -> Result<BatchPixels> {
         let cfg = self.model.config();
         let [uh, uw] = cfg.uav_size;
         let s = cfg.satellite_size;
         let jitter = self.recipe.data.crop_jitter;
-        let views: Vec<(Vec<f32>, Vec<f32>, Option<[f64; 4]>)> = indices
+        let views: Vec<PairPixels> = indices
             .par_iter()
             .enumerate()
             .map(|(slot, &i)| {

@@ -324,7 +324,7 @@ mod tests {
     #[test]
     fn threads_sum_buckets_identically_on_every_rank() {
         assert_eq!(buckets(&[3, 2, 7], 5), [0..2, 2..3]);
-        assert_eq!(buckets(&[4, 1], 5), [0..2]);
+        assert_eq!(buckets(&[4, 1], 5), vec![0..2]);
         let handles: Vec<_> = ThreadExchange::group(3)
             .into_iter()
             .map(|ex| {

@@ -130,7 +130,7 @@ fn merged_checkpoint_loads_and_equals_base_plus_adapter() {
     // refused before anything is written, and left as it was.
     motionvl_train::merge::merge(&base, &adapter, &out, 64 << 10).expect("a previous merge is replaced");
     let before: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
-    let err = motionvl_train::merge::merge(&base, &adapter, dir.path(), 64 << 10).err().expect("the run folder is refused").to_string();
+    let err = motionvl_train::merge::merge(&base, &adapter, dir.path(), 64 << 10).expect_err("the run folder is refused").to_string();
     assert!(err.contains("not a previous merge") && err.contains("choose another --out"), "{err}");
     let after: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(before, after, "the run is untouched");

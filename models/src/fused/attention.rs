@@ -88,11 +88,11 @@ impl Geometry {
                 if past + len > keys {
                     candle_core::bail!("flash attention: {past} past + {len} new positions exceed the {keys} keys");
                 }
-                if let Some(rows) = key_padding {
-                    if rows.len() != batch || rows.iter().any(|r| r.len() != keys) {
-                        let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
-                        candle_core::bail!("flash attention: key padding of lengths {lens:?}, expected {batch} rows of {keys}");
-                    }
+                if let Some(rows) = key_padding
+                    && (rows.len() != batch || rows.iter().any(|r| r.len() != keys))
+                {
+                    let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
+                    candle_core::bail!("flash attention: key padding of lengths {lens:?}, expected {batch} rows of {keys}");
                 }
             }
             Mask::Segments(cu) => {
@@ -513,6 +513,8 @@ impl Mat {
 /// # Safety
 /// `dst`, `lhs` and `rhs` must address valid elements for every index their shape and strides
 /// reach, and `dst` must not alias the operands.
+// A GEMM kernel's signature (gemm's own `gemm` takes 20): shapes, destination, operands, scale.
+#[allow(clippy::too_many_arguments)]
 unsafe fn matmul(m: usize, n: usize, k: usize, dst: *mut f32, dst_stride: usize, accumulate: bool, lhs: Mat, rhs: Mat, beta: f32) {
     // SAFETY: forwarded from the caller.
     unsafe {
@@ -648,18 +650,12 @@ mod simd {
         const C2: f32 = -2.121_944_4e-4;
         // Adding 1.5·2²³ rounds to an integer held in the low mantissa bits.
         const ROUND: f32 = 12_582_912.0;
-        let xc = if x < -87.0 {
-            -87.0
-        } else if x > 88.0 {
-            88.0
-        } else {
-            x
-        };
+        let xc = x.clamp(-87.0, 88.0);
         let t = xc * LOG2E + ROUND;
         let n = t - ROUND;
         let n_int = t.to_bits() as i32 - ROUND.to_bits() as i32;
         let r = xc - n * C1 - n * C2;
-        let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r + 5.000_000_1e-1;
+        let p = ((((1.987_569_1e-4 * r + 1.398_199_9e-3) * r + 8.333_452e-3) * r + 4.166_579_6e-2) * r + 1.666_666_5e-1) * r + 5e-1;
         let y = p * (r * r) + r + 1.0;
         let two_n = f32::from_bits(((n_int + 127) << 23) as u32);
         if x < -87.0 { 0.0 } else { y * two_n }
