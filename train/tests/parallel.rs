@@ -196,3 +196,14 @@ fn rank_zeros_refusal_to_start_ends_every_rank() {
     assert!(outcomes[0].contains("already holds a run"), "{}", outcomes[0]);
     assert!(outcomes[1].contains("rank 0 failed to prepare"), "{}", outcomes[1]);
 }
+
+/// Threads sum on the host: a GPU recipe is refused before anything starts, pointing at the
+/// launchers that run one process per GPU.
+#[test]
+fn thread_ranks_refuse_a_gpu_recipe_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny(dir.path(), &[("model.device", "\"cuda\"")]);
+    let err = train_threads(&recipe, Start::Fresh, 2, &StopFlag::new()).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("--data-parallel") && err.contains("torchrun --no-python"), "{err}");
+    assert!(std::fs::read_dir(dir.path()).map(|d| d.count()).unwrap_or(0) == 0, "nothing was written");
+}
