@@ -185,3 +185,21 @@ fn renamed_but_different_weights_miss_the_cache() {
     }
     assert_ne!(keys[0], keys[1]);
 }
+
+/// `--device` names where a network estimator runs; a name that is no device is refused
+/// before any video is read.
+#[test]
+fn an_unknown_device_is_refused_by_name() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = tempfile::tempdir().expect("tempdir");
+    let run = Command::new(env!("CARGO_BIN_EXE_flow"))
+        .args(["extract", "--video"])
+        .arg(root.join("tests/data/tiny-sft/up-red.mp4"))
+        .args(["--motion", "dis", "--device", "gpu7", "--out"])
+        .arg(out.path())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success() && stderr.contains("--device gpu7") && stderr.contains("expected cpu, cuda or cuda:N"), "{stderr}");
+    assert_eq!(std::fs::read_dir(out.path()).expect("out").count(), 0, "nothing was extracted");
+}

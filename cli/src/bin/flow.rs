@@ -129,6 +129,15 @@ struct Motion {
     /// RAFT refinement iterations.
     #[arg(long)]
     iters: Option<usize>,
+    /// Where a network estimator runs: cpu, cuda or cuda:N (a build with `--features cuda`).
+    #[arg(long, default_value = "cpu")]
+    device: String,
+}
+
+impl Motion {
+    fn device(&self) -> Result<Device> {
+        motionvl_models::device::parse_device(&self.device).with_context(|| format!("--device {}", self.device))
+    }
 }
 
 fn main() -> Result<()> {
@@ -160,12 +169,9 @@ fn main() -> Result<()> {
 }
 
 fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
-    build_named_estimator(m.motion.as_deref().unwrap_or("dis"), m.weights.as_deref(), m.iters)
-}
-
-fn build_named_estimator(name: &str, weights: Option<&Path>, iters: Option<usize>) -> Result<Arc<dyn FlowEstimator>> {
-    let spec = EstimatorSpec { name, weights, iters, ..EstimatorSpec::default() };
-    Ok(Arc::from(estimator_from_spec(&spec, &Device::Cpu)?))
+    let spec =
+        EstimatorSpec { name: m.motion.as_deref().unwrap_or("dis"), weights: m.weights.as_deref(), iters: m.iters, ..EstimatorSpec::default() };
+    Ok(Arc::from(estimator_from_spec(&spec, &m.device()?)?))
 }
 
 fn extract(
@@ -194,7 +200,7 @@ fn extract(
                 bail!("--iters and --config: the run's estimator decides its iterations, and flows of other settings are not the ones it looks up");
             }
             let overrides = MotionOverrides { estimator: motion.motion.clone(), weights: motion.weights.clone(), cache_dir: cache.clone() };
-            Some(config_media(path, &overrides, &Device::Cpu)?)
+            Some(config_media(path, &overrides, &motion.device()?)?)
         }
         None => None,
     };
