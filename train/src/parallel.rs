@@ -1,10 +1,11 @@
 //! Data parallel training: the gradient exchange between ranks, and how a rank learns its place.
 //!
-//! One small trait, [`GradExchange`], sums a flat f32 tensor across ranks in place. Two
+//! One small trait, [`GradExchange`], sums a flat f32 tensor across ranks in place. Three
 //! implementations: [`ThreadExchange`], ranks as threads of one process (`train sft
-//! --data-parallel N` on CPU, and the tests that prove the semantics), and `NcclExchange`
-//! (feature `nccl`), one process per GPU launched by torchrun or SLURM ([`Launch`]), with rank 0
-//! handing NCCL's unique id to the others ([`crate::rendezvous`]).
+//! --data-parallel N` on CPU, and the tests that prove the semantics); [`TcpExchange`], CPU
+//! ranks as processes launched by torchrun or SLURM ([`Launch`]), summing through rank 0; and
+//! `NcclExchange` (feature `nccl`), one process per GPU, with rank 0 handing NCCL's unique id to
+//! the others ([`crate::rendezvous`]).
 //!
 //! The trainer reduces the accumulated gradients in buckets ([`reduce_grads`]) before
 //! clipping and the optimiser step, so every rank takes the identical step.
@@ -16,12 +17,19 @@ use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 use crate::optim::Grads;
 pub use crate::rendezvous::{Launch, share_unique_id};
 
+mod tcp;
+pub use tcp::TcpExchange;
+
 #[derive(Debug, thiserror::Error)]
 pub enum ParallelError {
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
-    #[error("data parallel: rank {0} left the group (it failed; its error is above)")]
+    #[error("data parallel: rank {0} left the group (it failed, and its output tells why, or it was killed)")]
     PeerGone(usize),
+    #[error("data parallel: rank {peer} sent nothing for {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): it hangs, or its host is gone")]
+    Stalled { peer: usize, waited: std::time::Duration },
+    #[error("data parallel: the connection to rank {peer}: {source}")]
+    Link { peer: usize, source: std::io::Error },
     #[error(transparent)]
     Rendezvous(#[from] crate::rendezvous::RendezvousError),
     #[error("data parallel: {0}")]
@@ -210,10 +218,7 @@ impl GradExchange for ThreadExchange {
     }
 
     fn all_reduce_sum(&self, flat: &Tensor) -> Result<()> {
-        check_flat(flat)?;
-        let outcome = Mutex::new(Ok(()));
-        flat.inplace_op1(&ThreadSum { exchange: self, outcome: &outcome })?;
-        outcome.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
+        sum_on_host(flat, |values| self.sum_in_place(values))
     }
 }
 
@@ -224,23 +229,32 @@ fn check_flat(flat: &Tensor) -> Result<()> {
     Ok(())
 }
 
-/// The in-place CPU op behind [`ThreadExchange::all_reduce_sum`]; the exchange's own error
-/// travels back through `outcome` (candle's op error type cannot carry it).
-struct ThreadSum<'a> {
-    exchange: &'a ThreadExchange,
-    outcome: &'a Mutex<Result<()>>,
+/// Replaces the CPU tensor `flat` in place by what `sum` makes of its values: the exchanges
+/// whose ranks meet on the host.
+fn sum_on_host(flat: &Tensor, sum: impl Fn(&mut [f32]) -> Result<()>) -> Result<()> {
+    check_flat(flat)?;
+    let op = HostSum { sum, outcome: Mutex::new(Ok(())) };
+    flat.inplace_op1(&op)?;
+    op.outcome.into_inner().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-impl InplaceOp1 for ThreadSum<'_> {
+/// The in-place CPU op behind [`sum_on_host`]; the exchange's own error travels back through
+/// `outcome` (candle's op error type cannot carry it).
+struct HostSum<F> {
+    sum: F,
+    outcome: Mutex<Result<()>>,
+}
+
+impl<F: Fn(&mut [f32]) -> Result<()>> InplaceOp1 for HostSum<F> {
     fn name(&self) -> &'static str {
-        "thread-all-reduce"
+        "host-all-reduce"
     }
 
     fn cpu_fwd(&self, storage: &mut CpuStorage, layout: &Layout) -> candle_core::Result<()> {
         let (CpuStorage::F32(values), Some((lo, hi))) = (storage, layout.contiguous_offsets()) else {
-            candle_core::bail!("thread-all-reduce: needs contiguous f32 storage")
+            candle_core::bail!("host-all-reduce: needs contiguous f32 storage")
         };
-        let result = self.exchange.sum_in_place(&mut values[lo..hi]);
+        let result = (self.sum)(&mut values[lo..hi]);
         *self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = result;
         Ok(())
     }

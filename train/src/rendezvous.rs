@@ -1,6 +1,7 @@
 //! How the processes of a launched group find each other: where this process sits
-//! ([`Launch`], from torchrun's or srun's environment) and the hand-over of NCCL's unique id
-//! from rank 0 to the others ([`share_unique_id`]).
+//! ([`Launch`], from torchrun's or srun's environment), the hand-over of NCCL's unique id from
+//! rank 0 to the others ([`share_unique_id`]), and the connections that hand-over leaves
+//! ([`connect_star`]): one from every rank to rank 0, which the CPU process group sums over.
 //!
 //! The hand-over is a TCP exchange that no stranger can join or stall. Each rank sends a hello
 //! naming the protocol, the job (`SLURM_JOB_ID`, `TORCHELASTIC_RUN_ID`, or
@@ -150,6 +151,28 @@ pub fn share_unique_id(launch: &Launch, id: Option<[u8; 128]>) -> Result<[u8; 12
 
 /// [`share_unique_id`] with its own time limit.
 pub fn share_unique_id_within(launch: &Launch, id: Option<[u8; 128]>, limit: Duration) -> Result<[u8; 128]> {
+    rendezvous(launch, id, limit).map(|(id, _)| id)
+}
+
+/// The connections of a star around rank 0, each one a rank whose hello named this job.
+#[derive(Debug)]
+pub enum Star {
+    /// Rank 0: one connection per other rank, ranks 1, 2, … in order.
+    Hub(Vec<TcpStream>),
+    /// Any other rank: its connection to rank 0.
+    Spoke(TcpStream),
+}
+
+/// The group's star of authenticated connections (the same hand-over as
+/// [`share_unique_id_within`], within `limit`).
+pub fn connect_star(launch: &Launch, limit: Duration) -> Result<Star> {
+    let own = (launch.rank == 0).then_some([0; 128]);
+    rendezvous(launch, own, limit).map(|(_, star)| star)
+}
+
+/// The hand-over itself: rank 0 serves `id` to one hello-authenticated connection per rank and
+/// keeps them; the others keep theirs to rank 0.
+fn rendezvous(launch: &Launch, id: Option<[u8; 128]>, limit: Duration) -> Result<([u8; 128], Star)> {
     let addr = format!("{}:{}", launch.master_addr, launch.master_port);
     let io = |source| RendezvousError::Io { addr: addr.clone(), source };
     let deadline = Instant::now() + limit;
@@ -163,13 +186,13 @@ pub fn share_unique_id_within(launch: &Launch, id: Option<[u8; 128]>, limit: Dur
         listener.set_nonblocking(true).map_err(io)?;
         // Hellos are read on threads of their own: a connection that stays silent delays nobody.
         let (hellos, heard) = std::sync::mpsc::channel::<(usize, TcpStream)>();
-        let mut served = vec![false; launch.world_size];
-        served[0] = true;
-        while served.iter().any(|s| !s) {
+        // Rank r's connection once it has the id; rank 0's own place stays empty.
+        let mut served: Vec<Option<TcpStream>> = (0..launch.world_size).map(|_| None).collect();
+        while served.iter().skip(1).any(Option::is_none) {
             if Instant::now() > deadline {
                 return Err(RendezvousError::Incomplete {
                     addr,
-                    joined: served.iter().filter(|s| **s).count() - 1,
+                    joined: served.iter().flatten().count(),
                     expected: launch.world_size - 1,
                     seconds: limit.as_secs(),
                     token: launch.token.clone(),
@@ -190,14 +213,14 @@ pub fn share_unique_id_within(launch: &Launch, id: Option<[u8; 128]>, limit: Dur
                 Err(e) => return Err(io(e)),
             }
             match heard.recv_timeout(Duration::from_millis(20)) {
-                Ok((rank, mut stream)) if !served[rank] => {
+                Ok((rank, mut stream)) if served[rank].is_none() => {
                     let sent = stream.set_write_timeout(Some(HELLO_TIMEOUT)).and_then(|()| stream.write_all(&id));
-                    served[rank] = sent.is_ok();
+                    served[rank] = sent.is_ok().then_some(stream);
                 }
                 _ => {}
             }
         }
-        return Ok(id);
+        return Ok((id, Star::Hub(served.into_iter().flatten().collect())));
     }
     let targets: Vec<_> = (launch.master_addr.as_str(), launch.master_port).to_socket_addrs().map_err(io)?.collect();
     while Instant::now() < deadline {
@@ -212,7 +235,7 @@ pub fn share_unique_id_within(launch: &Launch, id: Option<[u8; 128]>, limit: Dur
                     stream.read_exact(&mut id).map(|()| id)
                 });
             if let Ok(id) = exchanged {
-                return Ok(id);
+                return Ok((id, Star::Spoke(stream)));
             }
         }
         std::thread::sleep(Duration::from_millis(200));

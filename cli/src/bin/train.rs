@@ -158,12 +158,39 @@ fn report_done(logs: &[StepLog]) {
     }
 }
 
-/// This process's rank of a torchrun/SLURM launch: its GPU is `cuda:LOCAL_RANK`, and NCCL
-/// connects it to the others.
-#[cfg(feature = "nccl")]
+/// This process's rank of a torchrun/SLURM launch. A CPU recipe's ranks sum over TCP through
+/// rank 0; a GPU recipe's rank takes `cuda:LOCAL_RANK` and joins the others through NCCL.
 fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+    if recipe.model.device == "cpu" {
+        let timeout = collective_timeout()?;
+        let exchange = motionvl_train::parallel::TcpExchange::connect(launch, timeout)
+            .with_context(|| format!("rank {} of {} joining the CPU process group", launch.rank, launch.world_size))?;
+        return Ok(Box::new(exchange));
+    }
+    join_gpu_group(launch, recipe)
+}
+
+/// How long a CPU rank waits for the others in one collective: `MOTIONVL_COLLECTIVE_TIMEOUT_S`,
+/// 30 minutes by default (rank 0 prepares the run directory while the others wait).
+fn collective_timeout() -> Result<std::time::Duration> {
+    const KEY: &str = "MOTIONVL_COLLECTIVE_TIMEOUT_S";
+    match std::env::var(KEY) {
+        Err(_) => Ok(std::time::Duration::from_secs(1800)),
+        Ok(v) => match v.trim().parse::<f64>() {
+            Ok(s) if s > 0.0 && s.is_finite() => Ok(std::time::Duration::from_secs_f64(s)),
+            _ => bail!("{KEY}: `{v}` is not a positive number of seconds"),
+        },
+    }
+}
+
+#[cfg(feature = "nccl")]
+fn join_gpu_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
     if !recipe.model.device.starts_with("cuda") {
-        bail!("a launch of {} processes trains on GPUs: set model.device = \"cuda\" (each rank takes cuda:LOCAL_RANK)", launch.world_size);
+        bail!(
+            "a launch of {} processes trains on the CPU or on GPUs: model.device = `{}` is neither \"cpu\" nor \"cuda\" (each GPU rank takes cuda:LOCAL_RANK)",
+            launch.world_size,
+            recipe.model.device
+        );
     }
     recipe.model.device = format!("cuda:{}", launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
     let device = motionvl_models::device::parse_device(&recipe.model.device)?;
@@ -173,11 +200,12 @@ fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_t
 }
 
 #[cfg(not(feature = "nccl"))]
-fn join_group(launch: &Launch, _: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
+fn join_gpu_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
     bail!(
-        "launched as rank {} of {} (torchrun/SLURM environment), but this `train` was built without NCCL: build with --features cuda,nccl, or unset WORLD_SIZE/SLURM_NTASKS to train alone",
+        "launched as rank {} of {} (torchrun/SLURM environment) with model.device = `{}`, but this `train` was built without NCCL: build with --features cuda,nccl, train on the CPU (model.device = \"cpu\"), or unset WORLD_SIZE/SLURM_NTASKS to train alone",
         launch.rank,
-        launch.world_size
+        launch.world_size,
+        recipe.model.device
     )
 }
 
