@@ -5,8 +5,9 @@
 #
 #   source tools/cuda/ci_toolkit.sh [VENV_DIR]     (default: .cuda-venv in the workspace)
 
-# cudarc 0.19 knows CUDA versions up to 13.4 and panics on a newer `nvcc --version`: keep the pin.
-MOTIONVL_CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.4.3"
+# CUDA 13.0: the H200 machines' driver (580, CUDA 13.0) loads PTX of 13.0 and older only, so the
+# binaries built here run there. cudarc 0.19 knows CUDA versions up to 13.4: keep a pin.
+MOTIONVL_CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.0.2"
 _ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 _venv="${1:-$_ws/.cuda-venv}"
 
@@ -24,6 +25,7 @@ ln -sf libcudart.so.13 "$_root/lib/libcudart.so"
 
 export PATH="$_root/bin:$PATH"   # cudarc's build script reads the version from `nvcc --version`
 export CUDA_HOME="$_root"        # cudaforge finds nvcc and the headers here, cudarc the -L paths
+export CUDARC_CUDA_VERSION=13000 # cudarc's bindings for the driver API of CUDA 13.0
 # No GPU to ask: sm_90 (H100/H200). Override for another card before sourcing.
 export CUDA_COMPUTE_CAP="${CUDA_COMPUTE_CAP:-90}"
 export CUDAFORGE_THREADS="${CUDAFORGE_THREADS:-$(nproc)}"
