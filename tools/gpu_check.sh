@@ -1,30 +1,41 @@
 #!/usr/bin/env bash
-# The GPU check, in one command on a machine with an NVIDIA GPU (CUDA ≥ 12 driver, a CUDA
-# toolkit with nvcc, and a Python with torch + transformers + peft for the reference side):
+# The GPU check, in one command on a machine with an NVIDIA GPU (CUDA >= 13.0 driver, and a Python
+# with torch + transformers + peft for the reference side):
 #
-#   tools/gpu_check.sh [OUT_DIR]          (default: gpu-check/)
+#   tools/gpu_check.sh [OUT_DIR]                  builds here (a CUDA toolkit with nvcc, and Rust)
+#   tools/gpu_check.sh --bundle DIR [OUT_DIR]     runs tools/gpu_bundle.sh's binaries: no compiler
+#   tools/gpu_check.sh --cpu [OUT_DIR]            the same sequence on the CPU build, against itself:
+#                                                 a test of this script, not of a GPU
 #
-# 1. every parity fixture on CUDA against the CPU results (tests/examples/gpu_check.rs);
+# 1. every parity fixture on the device against the CPU: forward (flows, vision features, logits,
+#    loss, greedy tokens) and backward (the gradient of every LoRA and connector tensor, gradient
+#    checkpointing off and on) (tests/examples/gpu_check.rs);
 # 2. one SFT step of a Qwen2.5-VL-3B-shaped model (random weights, the real 3B config, LoRA r32,
 #    2,048 tokens holding a 16-frame video, bf16, gradient checkpointing): tokens/s and peak GPU
-#    memory, beside transformers + PEFT on the same card in the same run (train/benches/sft_step.rs);
-# 3. MOFNet frames/s on a 5-frame 448×448 window beside VideoFlow's official code, when
+#    memory, beside transformers + PEFT on the same card in the same run (train/benches/sft_step.rs;
+#    the mid-size CPU profile under --cpu);
+# 3. MOFNet frames/s on a 5-frame 448x448 window beside VideoFlow's official code, when
 #    VIDEOFLOW names a checkout of XiaoyuShi97/VideoFlow (flow/examples/bench_mofnet.rs).
 #
-# The three runs take about 5 minutes on an H100/H200 after the build. Environment: PYTHON (the
-# reference interpreter, default python3), VIDEOFLOW, CUDA_COMPUTE_CAP (default: from nvidia-smi),
-# MOTIONVL_BIN (a folder holding prebuilt gpu_check, sft_step and bench_mofnet: skips cargo).
+# The three runs take about 5 minutes on an H100/H200. Environment: PYTHON (the reference
+# interpreter, default python3), VIDEOFLOW, CUDA_COMPUTE_CAP (default: from nvidia-smi).
 # Results: OUT_DIR/{parity,sft_step,mofnet}.txt and OUT_DIR/summary.md, for docs/BENCHMARKS.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=build bundle=""
+case "${1:-}" in
+  --bundle) mode=bundle bundle="${2:?--bundle needs the folder tools/gpu_bundle.sh wrote}"; shift 2 ;;
+  --cpu) mode=cpu; shift ;;
+esac
 out="${1:-gpu-check}"
 mkdir -p "$out"
 export PYTHON="${PYTHON:-python3}"
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+# Fixtures, configs and reference scripts: this checkout's, wherever the binaries were built.
+export MOTIONVL_REPO="$PWD"
 
 # The executable cargo built for one target (benches and examples live under hashed names).
 built() {
-  cargo build --release --locked --features cuda "$@" --message-format=json-render-diagnostics \
+  cargo build --release --locked "$@" --message-format=json-render-diagnostics \
     | "$PYTHON" -c 'import json, sys
 for line in sys.stdin:
     m = json.loads(line)
@@ -32,22 +43,42 @@ for line in sys.stdin:
         exe = m["executable"]
 print(exe)'
 }
-if [ -n "${MOTIONVL_BIN:-}" ]; then
-  parity="$MOTIONVL_BIN/gpu_check" step="$MOTIONVL_BIN/sft_step" mofnet="$MOTIONVL_BIN/bench_mofnet"
+case "$mode" in
+  bundle)
+    bin=$(mktemp -d)
+    trap 'rm -rf "$bin"' EXIT
+    tar -C "$bin" -xJf "$bundle/motionvl-gpu.tar.xz"
+    parity="$bin/bin/gpu_check" step="$bin/bin/sft_step" mofnet="$bin/bin/bench_mofnet"
+    device=cuda:0 profile=3b-gpu flow_device=cuda
+    ;;
+  build)
+    parity=$(built --features cuda -p motionvl-tests --example gpu_check)
+    step=$(built --features cuda -p motionvl-train --bench sft_step)
+    mofnet=$(built --features cuda -p motionvl-flow --example bench_mofnet)
+    device=cuda:0 profile=3b-gpu flow_device=cuda
+    ;;
+  cpu)
+    parity=$(built -p motionvl-tests --example gpu_check)
+    step=$(built -p motionvl-train --bench sft_step)
+    mofnet=$(built -p motionvl-flow --example bench_mofnet)
+    device=cpu profile=midsize-cpu flow_device=cpu
+    ;;
+esac
+if [ "$mode" = cpu ]; then
+  echo "CPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))" | tee "$out/gpu.txt"
 else
-  parity=$(built -p motionvl-tests --example gpu_check)
-  step=$(built -p motionvl-train --bench sft_step)
-  mofnet=$(built -p motionvl-flow --example bench_mofnet)
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
+  ldd "$parity" | grep -E 'not found' && { echo "libraries missing (LD_LIBRARY_PATH?)"; exit 1; }
 fi
 
 status=0
-echo "== parity on CUDA"
-timeout 300 "$parity" 2>&1 | tee "$out/parity.txt" || status=1
-echo "== SFT step, Qwen2.5-VL-3B shape, bf16, gradient checkpointing"
-timeout 420 "$step" --profile 3b-gpu 2>&1 | tee "$out/sft_step.txt" || status=1
+echo "== parity on $device against the CPU"
+timeout 300 "$parity" --device "$device" 2>&1 | tee "$out/parity.txt" || status=1
+echo "== SFT step, profile $profile"
+timeout 420 "$step" --profile "$profile" 2>&1 | tee "$out/sft_step.txt" || status=1
 if [ -n "${VIDEOFLOW:-}" ]; then
   echo "== MOFNet, 448x448 window"
-  timeout 300 "$mofnet" --device cuda --videoflow "$VIDEOFLOW" --runs 3 2>&1 | tee "$out/mofnet.txt" || status=1
+  timeout 300 "$mofnet" --device "$flow_device" --videoflow "$VIDEOFLOW" --runs 3 2>&1 | tee "$out/mofnet.txt" || status=1
 else
   echo "MOFNet: skipped (set VIDEOFLOW to a checkout of XiaoyuShi97/VideoFlow)" | tee "$out/mofnet.txt"
 fi

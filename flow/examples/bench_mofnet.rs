@@ -58,11 +58,13 @@ fn main() -> Result<()> {
     let tensor = Tensor::from_vec(frames.iter().copied().collect::<Vec<u8>>(), (5, SIZE, SIZE, 3), &Device::Cpu)?;
     candle_core::safetensors::save(&[("frames".to_string(), tensor)].into_iter().collect(), path("frames.safetensors"))?;
 
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/mofnet_torch.py");
+    // The checkout this was built in, or MOTIONVL_REPO (a prebuilt bench on a GPU machine).
+    let repo = std::env::var("MOTIONVL_REPO").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/..").to_string());
+    let script = format!("{repo}/tools/bench/mofnet_torch.py");
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     eprintln!("PyTorch: {runs} runs + warm-up of a {SIZE}x{SIZE} window, {iters} iterations, {threads} threads…");
     let out = Command::new(&python)
-        .arg(script)
+        .arg(&script)
         .args(["--videoflow", &videoflow, "--iters", &iters.to_string(), "--runs", &runs.to_string(), "--threads", &threads.to_string()])
         .args(["--device", if cuda { "cuda" } else { "cpu" }])
         .arg("--frames")

@@ -1,11 +1,14 @@
-//! Every parity fixture on CUDA against the CPU: the flow networks (RAFT, SEA-RAFT, MemFlow,
-//! MOFNet) on each dump's frames, and Qwen2.5-VL's vision features, logits, loss and greedy
-//! generation, with and without the fixture's PEFT adapter. The CPU results are the ones the
-//! parity tests prove equal to PyTorch, so within these tolerances CUDA is too.
+//! Every parity fixture on a device against the CPU: the flow networks (RAFT, SEA-RAFT, MemFlow,
+//! MOFNet) on each dump's frames; Qwen2.5-VL's vision features, logits, loss and greedy
+//! generation, with and without the fixture's PEFT adapter; and the gradients of every trained
+//! tensor (LoRA on each target set, the motion connector) with gradient checkpointing off and on.
+//! The CPU results are the ones the parity tests prove equal to PyTorch, so within these
+//! tolerances the device's are too.
 //!
-//!     cargo run --release -p motionvl-tests --features cuda --example gpu_check
+//!     cargo run --release -p motionvl-tests --features cuda --example gpu_check [-- --device cuda:0]
 //!
-//! Prints one line per comparison and a JSON summary; exits non-zero when one is out of
+//! `--device cpu` runs the same sequence on the CPU against itself: how CI tests the check, not
+//! a GPU. Prints one line per comparison and a JSON summary; exits non-zero when one is out of
 //! tolerance. `tools/gpu_check.sh` runs it with the rest of the GPU check.
 
 use anyhow::{Context, Result, bail};
@@ -17,9 +20,14 @@ use motionvl_flow::{FlowEstimator, RaftConfig, RaftEstimator};
 use motionvl_models::CheckpointFiles;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, Qwen25Vl, VisionInputs, causal_lm_loss};
-use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, tolerance};
+use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, max_rel_diff, tolerance};
 use motionvl_tests::flow_dump::{FlowDump, max_abs};
+use motionvl_tests::gradients::{Setting, Targets, gradients};
 use motionvl_tests::qwen_dump::QwenDump;
+
+/// A gradient on the device against the CPU's, relative to the CPU gradient's largest entry:
+/// the same f32 arithmetic in another order (cuBLAS' reductions, fused kernels).
+const GRADIENT_RELATIVE: f32 = 1e-4;
 
 struct Check {
     what: String,
@@ -49,11 +57,11 @@ fn estimator(dump: &FlowDump, device: &Device) -> Result<Box<dyn FlowEstimator>>
     })
 }
 
-fn flows(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
+fn flows(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
     for dump in families("flow", "").into_iter().filter(|d| d.has("config.json")).map(FlowDump::open) {
         let cpu = estimator(&dump, &Device::Cpu)?.estimate(dump.frames.view())?;
-        let cuda = estimator(&dump, gpu)?.estimate(dump.frames.view())?;
-        let diff = cpu.iter().zip(cuda.iter()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
+        let on_device = estimator(&dump, device)?.estimate(dump.frames.view())?;
+        let diff = cpu.iter().zip(on_device.iter()).map(|(a, b)| (a - b).abs()).fold(0.0, f32::max);
         checks.push(Check { what: format!("{}: flows", dump.dump.label), diff, tolerance: tolerance::flow_px(max_abs(cpu.view())) });
     }
     Ok(())
@@ -85,20 +93,20 @@ fn run_qwen(dump: &QwenDump, adapter: bool, device: &Device) -> Result<Outputs> 
     Ok(Outputs { features, logits, loss, generated })
 }
 
-fn qwen(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
+fn qwen(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
     for dump in QwenDump::all() {
         let adapters = if dump.dump.has("lora") { vec![false, true] } else { vec![false] };
         for adapter in adapters {
-            let (cpu, cuda) = (run_qwen(&dump, adapter, &Device::Cpu)?, run_qwen(&dump, adapter, gpu)?);
+            let (cpu, on_device) = (run_qwen(&dump, adapter, &Device::Cpu)?, run_qwen(&dump, adapter, device)?);
             let name = format!("{}{}", dump.dump.label, if adapter { " + LoRA" } else { "" });
             let close =
                 |what: &str, a: &Tensor, b: &Tensor, tolerance: f32| Check { what: format!("{name}: {what}"), diff: max_abs_diff(a, b), tolerance };
-            checks.push(close("vision features", &cpu.features, &cuda.features, tolerance::F32_ACTIVATIONS));
-            checks.push(close("logits", &cpu.logits, &cuda.logits, tolerance::F32_ACTIVATIONS));
-            checks.push(close("loss", &cpu.loss, &cuda.loss, tolerance::LOSS));
-            let same = cpu.generated == cuda.generated;
+            checks.push(close("vision features", &cpu.features, &on_device.features, tolerance::F32_ACTIVATIONS));
+            checks.push(close("logits", &cpu.logits, &on_device.logits, tolerance::F32_ACTIVATIONS));
+            checks.push(close("loss", &cpu.loss, &on_device.loss, tolerance::LOSS));
+            let same = cpu.generated == on_device.generated;
             checks.push(Check {
-                what: format!("{name}: greedy tokens {:?} vs {:?}", cpu.generated, cuda.generated),
+                what: format!("{name}: greedy tokens {:?} vs {:?}", cpu.generated, on_device.generated),
                 diff: if same { 0.0 } else { 1.0 },
                 tolerance: 0.0,
             });
@@ -107,19 +115,59 @@ fn qwen(gpu: &Device, checks: &mut Vec<Check>) -> Result<()> {
     Ok(())
 }
 
+/// The gradients of every trained tensor on `device` (checkpointing off and on) against the
+/// CPU's without checkpointing: LoRA on each target set, with and without the motion connector.
+fn backward(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
+    for dump in QwenDump::all() {
+        for targets in Targets::ALL {
+            for motion in [false, true] {
+                let setting = |checkpointing| Setting { targets, motion, dtype: DType::F32, checkpointing, dropout: 0.0 };
+                let reference = gradients(&dump, setting(false), &Device::Cpu)?;
+                for checkpointing in [false, true] {
+                    let on_device = gradients(&dump, setting(checkpointing), device)?;
+                    let worst = reference
+                        .iter()
+                        .zip(&on_device)
+                        .map(|((name, want), (_, got))| (max_rel_diff(got, want), name))
+                        .max_by(|a, b| a.0.total_cmp(&b.0))
+                        .context("no trained tensor")?;
+                    checks.push(Check {
+                        what: format!(
+                            "{}: {targets:?}{} gradients, checkpointing {checkpointing} (worst: {}, relative)",
+                            dump.dump.label,
+                            if motion { " + connector" } else { "" },
+                            worst.1
+                        ),
+                        diff: worst.0,
+                        tolerance: GRADIENT_RELATIVE,
+                    });
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn main() -> Result<()> {
-    let gpu = Device::new_cuda(0).context("cuda:0 (build with --features cuda, on a machine with a GPU)")?;
-    println!("fixtures: {}", fixtures_root().display());
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let device_name = match args.as_slice() {
+        [] => "cuda:0",
+        [flag, name] if flag == "--device" => name.as_str(),
+        _ => bail!("usage: gpu_check [--device cuda:N|cpu]"),
+    };
+    let device = motionvl_models::device::parse_device(device_name).with_context(|| format!("device {device_name}"))?;
+    println!("fixtures: {}; device: {device_name}", fixtures_root().display());
     let mut checks = Vec::new();
-    flows(&gpu, &mut checks)?;
-    qwen(&gpu, &mut checks)?;
+    flows(&device, &mut checks)?;
+    qwen(&device, &mut checks)?;
+    backward(&device, &mut checks)?;
     let failed: Vec<&Check> = checks.iter().filter(|c| !(c.diff <= c.tolerance)).collect();
     for c in &checks {
-        println!("{:<4} {:<70} max |Δ| {:.2e} (tolerance {:.0e})", if c.diff <= c.tolerance { "ok" } else { "FAIL" }, c.what, c.diff, c.tolerance);
+        println!("{:<4} {:<90} max |Δ| {:.2e} (tolerance {:.0e})", if c.diff <= c.tolerance { "ok" } else { "FAIL" }, c.what, c.diff, c.tolerance);
     }
-    println!("{}", serde_json::json!({"parity_checks": checks.len(), "failed": failed.len()}));
+    println!("{}", serde_json::json!({"device": device_name, "parity_checks": checks.len(), "failed": failed.len()}));
     if !failed.is_empty() {
-        bail!("{} of {} CUDA results differ from the CPU beyond tolerance", failed.len(), checks.len());
+        bail!("{} of {} results on {device_name} differ from the CPU beyond tolerance", failed.len(), checks.len());
     }
     Ok(())
 }

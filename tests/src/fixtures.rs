@@ -10,9 +10,13 @@ use std::path::{Path, PathBuf};
 
 use candle_core::{DType, Device, Tensor};
 
-/// `tests/fixtures`.
+/// `tests/fixtures` of the checkout this was built in, or of `MOTIONVL_REPO` (a prebuilt check
+/// run in another copy of the repository, as on a GPU machine).
 pub fn fixtures_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures")
+    match std::env::var_os("MOTIONVL_REPO") {
+        Some(repo) => Path::new(&repo).join("tests/fixtures"),
+        None => Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures"),
+    }
 }
 
 /// One reference dump.
@@ -135,10 +139,12 @@ impl Tensors {
     }
 }
 
-/// Largest absolute difference between two tensors of the same shape.
+/// Largest absolute difference between two tensors of the same shape, wherever each lives
+/// (compared on the CPU: a CUDA result against the CPU's).
 pub fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
     assert_eq!(a.dims(), b.dims(), "shapes differ");
-    let diff = || -> candle_core::Result<f32> { (a.to_dtype(DType::F32)? - b.to_dtype(DType::F32)?)?.abs()?.flatten_all()?.max(0)?.to_scalar() };
+    let host = |t: &Tensor| t.to_device(&candle_core::Device::Cpu)?.to_dtype(DType::F32);
+    let diff = || -> candle_core::Result<f32> { (host(a)? - host(b)?)?.abs()?.flatten_all()?.max(0)?.to_scalar() };
     diff().unwrap_or_else(|e| panic!("comparing tensors: {e}"))
 }
 

@@ -6,14 +6,17 @@
 #   source tools/cuda/ci_toolkit.sh [VENV_DIR]     (default: .cuda-venv in the workspace)
 
 # CUDA 13.0: the H200 machines' driver (580, CUDA 13.0) loads PTX of 13.0 and older only, so the
-# binaries built here run there. cudarc 0.19 knows CUDA versions up to 13.4: keep a pin.
-MOTIONVL_CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.0.2"
+# binaries built here run there. cudarc 0.19 knows CUDA versions up to 13.4. Every part is pinned:
+# the meta package leaves nvvm, crt and the runtime free, and a newer nvvm writes PTX (9.5 for
+# 13.5) that the pinned ptxas refuses ("Unsupported .version").
+MOTIONVL_CUDA_TOOLKIT="cuda-toolkit[nvcc,cccl]==13.0.2 nvidia-cuda-nvcc==13.0.88 nvidia-nvvm==13.0.88 nvidia-cuda-crt==13.0.88 nvidia-cuda-runtime==13.0.96 nvidia-cuda-cccl==13.0.85"
 _ws="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 _venv="${1:-$_ws/.cuda-venv}"
 
 if [ ! -x "$_venv/bin/nvcc-installed" ]; then
   python3 -m venv "$_venv"
-  "$_venv/bin/pip" install --quiet --disable-pip-version-check "$MOTIONVL_CUDA_TOOLKIT"
+  # shellcheck disable=SC2086 # one requirement per word
+  "$_venv/bin/pip" install --quiet --disable-pip-version-check $MOTIONVL_CUDA_TOOLKIT
   touch "$_venv/bin/nvcc-installed" && chmod +x "$_venv/bin/nvcc-installed"
 fi
 _root="$("$_venv/bin/python" -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"

@@ -53,8 +53,10 @@ fn profile(name: &str) -> anyhow::Result<&'static Profile> {
     [&MIDSIZE_CPU, &QWEN_3B_GPU].into_iter().find(|p| p.name == name).ok_or_else(|| anyhow::anyhow!("unknown profile `{name}` (midsize-cpu, 3b-gpu)"))
 }
 
+/// `rel` in the checkout this was built in, or in `MOTIONVL_REPO` (a prebuilt bench run in
+/// another copy of the repository, as on a GPU machine).
 fn repo_path(rel: &str) -> String {
-    format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR"))
+    std::env::var("MOTIONVL_REPO").map_or_else(|_| format!("{}/../{rel}", env!("CARGO_MANIFEST_DIR")), |repo| format!("{repo}/{rel}"))
 }
 
 /// Used memory of GPU 0 in MiB, from nvidia-smi; `None` without one.
