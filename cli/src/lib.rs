@@ -1,7 +1,9 @@
-//! What the motionvl binaries share: the terminal progress bars the libraries report through
-//! (`motionvl_data::progress`) and the allocator's setting.
+//! What the motionvl binaries share: the progress the libraries report through
+//! (`motionvl_data::progress`), as terminal bars or as plain lines in logs, and the allocator's
+//! setting.
 
 pub mod config_media;
+pub mod plain_progress;
 
 /// A stop flag set by SIGTERM, SIGINT or SIGUSR1: long commands finish their current step,
 /// save, and exit with [`motionvl_data::stop::EXIT_STOPPED`]. A second SIGTERM or SIGINT ends
@@ -22,9 +24,17 @@ pub fn stop_on_signals() -> std::io::Result<motionvl_data::stop::StopFlag> {
 use indicatif::{ProgressBar as Bar, ProgressStyle};
 use motionvl_data::progress::{self, ProgressBar, ProgressSink};
 
-/// Installs terminal progress bars for the libraries' long work; call once at the start of `main`.
+/// Installs the progress display for the libraries' long work; call once at the start of
+/// `main`. Bars on a terminal; elsewhere (a SLURM log, a pipe) plain lines, one every
+/// `MOTIONVL_PROGRESS_EVERY_S` seconds (default 30) per bar.
 pub fn install_progress_bars() {
-    progress::install(Box::new(Terminal));
+    use std::io::IsTerminal;
+    if std::io::stderr().is_terminal() {
+        progress::install(Box::new(Terminal));
+        return;
+    }
+    let every = std::env::var("MOTIONVL_PROGRESS_EVERY_S").ok().and_then(|v| v.trim().parse::<f64>().ok()).filter(|s| s.is_finite() && *s >= 0.0);
+    progress::install(Box::new(plain_progress::PlainLines { every: std::time::Duration::from_secs_f64(every.unwrap_or(30.0)) }));
 }
 
 /// The allocator keeps freed pages instead of handing them back to the OS (mimalloc's
