@@ -81,7 +81,8 @@ fn walk(dir: &std::path::Path) -> usize {
 /// `flow extract --config RECIPE --shard I/N` fills exactly the entries the recipe's run looks
 /// up (`train sft`'s own `motion_media`), under the recipe's frame plan (here the official
 /// floor-linspace, which replaces `fps`/`min_frames`/`max_frames`) and length policy; the shards
-/// are disjoint and together complete, and a rerun computes nothing.
+/// are disjoint and together complete (a shard also taken from torchrun's or srun's environment,
+/// one per rank), and a rerun computes nothing.
 #[test]
 fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
@@ -102,22 +103,22 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     assert!(matches!(media.qwen.video_policy, motionvl_data::frames::FramePolicy::Official { max_frames: 6 }));
     let videos = motionvl_flow::extract::manifest_videos(&data).expect("videos");
     assert!(!media.is_cached(&videos[0]).expect("key"), "nothing is cached before the extraction");
-    let run = |shard: &str| {
-        let output = Command::new(env!("CARGO_BIN_EXE_flow"))
-            .args(["extract", "--config"])
-            .arg(&recipe)
-            .arg("--manifest")
-            .arg(&data)
-            .args(["--shard", shard])
-            .output()
-            .expect("runs");
+    let run_as = |shard: Option<&str>, launch: &[(&str, &str)]| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flow"));
+        cmd.args(["extract", "--config"]).arg(&recipe).arg("--manifest").arg(&data).envs(launch.iter().copied());
+        if let Some(shard) = shard {
+            cmd.args(["--shard", shard]);
+        }
+        let output = cmd.output().expect("runs");
         assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
         String::from_utf8_lossy(&output.stderr).into_owned()
     };
+    let run = |shard: &str| run_as(Some(shard), &[]);
     let first = run("0/3");
     assert!(first.contains("shard 0/3: 3 of 8 flows; computed 3, already cached 0"), "{first}");
     assert_eq!(walk(&cache), 3);
-    run("1/3");
+    let rank1 = run_as(None, &[("RANK", "1"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "3"), ("MASTER_ADDR", "127.0.0.1")]);
+    assert!(rank1.contains("shard 1/3: 3 of 8 flows; computed 3"), "rank 1 of 3 takes shard 1/3: {rank1}");
     run("2/3");
     assert_eq!(walk(&cache), 8, "the shards together cover every video once");
     let again = run("0/1");

@@ -34,6 +34,7 @@ use motionvl_flow::extract::{Shard, manifest_videos, plan_jobs, plan_media};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{EstimatorSpec, estimator_from_spec};
 use motionvl_flow::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, viz};
+use motionvl_train::parallel::Launch;
 use ndarray::{Array4, Axis};
 use rayon::prelude::*;
 
@@ -66,7 +67,9 @@ enum Command {
         /// `[motion] cache_dir`): existing entries are skipped, new ones stored.
         #[arg(long)]
         cache: Option<PathBuf>,
-        /// Process part I of N (0-based) of the work: `--shard 2/8`.
+        /// Process part I of N (0-based) of the work: `--shard 2/8`. Under torchrun or srun
+        /// (`RANK`/`WORLD_SIZE`, `SLURM_PROCID`/`SLURM_NTASKS`) the rank's part by default, and
+        /// `--device cuda` is the rank's GPU.
         #[arg(long)]
         shard: Option<Shard>,
         /// tokenizer.json of the recipe's model, to fit long training samples as `train sft`
@@ -145,8 +148,18 @@ fn main() -> Result<()> {
     motionvl_cli::keep_freed_memory();
     let cli = Cli::parse();
     match cli.command {
-        Command::Extract { input, motion, config, out, cache, shard, tokenizer } => {
-            extract(&input, &motion, config.as_deref(), out, cache, shard.unwrap_or(Shard::WHOLE), tokenizer.as_deref())
+        Command::Extract { input, mut motion, config, out, cache, shard, tokenizer } => {
+            // One process per GPU under torchrun or srun: each rank takes its own shard and GPU.
+            let launch = Launch::from_vars(|k| std::env::var(k).ok()).context("reading the launcher's environment")?;
+            let shard = match (shard, &launch) {
+                (Some(shard), _) => shard,
+                (None, Some(launch)) => Shard { index: launch.rank, count: launch.world_size },
+                (None, None) => Shard::WHOLE,
+            };
+            if let Some(launch) = launch.as_ref().filter(|_| motion.device == "cuda") {
+                motion.device = format!("cuda:{}", launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
+            }
+            extract(&input, &motion, config.as_deref(), out, cache, shard, tokenizer.as_deref())
         }
         Command::Viz { input, motion, out, tile_height } => {
             let estimator = build_estimator(&motion)?;
