@@ -117,7 +117,8 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     let first = run("0/3");
     assert!(first.contains("shard 0/3: 3 of 8 flows; computed 3, already cached 0"), "{first}");
     assert_eq!(walk(&cache), 3);
-    let rank1 = run_as(None, &[("RANK", "1"), ("LOCAL_RANK", "1"), ("WORLD_SIZE", "3"), ("MASTER_ADDR", "127.0.0.1")]);
+    // srun's variables inside a job step; no MASTER_ADDR: extraction needs no rendezvous.
+    let rank1 = run_as(None, &[("SLURM_PROCID", "1"), ("SLURM_LOCALID", "0"), ("SLURM_NTASKS", "3"), ("SLURM_STEP_ID", "0")]);
     assert!(rank1.contains("shard 1/3: 3 of 8 flows; computed 3"), "rank 1 of 3 takes shard 1/3: {rank1}");
     run("2/3");
     assert_eq!(walk(&cache), 8, "the shards together cover every video once");

@@ -15,7 +15,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 
 use crate::optim::Grads;
-pub use crate::rendezvous::{Launch, share_unique_id};
+pub use crate::rendezvous::{Launch, Ranks, share_unique_id};
 
 mod tcp;
 pub use tcp::TcpExchange;

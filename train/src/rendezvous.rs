@@ -36,9 +36,8 @@ pub enum RendezvousError {
 
 type Result<T> = std::result::Result<T, RendezvousError>;
 
-/// Where this process sits in a launched group: torchrun's `RANK`, `WORLD_SIZE`, `LOCAL_RANK`,
-/// `MASTER_ADDR`, `MASTER_PORT`, or srun's `SLURM_PROCID`, `SLURM_NTASKS`, `SLURM_LOCALID` (with
-/// `MASTER_ADDR` exported by the job script, and `MASTER_PORT` defaulting to 29500).
+/// Where this process sits in a launched group and how it reaches rank 0: its [`Ranks`], and
+/// `MASTER_ADDR` and `MASTER_PORT` (torchrun's, or exported by the job script under SLURM).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Launch {
     pub rank: usize,
@@ -52,14 +51,24 @@ pub struct Launch {
     pub token: String,
 }
 
-impl Launch {
-    /// The launch described by `var` (the process environment: `|k| std::env::var(k).ok()`);
-    /// `None` when there is no launcher or the world is one process. SLURM's task variables
-    /// count only inside a job step (`srun`, which sets `SLURM_STEP_ID`): a batch script's own
-    /// shell sees `SLURM_NTASKS` too, and a plain `train sft` there trains alone.
-    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
-        let torchrun = var("WORLD_SIZE").is_some();
-        let keys = if torchrun {
+/// Where this process sits among the ranks of a launch, read from the launcher's environment
+/// alone: all that work split by rank needs (`flow extract`), without a rendezvous.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ranks {
+    pub rank: usize,
+    pub world_size: usize,
+    /// This process's place among those of its node.
+    pub local_rank: usize,
+}
+
+impl Ranks {
+    /// The ranks described by `var` (the process environment: `|k| std::env::var(k).ok()`):
+    /// torchrun's `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, or srun's `SLURM_PROCID`, `SLURM_NTASKS`,
+    /// `SLURM_LOCALID`; `None` when there is no launcher or the world is one process. SLURM's
+    /// task variables count only inside a job step (`srun`, which sets `SLURM_STEP_ID`): a batch
+    /// script's own shell sees `SLURM_NTASKS` too, and a plain command there runs alone.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Ranks>> {
+        let keys = if var("WORLD_SIZE").is_some() {
             ("WORLD_SIZE", "RANK", "LOCAL_RANK")
         } else if var("SLURM_NTASKS").is_some() && var("SLURM_STEP_ID").is_some() {
             ("SLURM_NTASKS", "SLURM_PROCID", "SLURM_LOCALID")
@@ -79,7 +88,25 @@ impl Launch {
         if rank >= world_size {
             return Err(RendezvousError::Env { key: rank_key, problem: format!("{rank} is not below {world_key} = {world_size}") });
         }
-        let local_rank = number(local_key)?;
+        Ok(Some(Ranks { rank, world_size, local_rank: number(local_key)? }))
+    }
+
+    /// The CUDA ordinal of this rank's GPU among those it can see (`CUDA_VISIBLE_DEVICES`):
+    /// `srun --gpus-per-task 1` shows each task its one GPU as device 0, torchrun shows every
+    /// process all of the node's.
+    pub fn cuda_ordinal(&self, visible_devices: Option<&str>) -> usize {
+        match visible_devices.map(|v| v.split(',').filter(|d| !d.trim().is_empty()).count()) {
+            Some(visible) if visible >= 1 => self.local_rank % visible,
+            _ => self.local_rank,
+        }
+    }
+}
+
+impl Launch {
+    /// The launch described by `var` (see [`Ranks::from_vars`]), with `MASTER_ADDR` (exported
+    /// by the job script under SLURM) and `MASTER_PORT` (default 29500).
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<Option<Launch>> {
+        let Some(Ranks { rank, world_size, local_rank }) = Ranks::from_vars(&var)? else { return Ok(None) };
         let master_addr = var("MASTER_ADDR").ok_or_else(|| RendezvousError::Env {
             key: "MASTER_ADDR",
             problem: "not set: export the host of rank 0 (under SLURM: `export MASTER_ADDR=$(scontrol show hostnames | head -n1)`)".into(),
@@ -101,14 +128,9 @@ impl Launch {
         Ok(Some(Launch { rank, world_size, local_rank, master_addr, master_port, token }))
     }
 
-    /// The CUDA ordinal of this rank's GPU among those it can see (`CUDA_VISIBLE_DEVICES`):
-    /// `srun --gpus-per-task 1` shows each task its one GPU as device 0, torchrun shows every
-    /// process all of the node's.
+    /// This rank's GPU: see [`Ranks::cuda_ordinal`].
     pub fn cuda_ordinal(&self, visible_devices: Option<&str>) -> usize {
-        match visible_devices.map(|v| v.split(',').filter(|d| !d.trim().is_empty()).count()) {
-            Some(visible) if visible >= 1 => self.local_rank % visible,
-            _ => self.local_rank,
-        }
+        Ranks { rank: self.rank, world_size: self.world_size, local_rank: self.local_rank }.cuda_ordinal(visible_devices)
     }
 }
 

@@ -34,7 +34,7 @@ use motionvl_flow::extract::{Shard, manifest_videos, plan_jobs, plan_media};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{EstimatorSpec, estimator_from_spec};
 use motionvl_flow::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, viz};
-use motionvl_train::parallel::Launch;
+use motionvl_train::parallel::Ranks;
 use ndarray::{Array4, Axis};
 use rayon::prelude::*;
 
@@ -150,7 +150,7 @@ fn main() -> Result<()> {
     match cli.command {
         Command::Extract { input, mut motion, config, out, cache, shard, tokenizer } => {
             // One process per GPU under torchrun or srun: each rank takes its own shard and GPU.
-            let launch = Launch::from_vars(|k| std::env::var(k).ok()).context("reading the launcher's environment")?;
+            let launch = Ranks::from_vars(|k| std::env::var(k).ok()).context("reading the launcher's environment")?;
             let shard = match (shard, &launch) {
                 (Some(shard), _) => shard,
                 (None, Some(launch)) => Shard { index: launch.rank, count: launch.world_size },
