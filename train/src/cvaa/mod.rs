@@ -6,6 +6,9 @@
 //!
 //! Exact resume rests on every batch being a function of (seed, step): the epoch's order is a
 //! seeded shuffle, and each pair's crop jitter is drawn from (seed, step, slot).
+//!
+//! One file per part of a run: `recipe.rs`, `setup.rs` (with the retriever's `weights.rs`),
+//! `batches.rs`, `loss.rs`, `step.rs`, `logs.rs` and `checkpointing.rs` (saving and resuming).
 
 mod batches;
 mod checkpointing;
@@ -41,6 +44,7 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
     move |source| TrainError::Io { path: path.to_path_buf(), source }
 }
 
+/// A `train cvaa` run.
 pub struct CvaaTrainer {
     recipe: CvaaRecipe,
     model: Cvaa,

@@ -5,6 +5,12 @@
 //! Exact resume rests on three things: the loader's order is a function of (seed, epoch); LoRA
 //! dropout masks are a function of (seed, micro-batch number); and the optimiser's moments and
 //! f32 master weights are saved bit for bit.
+//!
+//! One file per part of a run: `setup.rs` starts a rank (after rank 0's `run_dir.rs` prepares
+//! the run directory) from `model.rs` (base model, LoRA, motion branch), `media.rs` and
+//! `data.rs`; `resume.rs` continues from a checkpoint; `step.rs` trains; `logs.rs` and
+//! `checkpointing.rs` write the run directory; `inspect.rs` serves `--check-data` and
+//! `--show-samples`; `error.rs` holds [`TrainError`].
 
 mod checkpointing;
 mod data;
@@ -49,6 +55,7 @@ use crate::parallel::GradExchange;
 use crate::recipe::Recipe;
 use crate::tensorboard::EventWriter;
 
+/// One rank of an SFT run (the only one when it trains alone).
 pub struct Trainer {
     recipe: Recipe,
     model: Qwen25Vl,
