@@ -191,8 +191,6 @@ fn prune(output_dir: &Path, keep: &Checkpoint, k: NonZeroUsize) -> Result<Vec<Ch
     Ok(doomed)
 }
 
-/// Complete checkpoints (`checkpoint-<step>/` holding [`COMPLETE_MARKER`])
-
 /// Removes `.tmp-checkpoint-*` entries in `output_dir` left by runs that
 /// died while saving (or pruning). Returns what was removed.
 ///
