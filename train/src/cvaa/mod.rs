@@ -59,7 +59,7 @@ pub struct CvaaTrainer {
     events: Option<EventWriter>,
     text_log: std::fs::File,
     device: Device,
-    /// Set by a signal; read after each step (see [`crate::stop`]).
+    /// Set by a signal; read after each step (see [`motionvl_data::stop`]).
     stop: StopFlag,
     /// One writer per run directory (see `motionvl_data::run_dir`).
     _lock: motionvl_data::run_dir::RunLock,
@@ -83,7 +83,7 @@ impl CvaaTrainer {
         self.weights.tensors()
     }
 
-    /// Stops the run at a checkpoint once `stop` is requested (see [`crate::stop`]).
+    /// Stops the run at a checkpoint once `stop` is requested (see [`motionvl_data::stop`]).
     pub fn stop_on(&mut self, stop: StopFlag) {
         self.stop = stop;
     }

@@ -87,7 +87,7 @@ pub struct Trainer {
     flow_counts: Option<Arc<CacheCounts>>,
     /// What the start did that the user did not spell out (a fresh start under `--resume auto`).
     note: Option<String>,
-    /// Set by a signal; read once per step (see [`crate::stop`]).
+    /// Set by a signal; read once per step (see [`motionvl_data::stop`]).
     stop: StopFlag,
     /// Every rank saw the stop request by the end of the last step.
     stopping: bool,
@@ -120,7 +120,7 @@ impl Trainer {
         Self::start_parallel(recipe, start, None)
     }
 
-    /// Stops the run at a checkpoint once `stop` is requested (see [`crate::stop`]).
+    /// Stops the run at a checkpoint once `stop` is requested (see [`motionvl_data::stop`]).
     pub fn stop_on(&mut self, stop: StopFlag) {
         self.stop = stop;
     }
