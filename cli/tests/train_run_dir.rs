@@ -2,30 +2,22 @@
 //! `--resume`, a resume from another run, an adapter of another shape, a merge with the wrong
 //! adapter, damaged media.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use motionvl_models::CheckpointFiles;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, StepLog, Trainer};
 use serde_json::Value;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
+use common::repo_root;
+
+/// The tiny recipe, two steps with a checkpoint after each, with `extra` overrides.
 fn tiny(out: &Path, extra: &[(&str, &str)]) -> Recipe {
-    let root = repo_root();
-    let quoted = |p: &Path| format!("{:?}", p.display().to_string());
-    let mut overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), quoted(out)),
-        ("model.init_config".into(), quoted(&root.join("configs/models/tiny.json"))),
-        ("data.train".into(), quoted(&root.join("tests/data/tiny-sft/train.jsonl"))),
-        ("logging.progress_bar".into(), "false".into()),
-        ("optim.max_steps".into(), "2".into()),
-        ("checkpoint.every".into(), "1".into()),
-    ];
-    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+    let mut overrides = vec![("optim.max_steps", "2"), ("checkpoint.every", "1")];
+    overrides.extend_from_slice(extra);
+    common::tiny(out, &overrides)
 }
 
 fn err_text<T>(r: Result<T, motionvl_train::sft::TrainError>) -> String {

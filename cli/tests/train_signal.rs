@@ -7,26 +7,13 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use motionvl_data::stop::EXIT_STOPPED;
-use motionvl_train::recipe::Recipe;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
 /// The tiny recipe with no periodic checkpoint before its end: whatever checkpoint a stop
 /// leaves, the stop made.
 fn recipe_file(out: &Path) -> PathBuf {
-    let root = repo_root();
-    let quoted = |p: &Path| format!("{:?}", p.display().to_string());
-    let overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), quoted(out)),
-        ("model.init_config".into(), quoted(&root.join("configs/models/tiny.json"))),
-        ("data.train".into(), quoted(&root.join("tests/data/tiny-sft/train.jsonl"))),
-        ("logging.progress_bar".into(), "false".into()),
-        ("optim.max_steps".into(), "40".into()),
-        ("checkpoint.every".into(), "1000".into()),
-    ];
-    let recipe = Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads");
+    let recipe = common::tiny(out, &[("optim.max_steps", "40"), ("checkpoint.every", "1000")]);
     let file = out.with_extension("toml");
     std::fs::write(&file, recipe.to_toml()).expect("recipe written");
     file

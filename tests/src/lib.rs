@@ -7,3 +7,8 @@ pub mod fixtures;
 pub mod flow_dump;
 pub mod gradients;
 pub mod qwen_dump;
+
+/// The repository's root, where `configs/` and `tests/data/` are.
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}

@@ -22,6 +22,7 @@ use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::{ReadOptions, ReadOutcome, read_training_samples};
 use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
 use motionvl_eval::predictions::read_predictions;
+use motionvl_tests::repo_root;
 
 /// The largest single allocation a reader may make of a mutated file: every seed is under
 /// 1 MB, so only a size taken from a header on trust comes near it.
@@ -97,7 +98,7 @@ fn mutate(seed: &[u8], rng: &mut SynthRng) -> Vec<u8> {
 }
 
 fn corpus() -> Vec<PathBuf> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = repo_root();
     let files: Vec<PathBuf> = [
         "data/tests/data/dualcog.json",
         "data/tests/data/lf.jsonl",
@@ -228,10 +229,6 @@ fn option_splitting_and_answer_extraction_never_panic() {
             assert!(outcome.is_ok(), "answer extraction panicked on {text:?} (case seed {case_seed})");
         }
     }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// How much of a format survives mutation.

@@ -1,14 +1,11 @@
 //! The house rules a reader relies on: no two modules of a crate import each other, directly or
 //! through others (`crate::…` and `super::…` paths outside comments and test modules).
 
+use motionvl_tests::repo_root;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 const CRATES: [&str; 6] = ["models", "data", "flow", "train", "eval", "demo"];
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 /// Library source files of a crate with their module paths (`["dis", "search"]` for
 /// `src/dis/search.rs`); binaries are leaves and left out.

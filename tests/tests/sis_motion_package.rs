@@ -13,6 +13,7 @@ use motionvl_models::motion::{CONNECTOR_TENSORS, Connector, ConnectorInit, Conne
 use motionvl_models::sis_package::{RELEASED_CONNECTOR_TENSORS, SisPackage, read_connector};
 use motionvl_models::torch_save::save_state_dict;
 use motionvl_tests::fixtures::fixtures_root;
+use motionvl_tests::repo_root;
 use motionvl_train::export::{ExportFormat, export};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::Trainer;
@@ -91,10 +92,6 @@ fn torch_pickle_writer_reproduces_the_files_torch_loads() {
             assert_eq!(bits(&back[k]), bits(t), "{file} `{k}`");
         }
     }
-}
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
 /// A one-step tiny run with MOFNet (the reduced fixture model), the official pseudo-images and the

@@ -17,6 +17,7 @@ fn sample_dumps() -> Vec<Dump> {
     assert!(!found.is_empty(), "no sis_motion_samples dump holds expected.jsonl");
     found
 }
+use motionvl_tests::repo_root;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{ShownSample, show_samples};
 use serde_json::Value;
@@ -25,7 +26,7 @@ use serde_json::Value;
 /// section is left out: what a sample holds does not depend on it (the motion pixels are
 /// another dump's business).
 fn official_recipe(dump: &Dump) -> Recipe {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let root = repo_root();
     let path = root.join("configs/sft/sis-motion-7b.toml");
     let text = std::fs::read_to_string(&path).expect("the official recipe");
     let mut table: toml::Table = toml::from_str(&text).expect("TOML");

@@ -15,12 +15,9 @@ use motionvl_eval::config::RunConfig;
 use motionvl_flow::extract::plan_jobs;
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{FlowEstimator, PseudoImageConfig, estimator_by_name};
+use motionvl_tests::repo_root;
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::{Start, Trainer, check_data};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn quoted(p: &Path) -> String {
     format!("{:?}", p.display().to_string())

@@ -2,7 +2,7 @@
 //! one exactly; only LoRA and the connector learn; a tiny motion model trains, checkpoints and
 //! resumes with its connector and flow settings.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use candle_core::{DType, Device};
 use motionvl_models::motion::{Connector, MotionBranch, MotionMeta, vision_features};
@@ -13,22 +13,15 @@ use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::Trainer;
 
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+mod common;
 
+use common::repo_root;
+
+/// The tiny recipe with the DIS flow estimator's motion branch, with `extra` overrides.
 fn tiny_motion(out: &Path, extra: &[(&str, &str)]) -> Recipe {
-    let root = repo_root();
-    let quoted = |p: PathBuf| format!("{:?}", p.display().to_string());
-    let mut overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), quoted(out.to_path_buf())),
-        ("model.init_config".into(), quoted(root.join("configs/models/tiny.json"))),
-        ("data.train".into(), quoted(root.join("tests/data/tiny-sft/train.jsonl"))),
-        ("logging.progress_bar".into(), "false".into()),
-        ("motion.estimator".into(), "\"dis\"".into()),
-    ];
-    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads")
+    let mut overrides = vec![("motion.estimator", "\"dis\"")];
+    overrides.extend_from_slice(extra);
+    common::tiny(out, &overrides)
 }
 
 #[test]

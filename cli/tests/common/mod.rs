@@ -1,15 +1,16 @@
-//! What the binaries' end-to-end tests share: running a binary, and a tiny Qwen2.5-VL-shaped
-//! checkpoint to evaluate with.
+//! What the binaries' end-to-end tests share: running a binary, the tiny SFT recipe, and a tiny
+//! Qwen2.5-VL-shaped checkpoint to evaluate with.
 
-// Each test binary compiles this module and uses only part of it.
-#![allow(dead_code)]
+// Each test binary compiles this module and uses only part of it (re-exports included).
+#![allow(dead_code, unused_imports)]
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
+/// The training tests' helpers: the repository root and the tiny SFT recipe.
+#[path = "../../../train/tests/common/mod.rs"]
+mod train_common;
+pub use train_common::{repo_root, tiny};
 
 fn run(bin: &str, args: &[&str], dir: &Path) -> (bool, String, String) {
     let out = Command::new(bin).args(args).current_dir(dir).env("RUST_BACKTRACE", "0").output().unwrap_or_else(|e| panic!("running {bin}: {e}"));

@@ -1,0 +1,114 @@
+//! The model a run trains: the base checkpoint (the recipe's, or a fresh one built in the run
+//! directory), LoRA attached to it, and the motion branch of a motion-aware recipe.
+
+use std::path::Path;
+
+use candle_core::Device;
+use motionvl_data::samples::{TrainingSample, tokenizer_for_fresh_model};
+use motionvl_data::text::QwenTokenizer;
+use motionvl_flow::media::MotionMedia;
+use motionvl_models::device::parse_dtype;
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{Connector, MotionBranch, MotionMeta};
+use motionvl_models::qwen25vl::Qwen25Vl;
+use motionvl_models::recompute::RecomputedGrads;
+use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
+
+use super::error::{Result, TrainError, io};
+use crate::recipe::Recipe;
+
+/// The base checkpoint: the recipe's own, or a fresh random model with a tokenizer trained on
+/// the training text, built once in `<output_dir>/base-model`.
+pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<CheckpointFiles> {
+    let Some(init_config) = &recipe.model.init_config else {
+        let id = recipe.model.checkpoint.as_deref().ok_or_else(|| TrainError::Setup("[model] needs `checkpoint` or `init_config`".into()))?;
+        return Ok(CheckpointFiles::resolve(id, &HubOptions::from_env())?);
+    };
+    let dir = recipe.output_dir.join("base-model");
+    if !dir.join("model.safetensors").is_file() {
+        let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let cfg = fresh_model_config(init_config, &tokenizer)?;
+        let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
+        let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
+        tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let pixels = recipe.data.media().image_config;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
+        std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
+    }
+    Ok(CheckpointFiles::from_dir(&dir)?)
+}
+
+/// A fresh model's config: `init_config` with the vocabulary and special token ids of the
+/// tokenizer trained for it.
+pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<Qwen25VlConfig> {
+    let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
+    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+    let special = tokenizer.special();
+    json["vocab_size"] = tokenizer.vocab_size().into();
+    json["image_token_id"] = special.image_pad.into();
+    json["video_token_id"] = special.video_pad.into();
+    json["vision_start_token_id"] = special.vision_start.into();
+    json["vision_end_token_id"] = special.vision_end.into();
+    json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
+    // Qwen's own: `<|endoftext|>` begins and pads.
+    json["bos_token_id"] = special.endoftext.into();
+    json["pad_token_id"] = special.endoftext.into();
+    Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))
+}
+
+/// What the adapter names as its base: the hub id when the model came from the hub (what PEFT
+/// and LLaMA-Factory resolve), else the model folder.
+pub(super) fn base_model_name(recipe: &Recipe, files: &CheckpointFiles) -> String {
+    match recipe.model.checkpoint.as_deref() {
+        Some(id) if recipe.model.init_config.is_none() && !Path::new(id).is_dir() => id.split_once('@').map_or(id, |(repo, _)| repo).to_owned(),
+        _ => files.dir.display().to_string(),
+    }
+}
+
+/// The base model of `files` on `device`, in the recipe's dtype, with the recipe's LoRA attached
+/// and in training mode; and the gradients of checkpointed layers when the recipe recomputes
+/// them (`gradient_checkpointing`).
+pub(super) fn load_with_lora(
+    recipe: &Recipe,
+    files: &CheckpointFiles,
+    tokenizer: &QwenTokenizer,
+    device: &Device,
+) -> Result<(Qwen25Vl, LoraWeights, Option<RecomputedGrads>)> {
+    let mut model = Qwen25Vl::load(files, parse_dtype(Some(&recipe.model.dtype), device)?, device)?;
+    if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
+        return Err(TrainError::Setup(mismatch));
+    }
+    let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
+    let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, device)?;
+    lora.attach(model.linears_mut())?;
+    lora.runtime().set_training(true);
+    Ok((model, lora, recomputed))
+}
+
+/// The trained motion branch and what its checkpoints record.
+pub(super) struct Motion {
+    pub(super) branch: MotionBranch,
+    pub(super) vars: Vec<(String, candle_core::Var)>,
+    pub(super) meta: MotionMeta,
+}
+
+impl Motion {
+    /// A fresh connector on `model`'s vision tower, seeded from the recipe, and the metadata
+    /// its checkpoints record: `media`'s estimator and the recipe's pseudo-images.
+    pub(super) fn init(recipe: &Recipe, model: &Qwen25Vl, media: &MotionMedia, device: &Device) -> Result<Self> {
+        let estimator = media.estimator.clone();
+        let connector = recipe.motion.connector(model.config().text.hidden_size);
+        let vars = Connector::init_vars_with(model.config().text.hidden_size, connector, recipe.seed ^ 0x6d6f74696f6e, device)?;
+        let branch = MotionBranch::from_visual(model.visual(), &vars)?;
+        let meta = MotionMeta {
+            estimator: estimator.name().to_owned(),
+            estimator_settings: estimator.settings(),
+            pseudo_images: serde_json::to_value(recipe.motion.pseudo_images).unwrap_or_default(),
+            own_encoder: false,
+            connector: Some(connector),
+        };
+        Ok(Motion { branch, vars, meta })
+    }
+}
