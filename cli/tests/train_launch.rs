@@ -11,25 +11,15 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use candle_core::Device;
-use motionvl_train::recipe::Recipe;
 
 mod common;
 
 /// The tiny recipe into `out` with `extra` overrides, written beside `out` for `--config`.
 fn recipe_file(out: &Path, extra: &[(&str, &str)]) -> PathBuf {
-    let root = common::repo_root();
-    let quoted = |p: &Path| format!("{:?}", p.display().to_string());
-    let mut overrides: Vec<(String, String)> = vec![
-        ("output_dir".into(), quoted(out)),
-        ("model.init_config".into(), quoted(&root.join("configs/models/tiny.json"))),
-        ("data.train".into(), quoted(&root.join("tests/data/tiny-sft/train.jsonl"))),
-        ("logging.progress_bar".into(), "false".into()),
-        ("logging.tensorboard".into(), "false".into()),
-    ];
-    overrides.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let recipe = Recipe::load(&root.join("configs/sft/tiny.toml"), &overrides).expect("tiny recipe loads");
+    let mut extra = extra.to_vec();
+    extra.push(("logging.tensorboard", "false"));
     let file = out.with_extension("toml");
-    std::fs::write(&file, recipe.to_toml()).expect("recipe written");
+    std::fs::write(&file, common::tiny(out, &extra).to_toml()).expect("recipe written");
     file
 }
 
