@@ -224,7 +224,7 @@ fn readme_cvaa_commands_and_evaluate_run_records_and_prompts_each_box() {
     cfg.out = d.join("runs/links2-cvaa-recorded");
     cfg.cvaa.checkpoint = Some(d.join(ckpt));
     cfg.model.checkpoint = qwen_arg.clone();
-    cfg.model.device = "cpu".into();
+    cfg.model.device = motionvl_models::device::DeviceName::Cpu;
     cfg.generation.max_new_tokens = 4;
     (cfg.protocol.min_pixels, cfg.protocol.max_pixels) = (3136, 3136);
     let seen = Arc::new(Mutex::new(Vec::new()));

@@ -326,7 +326,7 @@ fn evaluate(
         skip_bad: false,
         resume: eval_dir.join("predictions.jsonl").is_file(),
         limit: None,
-        model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), device: "cpu".into(), ..ModelConfig::default() },
+        model: ModelConfig { checkpoint: base.display().to_string(), adapter: Some(checkpoint.path), ..ModelConfig::default() },
         generation: config.eval.generation.clone(),
         protocol: config.eval.protocol.clone(),
         // The visual-only run's adapter has no motion branch, by design.

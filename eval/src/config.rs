@@ -8,6 +8,7 @@
 //! `official` and `vllm-baseline` the `[protocol]` section's frame rates and pixel bounds give
 //! way to the released code's, and `[official]` holds its frame cap and minimum.
 
+use motionvl_models::device::{DTypeName, DeviceName};
 use std::path::{Path, PathBuf};
 
 use candle_core::DType;
@@ -209,10 +210,10 @@ pub struct ModelConfig {
     pub adapter: Option<PathBuf>,
     /// `f32`, `bf16` or `f16`; default f32 on the CPU and bf16 on CUDA.
     #[serde(default)]
-    pub dtype: Option<String>,
+    pub dtype: Option<DTypeName>,
     /// `cpu`, `cuda` or `cuda:N`.
-    #[serde(default = "default_device")]
-    pub device: String,
+    #[serde(default)]
+    pub device: DeviceName,
     /// How the adapter reaches the model (`--adapter-merge`): `unmerged` (f32 adapters beside
     /// the frozen weights) or `merged` (folded into the weights in the model's dtype, as PEFT's
     /// `merge_and_unload` does). Default: `merged` under the official protocol when the model
@@ -221,13 +222,9 @@ pub struct ModelConfig {
     pub adapter_merge: Option<AdapterMerge>,
 }
 
-fn default_device() -> String {
-    "cpu".to_string()
-}
-
 impl Default for ModelConfig {
     fn default() -> Self {
-        ModelConfig { checkpoint: String::new(), adapter: None, dtype: None, device: default_device(), adapter_merge: None }
+        ModelConfig { checkpoint: String::new(), adapter: None, dtype: None, device: DeviceName::Cpu, adapter_merge: None }
     }
 }
 
@@ -458,11 +455,11 @@ impl RunConfig {
     /// on CUDA), read from the device's name so that `flow extract --config` resolves the same
     /// precision on any machine.
     pub fn model_dtype(&self) -> Result<DType> {
-        match self.model.dtype.as_deref() {
-            Some(name) => Ok(motionvl_models::device::parse_dtype(Some(name), &candle_core::Device::Cpu)?),
-            None if self.model.device.trim().eq_ignore_ascii_case("cpu") => Ok(DType::F32),
-            None => Ok(DType::BF16),
-        }
+        Ok(match self.model.dtype {
+            Some(name) => name.dtype(),
+            None if self.model.device.is_cpu() => DType::F32,
+            None => DType::BF16,
+        })
     }
 
     /// Whether the run reproduces the official evaluation in bf16, the one precision it runs in
@@ -505,7 +502,7 @@ mod tests {
         assert_eq!(cfg.protocol.max_frames, 32);
         assert_eq!((cfg.protocol.min_pixels, cfg.protocol.max_pixels), (256 * 28 * 28, 512 * 28 * 28));
         assert_eq!(cfg.generation.max_new_tokens, 128);
-        assert_eq!(cfg.model.device, "cpu");
+        assert_eq!(cfg.model.device, DeviceName::Cpu);
     }
 
     /// The official protocol in bf16 merges the adapter and rounds MOFNet, as `eval.py` does in

@@ -20,7 +20,6 @@ use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
-use motionvl_models::device::parse_device;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -404,7 +403,7 @@ fn checkpoint_file(checkpoint: &str, files: &CheckpointFiles, name: &str) -> Res
 
 /// Loads the checkpoint (and adapter) of a run and builds its preparer and generator.
 pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenPreparer, QwenGenerator)> {
-    let device = parse_device(&config.model.device)?;
+    let device = config.model.device.open()?;
     let dtype = config.model_dtype()?;
     let checkpoint = config.model.checkpoint.as_str();
     let files = checkpoint_files(config)?;

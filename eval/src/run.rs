@@ -7,6 +7,7 @@
 //! are skipped and the rest are appended; resuming with settings that would change the answers
 //! is refused, so one file never mixes two models. A finished run resumed again only re-scores.
 
+use motionvl_models::device::DTypeName;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::sync_channel;
@@ -99,8 +100,8 @@ impl RunRecord {
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
             motion: config.motion.estimator.clone(),
-            dtype: Some(config.model.dtype.clone().unwrap_or_else(|| if config.model.device == "cpu" { "f32".into() } else { "bf16".into() })),
-            device: Some(config.model.device.clone()),
+            dtype: Some(config.model.dtype.unwrap_or(if config.model.device.is_cpu() { DTypeName::F32 } else { DTypeName::Bf16 }).to_string()),
+            device: Some(config.model.device.to_string()),
             weights: weight_digests(config),
             flow_cache: None,
             cvaa: config.cvaa.checkpoint.is_some().then(|| crate::prior::CvaaPriorConfig {
@@ -298,11 +299,10 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
     check_record(out, &record)?;
     // The box (and its score) each question was prompted with, recorded beside its answer;
     // retrieved once the folder is this run's, so a refused run wastes no retrieval.
-    let priors: HashMap<String, crate::prior::Prior> =
-        crate::prior::add_priors(&mut items, &config.cvaa, &motionvl_models::device::parse_device(&config.model.device)?, &|| {})?
-            .into_iter()
-            .map(|p| (p.question_id.clone(), p))
-            .collect();
+    let priors: HashMap<String, crate::prior::Prior> = crate::prior::add_priors(&mut items, &config.cvaa, &config.model.device.open()?, &|| {})?
+        .into_iter()
+        .map(|p| (p.question_id.clone(), p))
+        .collect();
     let predictions_path = out.join(PREDICTIONS_FILE);
     let answered = std::fs::metadata(&predictions_path).is_ok_and(|m| m.len() > 0);
     if !answered && predictions_path.exists() {

@@ -148,11 +148,11 @@ fn interrupted_run_resumes_without_asking_twice() {
     // Nor may the same model in another dtype, on another device, or with other weights
     // behind the same adapter path.
     let mut bf16 = cfg.clone();
-    bf16.model.dtype = Some("bf16".into());
+    bf16.model.dtype = Some(motionvl_models::device::DTypeName::Bf16);
     let err = run_scripted(&bf16, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("dtype"), "{err}");
     let mut gpu = cfg.clone();
-    gpu.model.device = "cuda".into();
+    gpu.model.device = motionvl_models::device::DeviceName::Cuda(None);
     let err = run_scripted(&gpu, &asked, None).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("device"), "{err}");
     // Nor may answers ranked by likelihood continue generated ones.

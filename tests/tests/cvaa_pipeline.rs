@@ -38,7 +38,7 @@ fn recipe(pairs: &Path, out: &Path, max_steps: usize) -> CvaaRecipe {
             temperature: 0.07,
             uav_size: [28, 28],
             satellite_size: 28,
-            device: "cpu".into(),
+            device: motionvl_models::device::DeviceName::Cpu,
         },
         data: DataSection {
             train: Some(pairs.to_path_buf()),

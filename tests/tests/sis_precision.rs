@@ -196,7 +196,7 @@ fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
         let mut c = RunConfig { out: tmp.path().join("out"), protocol_kind: Some(protocol), ..RunConfig::default() };
         c.model.checkpoint = sis.join("base").display().to_string();
         c.model.adapter = Some(run.clone());
-        c.model.dtype = Some(dtype.into());
+        c.model.dtype = Some(dtype.parse().expect("a dtype"));
         c.motion.weights = Some(weights.clone());
         c
     };

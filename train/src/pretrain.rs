@@ -25,7 +25,7 @@ use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{ReadOptions, read_training_samples, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_models::Qwen25VlConfig;
-use motionvl_models::device::parse_device;
+use motionvl_models::device::DTypeName;
 use motionvl_models::qwen25vl::Qwen25Vl;
 
 use crate::batch::collate;
@@ -72,7 +72,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         .init_config
         .as_deref()
         .ok_or_else(|| TrainError::Setup("pretraining builds a fresh model: [model] needs `init_config`".into()))?;
-    if recipe.model.dtype != "f32" {
+    if recipe.model.dtype != DTypeName::F32 {
         return Err(TrainError::Setup(format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype)));
     }
     let out = recipe.output_dir.clone();
@@ -84,7 +84,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         }
     }
     ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
-    let device = parse_device(&recipe.model.device)?;
+    let device = recipe.model.device.open()?;
 
     let samples = read_samples(recipe)?;
     let mut corpus = samples.clone();
@@ -197,7 +197,7 @@ fn is_tower(name: &str) -> bool {
 /// Mean loss per answer token of the model in `model_dir` on the conversations of
 /// `recipe.data.train` (read with `recipe.data`'s frame plan and sizes). No gradients.
 pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
-    let device = parse_device(&recipe.model.device)?;
+    let device = recipe.model.device.open()?;
     let files = motionvl_models::CheckpointFiles::from_dir(model_dir)?;
     let model = Qwen25Vl::load(&files, DType::F32, &device)?;
     let tokenizer = QwenTokenizer::from_model_dir(model_dir).map_err(|e| TrainError::Setup(e.to_string()))?;

@@ -8,6 +8,7 @@ use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::QwenMedia;
 use motionvl_data::media_config::TrainingVideo;
 use motionvl_data::samples::LlavaRows;
+use motionvl_models::device::{DTypeName, DeviceName};
 use motionvl_models::lora::LoraConfig;
 use serde::{Deserialize, Serialize};
 
@@ -62,13 +63,13 @@ pub struct ModelSection {
     #[serde(default = "default_vocab")]
     pub init_vocab_size: usize,
     /// `f32`, `bf16` or `f16` for the frozen weights; trained tensors are always f32.
-    #[serde(default = "default_dtype")]
-    pub dtype: String,
+    #[serde(default)]
+    pub dtype: DTypeName,
     #[serde(default)]
     pub gradient_checkpointing: bool,
     /// `cpu`, `cuda` or `cuda:N`.
-    #[serde(default = "default_device")]
-    pub device: String,
+    #[serde(default)]
+    pub device: DeviceName,
 }
 
 /// The SIS-Motion branch: flow estimator, pseudo-images, and the connector's learning rate.
@@ -335,12 +336,6 @@ fn default_init_std() -> f32 {
 fn default_vocab() -> usize {
     512
 }
-fn default_device() -> String {
-    "cpu".into()
-}
-fn default_dtype() -> String {
-    "f32".into()
-}
 fn default_max_seq_len() -> usize {
     2048
 }
@@ -424,14 +419,6 @@ impl Recipe {
         check(positive(l.alpha), "lora.alpha", l.alpha, "a positive number")?;
         check((0.0..1.0).contains(&l.dropout), "lora.dropout", l.dropout, "in [0, 1)")?;
         check(positive(self.model.init_std as f64), "model.init_std", self.model.init_std, "a positive number")?;
-        check(matches!(self.model.dtype.as_str(), "f32" | "bf16" | "f16"), "model.dtype", &self.model.dtype, "f32, bf16 or f16")?;
-        let device = self.model.device.as_str();
-        check(
-            device == "cpu" || device == "cuda" || device.strip_prefix("cuda:").is_some_and(|n| n.parse::<usize>().is_ok()),
-            "model.device",
-            device,
-            "cpu, cuda or cuda:N",
-        )?;
         Ok(())
     }
 

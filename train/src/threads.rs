@@ -10,7 +10,7 @@ use motionvl_data::stop::StopFlag;
 /// [`ThreadExchange`]. Returns rank 0's step logs, or the error of the rank that failed first.
 pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &StopFlag) -> std::result::Result<Vec<StepLog>, TrainError> {
     // The threads sum on the host: a GPU recipe would fail at its first exchange.
-    if recipe.model.device != "cpu" {
+    if !recipe.model.device.is_cpu() {
         return Err(TrainError::Setup(format!(
             "--data-parallel runs ranks as CPU threads, but the recipe trains on `{}`: launch one process per GPU instead (torchrun --no-python --nproc-per-node {world} train sft …, or srun)",
             recipe.model.device

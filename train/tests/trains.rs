@@ -67,7 +67,7 @@ fn the_papers_visual_only_recipe_trains_with_checkpointing() {
     ];
     let recipe = with_overrides(&root.join("configs/sft/visual-3b.toml"), &overrides);
     assert!(recipe.model.gradient_checkpointing, "the paper's visual-only recipe checkpoints");
-    assert_eq!(recipe.model.dtype, "bf16");
+    assert_eq!(recipe.model.dtype, motionvl_models::device::DTypeName::Bf16);
     assert!(!recipe.motion.enabled(), "visual-only");
     let mut trainer = Trainer::new(&recipe, None).unwrap();
     trainer.preflight().unwrap();

@@ -14,7 +14,7 @@ use motionvl_eval::retrieve::{RetrievalOutput, Retriever, WindowConfig};
 use motionvl_eval::{EvalError, REGISTRY, bench, report, run_until};
 use motionvl_flow::WeightPrecision;
 use motionvl_models::cvaa::{Cvaa, CvaaConfig};
-use motionvl_models::device::parse_device;
+use motionvl_models::device::{DTypeName, DeviceName};
 use motionvl_models::seeded::SeededVars;
 
 #[global_allocator]
@@ -69,7 +69,7 @@ struct WindowArgs {
     window_batch: Option<usize>,
     /// cpu, cuda or cuda:N.
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: DeviceName,
 }
 
 impl WindowArgs {
@@ -208,7 +208,7 @@ struct RunArgs {
     answer: Option<String>,
     /// f32, bf16 or f16 (default: f32 on CPU, bf16 on CUDA).
     #[arg(long)]
-    dtype: Option<String>,
+    dtype: Option<DTypeName>,
     /// How the adapter is applied: `merged` (folded into the weights in the model's dtype, as
     /// PEFT's merge_and_unload; the default of --protocol official in bf16) or `unmerged` (f32
     /// adapters at run time; the default otherwise).
@@ -216,7 +216,7 @@ struct RunArgs {
     adapter_merge: Option<String>,
     /// cpu, cuda or cuda:N.
     #[arg(long)]
-    device: Option<String>,
+    device: Option<DeviceName>,
     /// Frame cap of the protocol (32).
     #[arg(long)]
     max_frames: Option<usize>,
@@ -449,7 +449,7 @@ fn main() -> Result<()> {
             }
         }
         Command::Retrieve(args) => {
-            let device = parse_device(&args.windows.device)?;
+            let device = args.windows.device.open()?;
             let retriever = Retriever::load(&args.cvaa, args.windows.apply(WindowConfig::default()), &device)?;
             let uav = UavView::parse(&args.uav)?;
             let best = retriever
@@ -458,7 +458,7 @@ fn main() -> Result<()> {
             println!("{}", serde_json::to_string(&RetrievalOutput::from(best.as_slice()))?);
         }
         Command::Pairs(args) => {
-            let device = parse_device(&args.windows.device)?;
+            let device = args.windows.device.open()?;
             let windows = args.windows.apply(WindowConfig::default());
             let retriever = if args.untrained {
                 let cfg = CvaaConfig::from_file(&args.cvaa.join(motionvl_models::cvaa::CONFIG_FILE))?;
@@ -490,7 +490,7 @@ fn main() -> Result<()> {
             }
             cvaa.windows = args.windows.apply(cvaa.windows);
             let opts = ReadOptions { media_root: args.media_root.clone(), check_media: true, skip_bad: args.skip_bad };
-            let device = parse_device(&args.windows.device)?;
+            let device = args.windows.device.open()?;
             let bar = indicatif::ProgressBar::new_spinner();
             let (rows, boxed) = write_prompts(bench, &args.manifest, &opts, &cvaa, &device, &args.out, &|| bar.inc(1))
                 .with_context(|| format!("writing prompts of {}", args.manifest.display()))?;

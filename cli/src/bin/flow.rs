@@ -34,6 +34,7 @@ use motionvl_flow::extract::{Shard, manifest_videos, plan_jobs, plan_media};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{EstimatorSpec, estimator_from_spec};
 use motionvl_flow::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, viz};
+use motionvl_models::device::DeviceName;
 use motionvl_train::parallel::Ranks;
 use ndarray::{Array4, Axis};
 use rayon::prelude::*;
@@ -134,12 +135,12 @@ struct Motion {
     iters: Option<usize>,
     /// Where a network estimator runs: cpu, cuda or cuda:N (a build with `--features cuda`).
     #[arg(long, default_value = "cpu")]
-    device: String,
+    device: DeviceName,
 }
 
 impl Motion {
     fn device(&self) -> Result<Device> {
-        motionvl_models::device::parse_device(&self.device).with_context(|| format!("--device {}", self.device))
+        self.device.open().with_context(|| format!("--device {}", self.device))
     }
 }
 
@@ -156,8 +157,8 @@ fn main() -> Result<()> {
                 (None, Some(launch)) => Shard { index: launch.rank, count: launch.world_size },
                 (None, None) => Shard::WHOLE,
             };
-            if let Some(launch) = launch.as_ref().filter(|_| motion.device == "cuda") {
-                motion.device = format!("cuda:{}", launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
+            if let Some(launch) = launch.as_ref().filter(|_| motion.device == DeviceName::Cuda(None)) {
+                motion.device = DeviceName::Cuda(Some(launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref())));
             }
             extract(&input, &motion, config.as_deref(), out, cache, shard, tokenizer.as_deref())
         }

@@ -161,7 +161,7 @@ fn report_done(logs: &[StepLog]) {
 /// This process's rank of a torchrun/SLURM launch. A CPU recipe's ranks sum over TCP through
 /// rank 0; a GPU recipe's rank takes `cuda:LOCAL_RANK` and joins the others through NCCL.
 fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
-    if recipe.model.device == "cpu" {
+    if recipe.model.device.is_cpu() {
         let timeout = collective_timeout()?;
         let exchange = motionvl_train::parallel::TcpExchange::connect(launch, timeout)
             .with_context(|| format!("rank {} of {} joining the CPU process group", launch.rank, launch.world_size))?;
@@ -185,15 +185,10 @@ fn collective_timeout() -> Result<std::time::Duration> {
 
 #[cfg(feature = "nccl")]
 fn join_gpu_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_train::parallel::GradExchange>> {
-    if !recipe.model.device.starts_with("cuda") {
-        bail!(
-            "a launch of {} processes trains on the CPU or on GPUs: model.device = `{}` is neither \"cpu\" nor \"cuda\" (each GPU rank takes cuda:LOCAL_RANK)",
-            launch.world_size,
-            recipe.model.device
-        );
-    }
-    recipe.model.device = format!("cuda:{}", launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref()));
-    let device = motionvl_models::device::parse_device(&recipe.model.device)?;
+    // Each GPU rank takes cuda:LOCAL_RANK among the GPUs it sees, whatever ordinal the recipe names.
+    let ordinal = launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
+    recipe.model.device = motionvl_models::device::DeviceName::Cuda(Some(ordinal));
+    let device = recipe.model.device.open()?;
     let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
         .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
     Ok(Box::new(exchange))

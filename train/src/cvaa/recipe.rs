@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use motionvl_models::device::DeviceName;
 use motionvl_models::dinov2::Dinov2Config;
 use serde::{Deserialize, Serialize};
 
@@ -48,8 +49,9 @@ pub struct ModelSection {
     pub temperature: f64,
     pub uav_size: [usize; 2],
     pub satellite_size: usize,
-    #[serde(default = "default_device")]
-    pub device: String,
+    /// `cpu`, `cuda` or `cuda:N`.
+    #[serde(default)]
+    pub device: DeviceName,
 }
 
 fn default_gem_p() -> f64 {
@@ -57,9 +59,6 @@ fn default_gem_p() -> f64 {
 }
 fn default_temperature() -> f64 {
     0.07
-}
-fn default_device() -> String {
-    "cpu".into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

@@ -8,7 +8,6 @@ use motionvl_data::cvaa::{read_pairs, read_university1652};
 use motionvl_data::stop::StopFlag;
 use motionvl_models::HubOptions;
 use motionvl_models::cvaa::{CONFIG_FILE, Cvaa, CvaaConfig, Interpolation, WEIGHTS_FILE};
-use motionvl_models::device::parse_device;
 use motionvl_models::dinov2::Dinov2Weights;
 use motionvl_models::seeded::SeededVars;
 
@@ -28,7 +27,7 @@ impl CvaaTrainer {
         let out = recipe.output_dir.clone();
         let lock = motionvl_data::run_dir::RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
-        let device = parse_device(&recipe.model.device)?;
+        let device = recipe.model.device.open()?;
 
         let pairs = match (&recipe.data.train, &recipe.data.university1652) {
             (Some(manifest), _) => read_pairs(manifest),

@@ -7,7 +7,6 @@ use candle_core::Device;
 use motionvl_data::samples::{TrainingSample, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_flow::media::MotionMedia;
-use motionvl_models::device::parse_dtype;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{Connector, MotionBranch, MotionMeta};
 use motionvl_models::qwen25vl::Qwen25Vl;
@@ -76,7 +75,7 @@ pub(super) fn load_with_lora(
     tokenizer: &QwenTokenizer,
     device: &Device,
 ) -> Result<(Qwen25Vl, LoraWeights, Option<RecomputedGrads>)> {
-    let mut model = Qwen25Vl::load(files, parse_dtype(Some(&recipe.model.dtype), device)?, device)?;
+    let mut model = Qwen25Vl::load(files, recipe.model.dtype.dtype(), device)?;
     if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
         return Err(TrainError::Setup(mismatch));
     }

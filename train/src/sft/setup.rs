@@ -10,7 +10,6 @@ use motionvl_data::samples::TrainingSample;
 use motionvl_data::stop::StopFlag;
 use motionvl_data::text::QwenTokenizer;
 use motionvl_models::CheckpointFiles;
-use motionvl_models::device::parse_device;
 
 use super::data::{check_flow_cache, check_loader, data_digest, read_samples, require_usable, training_loader};
 use super::error::{Result, TrainError, io};
@@ -86,7 +85,7 @@ impl Trainer {
         // A GPU rank computes on the exchange's device: the one NCCL's stream belongs to.
         let device = match &exchange {
             Some(e) if e.device().is_cuda() => e.device().clone(),
-            _ => parse_device(&recipe.model.device)?,
+            _ => recipe.model.device.open()?,
         };
         if recipe.motion.enabled() && recipe.optim.batch_size > 1 {
             let with_videos = |motion: bool| samples.iter().find(|s| !s.videos.is_empty() && s.with_motion == motion);
