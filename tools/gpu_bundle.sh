@@ -4,8 +4,8 @@
 #
 #   tools/gpu_bundle.sh [OUT_DIR]        (default: gpu-bundle/, which .gitignore keeps out)
 #
-# Builds gpu_check (parity, forward and backward), the sft_step bench and the MOFNet bench in
-# release with `cuda,nccl`, strips them, and packs them into OUT_DIR/motionvl-gpu.tar.xz (PTX is
+# Builds gpu_check (parity, forward and backward), the sft_step bench, the MOFNet bench and
+# `train` in release with `cuda,nccl`, strips them, and packs them into OUT_DIR/motionvl-gpu.tar.xz (PTX is
 # text and packs tightly); fails when the folder exceeds 60 MiB, what a device run may carry
 # beside the working tree. On the GPU machine:
 #
@@ -15,12 +15,14 @@ cd "$(dirname "$0")/.."
 out="${1:-gpu-bundle}"
 limit_mib=60
 
-source tools/cuda/ci_toolkit.sh
+# Its argument is the toolkit venv: pass it, or `source` hands it this script's own arguments.
+source tools/cuda/ci_toolkit.sh "$PWD/.cuda-venv"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target/cuda}"
 nvcc --version | tail -n 1
 cargo build --release --locked --features cuda,nccl -p motionvl-tests --example gpu_check
 cargo build --release --locked --features cuda,nccl -p motionvl-train --bench sft_step
 cargo build --release --locked --features cuda -p motionvl-flow --example bench_mofnet
+cargo build --release --locked --features cuda,nccl -p motionvl-cli --bin train
 
 # Benches live under hashed names: the newest sft_step executable is the one just built.
 step=$(find "$CARGO_TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -name 'sft_step-*' -printf '%T@ %p\n' | sort -n | tail -n 1 | cut -d' ' -f2)
@@ -29,7 +31,7 @@ step=$(find "$CARGO_TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -na
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
-cp "$CARGO_TARGET_DIR/release/examples/gpu_check" "$CARGO_TARGET_DIR/release/examples/bench_mofnet" "$stage/bin/"
+cp "$CARGO_TARGET_DIR/release/examples/gpu_check" "$CARGO_TARGET_DIR/release/examples/bench_mofnet" "$CARGO_TARGET_DIR/release/train" "$stage/bin/"
 cp "$step" "$stage/bin/sft_step"
 strip "$stage"/bin/*
 for exe in "$stage"/bin/*; do

@@ -48,19 +48,21 @@ case "$mode" in
     bin=$(mktemp -d)
     trap 'rm -rf "$bin"' EXIT
     tar -C "$bin" -xJf "$bundle/motionvl-gpu.tar.xz"
-    parity="$bin/bin/gpu_check" step="$bin/bin/sft_step" mofnet="$bin/bin/bench_mofnet"
+    parity="$bin/bin/gpu_check" step="$bin/bin/sft_step" mofnet="$bin/bin/bench_mofnet" train="$bin/bin/train"
     device=cuda:0 profile=3b-gpu flow_device=cuda
     ;;
   build)
     parity=$(built --features cuda -p motionvl-tests --example gpu_check)
     step=$(built --features cuda -p motionvl-train --bench sft_step)
     mofnet=$(built --features cuda -p motionvl-flow --example bench_mofnet)
+    train=$(built --features cuda -p motionvl-cli --bin train)
     device=cuda:0 profile=3b-gpu flow_device=cuda
     ;;
   cpu)
     parity=$(built -p motionvl-tests --example gpu_check)
     step=$(built -p motionvl-train --bench sft_step)
     mofnet=$(built -p motionvl-flow --example bench_mofnet)
+    train=$(built -p motionvl-cli --bin train)
     device=cpu profile=midsize-cpu flow_device=cpu
     ;;
 esac
@@ -74,6 +76,30 @@ fi
 status=0
 echo "== parity on $device against the CPU"
 timeout 300 "$parity" --device "$device" 2>&1 | tee "$out/parity.txt" || status=1
+echo "== the tiny recipe trained on $device against the CPU, step by step, and its exact resume"
+# LoRA dropout off: the CPU and CUDA draw their masks differently. One LR schedule of 4 steps,
+# so that 2 steps and a resume to 4 are the 4 steps.
+tiny() {
+  "$train" sft --config configs/sft/tiny.toml --output-dir "$1" --overwrite --lora.dropout 0 --logging.progress_bar false \
+    --logging.tensorboard false --checkpoint.every 2 --optim.schedule_steps 4 --model.device "\"$2\"" "${@:3}"
+}
+{
+  tiny "$out/tiny-cpu" cpu --optim.max_steps 4 &&
+  tiny "$out/tiny-device" "$device" --optim.max_steps 4 &&
+  tiny "$out/tiny-resumed" "$device" --optim.max_steps 2 &&
+  "$train" sft --config "$out/tiny-resumed/config.toml" --resume auto --optim.max_steps 4 &&
+  "$PYTHON" - "$out" <<'PY'
+import json, pathlib, sys
+out = pathlib.Path(sys.argv[1])
+losses = lambda run: [json.loads(l)["loss"] for l in (out / run / "trainer_log.jsonl").read_text().splitlines()]
+cpu, device, resumed = losses("tiny-cpu"), losses("tiny-device"), losses("tiny-resumed")
+worst = max(abs(a - b) / max(abs(a), 1e-12) for a, b in zip(cpu, device))
+print(f"losses cpu {cpu}\nlosses device {device}\nresumed {resumed}\nworst relative loss difference {worst:.2e}")
+assert len(cpu) == len(device) == 4 and worst <= 1e-3, "the device's steps are not the CPU's"
+assert resumed == device, "a resumed run is not the uninterrupted one"
+print("tiny training: ok")
+PY
+} 2>&1 | tee "$out/tiny_train.txt" || status=1
 echo "== SFT step, profile $profile"
 timeout 420 "$step" --profile "$profile" 2>&1 | tee "$out/sft_step.txt" || status=1
 if [ -n "${VIDEOFLOW:-}" ]; then
@@ -87,6 +113,8 @@ fi
   echo "## GPU check ($(cut -d, -f1 "$out/gpu.txt"), $(date -u +%F))"
   echo
   echo "Parity: $(grep -E '^\{' "$out/parity.txt" | tail -n1)"
+  echo
+  echo "Tiny recipe on the device: $(grep -E '^worst|^tiny training' "$out/tiny_train.txt" | paste -sd' ')"
   echo
   echo '```'
   grep -E 'candle|pytorch' "$out/sft_step.txt" || true
