@@ -73,6 +73,49 @@ fn extract_reads_every_video_of_a_manifest_and_fills_the_cache() {
     assert_eq!(cached, 8, "one cache entry per video");
 }
 
+/// Two machines filling one shared cache at the same time (`MOTIONVL_HOST` names the second
+/// node, as the kernel would there): both finish, every entry is whole and read back by a third
+/// run, and no temporary file is left behind.
+#[test]
+fn two_hosts_filling_one_cache_at_once_leave_whole_entries() {
+    let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/data/tiny-sft/train.jsonl");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let cache = dir.path().join("cache");
+    let extract = |host: &str| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_flow"));
+        cmd.args(["extract", "--manifest"]).arg(&data).args(["--motion", "dis", "--cache"]).arg(&cache);
+        cmd.env("MOTIONVL_HOST", host).stdout(std::process::Stdio::null()).stderr(std::process::Stdio::piped());
+        cmd.spawn().expect("flow extract starts")
+    };
+    // The same eight videos from both: every entry is written by both, in either order.
+    let runs = [extract("node-a"), extract("node-b")];
+    for run in runs {
+        let out = run.wait_with_output().expect("runs");
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    assert_eq!(walk(&cache), 8, "one entry per video");
+    let temporary = |p: &std::path::Path| p.file_name().is_some_and(|n| n.to_string_lossy().contains(motionvl_data::files::TEMP_MARK));
+    let leftovers: Vec<_> = walk_files(&cache).into_iter().filter(|p| temporary(p)).collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+    let check = extract("node-c").wait_with_output().expect("runs");
+    let stderr = String::from_utf8_lossy(&check.stderr);
+    assert!(check.status.success() && stderr.contains("computed 0, already cached 8, repaired 0"), "{stderr}");
+}
+
+/// Every file under `dir`.
+fn walk_files(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(walk_files(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
 /// Flow entries in a cache folder.
 fn walk(dir: &std::path::Path) -> usize {
     motionvl_flow::FlowCache::new(dir).and_then(|c| c.entry_count()).unwrap_or(0)
