@@ -23,14 +23,14 @@ use std::path::Path;
 use ndarray::ArrayView3;
 use safetensors::{Dtype, tensor::TensorView};
 use serde::Serialize;
+use motionvl_data::manifest::ChoiceAnswer;
+use motionvl_data::text::VIDEO_TAG;
+use motionvl_data::video::{EncodeSettings, VideoError, VideoWriter};
 
 use super::SynthError;
 use super::camera::Intrinsics;
 use super::qa::Mcq;
 use super::render::RenderedClip;
-use crate::manifest::ChoiceAnswer;
-use crate::text::VIDEO_TAG;
-use crate::video::{EncodeSettings, VideoError, VideoWriter};
 
 /// Encodes RGB frames (`[H, W, 3]` each) as an H.264 MP4 at `fps`.
 pub fn write_video<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>, width: usize, height: usize, fps: u32) -> Result<(), SynthError> {
@@ -78,7 +78,7 @@ pub fn write_ground_truth(path: &Path, clip: &RenderedClip, k: &Intrinsics, meta
     ];
     let meta = HashMap::from([("clip".to_string(), metadata)]);
     safetensors::serialize_to_file(tensors, Some(meta), path).map_err(err)?;
-    crate::files::apply_default_mode(path).map_err(|e| err(safetensors::SafeTensorError::IoError(e)))
+    motionvl_util::files::apply_default_mode(path).map_err(|e| err(safetensors::SafeTensorError::IoError(e)))
 }
 
 /// Writes `value` as pretty JSON with a final newline.
@@ -89,7 +89,7 @@ pub fn write_json(path: &Path, value: &impl Serialize) -> Result<(), SynthError>
     file.write_all(text.as_bytes()).map_err(SynthError::io(path))
 }
 
-pub use crate::construct::sisbench_qa::SisRow;
+pub use crate::sisbench_qa::SisRow;
 
 /// One turn of a LLaVA conversation.
 #[derive(Debug, Clone, Serialize)]
@@ -153,7 +153,7 @@ impl ConversationRow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::manifest::SisTask;
+    use motionvl_data::manifest::SisTask;
 
     #[test]
     fn a_conversation_asks_for_the_form_it_answers_in() {

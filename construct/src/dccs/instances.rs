@@ -22,10 +22,10 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use motionvl_util::files::write_json_atomic;
 
 use super::error::{DccsError, read_json};
 use super::geom::V3;
-use crate::files::write_json_atomic;
 
 /// The closed landmark taxonomy of UAV-DualCog.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -200,7 +200,7 @@ pub fn read_instances(path: &Path) -> Result<Vec<Landmark>, DccsError> {
             continue;
         }
         // The id names the landmark's trajectory, images and video under the output folder.
-        crate::confine::safe_name(&id)
+        motionvl_util::confine::safe_name(&id)
             .map_err(|e| DccsError::Instances { path: path.to_path_buf(), detail: format!("entry {i}: instance_id {e}") })?;
         if out.iter().any(|l| l.id == id) {
             return Err(bad("appears twice".into()));

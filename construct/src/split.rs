@@ -18,10 +18,10 @@ use std::fs;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use motionvl_util::files::{write_atomic, write_json_atomic};
+use motionvl_util::rng::SynthRng;
 
-use super::ConstructError;
-use crate::files::{write_atomic, write_json_atomic};
-use crate::rng::SynthRng;
+use crate::ConstructError;
 
 /// The source dataset of an AirScape clip.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]

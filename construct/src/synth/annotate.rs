@@ -1,6 +1,6 @@
 //! The rendered world's exact ground truth as `construct sisbench-qa` annotations, so the
 //! synthetic world is asked the tasks beyond [`super::qa`]'s four by the very builders that
-//! ask them of real footage ([`crate::construct::sisbench_qa`]).
+//! ask them of real footage ([`crate::sisbench_qa`]).
 //!
 //! Every landmark with a pixel in some frame is an object (category = its kind, attribute = its
 //! colour) and a landmark, in view over the frames that show it; its image positions are the
@@ -15,7 +15,7 @@
 
 use super::render::RenderedClip;
 use super::scene::World;
-use crate::construct::sisbench_qa::{AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation};
+use crate::sisbench_qa::{AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation};
 
 /// Runs of frames in `shown` as `[start, end]` seconds.
 fn intervals(shown: impl Iterator<Item = bool>, fps: f64) -> Vec<[f64; 2]> {

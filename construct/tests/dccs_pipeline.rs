@@ -4,8 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use motionvl_data::dccs::pipeline::{SynthDccsConfig, SynthDccsSummary, synthetic};
-use motionvl_data::dccs::world::Sampling;
+use motionvl_construct::dccs::pipeline::{SynthDccsConfig, SynthDccsSummary, synthetic};
+use motionvl_construct::dccs::world::Sampling;
 use serde_json::Value;
 
 fn tiny() -> SynthDccsConfig {
@@ -123,7 +123,7 @@ fn videos_have_every_trajectory_frame_and_intervals_match_frames() {
 
 #[test]
 fn accepted_trajectories_keep_clearance_from_every_cloud_point() {
-    use motionvl_data::dccs::cloud::read_cloud;
+    use motionvl_construct::dccs::cloud::read_cloud;
     let (_, s) = built();
     let cloud = read_cloud(&s.dir.join("points.ply")).unwrap();
     for r in samples(&s.dir, "stage3.json") {
@@ -188,7 +188,7 @@ fn rebuilding_and_rerendering_reproduce_ids_options_and_answers() {
     assert_eq!(std::fs::read(s.dir.join(first)).unwrap(), std::fs::read(s2.dir.join(first)).unwrap());
     // Rendering again from the requests alone writes media only.
     let manifest = std::fs::read(s2.dir.join("stage4.json")).unwrap();
-    motionvl_data::dccs::pipeline::render(&s2.dir.join("stage4_render_requests.json"), 4, &()).unwrap();
+    motionvl_construct::dccs::pipeline::render(&s2.dir.join("stage4_render_requests.json"), 4, &()).unwrap();
     assert_eq!(std::fs::read(s2.dir.join("stage4.json")).unwrap(), manifest);
 }
 
@@ -210,7 +210,7 @@ fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
     list[1]["instance_id"] = Value::from("../../escaped");
     let file = out.join("valid_instances.json");
     std::fs::write(&file, instances.to_string()).unwrap();
-    let err = motionvl_data::dccs::instances::read_instances(&file).expect_err("a climbing id").to_string();
+    let err = motionvl_construct::dccs::instances::read_instances(&file).expect_err("a climbing id").to_string();
     assert!(err.contains("entry 1") && err.contains("../../escaped"), "{err}");
 
     let requests = json(&s.dir.join("stage4_render_requests.json"));
@@ -226,7 +226,7 @@ fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
         planted["requests"][0]["output_path"] = Value::from(bad.as_str());
         let file = out.join("stage4_render_requests.json");
         std::fs::write(&file, planted.to_string()).unwrap();
-        let err = motionvl_data::dccs::pipeline::render(&file, 4, &()).expect_err("leaves the folder").to_string();
+        let err = motionvl_construct::dccs::pipeline::render(&file, 4, &()).expect_err("leaves the folder").to_string();
         assert!(err.contains("output_path"), "{bad}: {err}");
     }
     assert!(!escape.exists(), "nothing was written outside the output folder");

@@ -2,13 +2,13 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::video::VideoError;
+use motionvl_data::video::VideoError;
 
 /// Failures of the construction modules; each names the file (and row or key) concerned.
 #[derive(Debug, thiserror::Error)]
 pub enum ConstructError {
     #[error(transparent)]
-    File(#[from] crate::files::FileError),
+    File(#[from] motionvl_util::files::FileError),
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
     /// A bad input file or row: `file` and, in `detail`, the row, key or name at fault.

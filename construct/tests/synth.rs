@@ -9,13 +9,13 @@ use std::sync::OnceLock;
 
 use motionvl_data::manifest::{Answer, SisTask, Task, VideoType, read_sisbench};
 use motionvl_data::samples::{ReadOptions, read_training_samples};
-use motionvl_data::synth::behaviours::{Behaviour, Flight, Rates};
-use motionvl_data::synth::camera::{Intrinsics, Pose};
-use motionvl_data::synth::generate::SplitRecord;
-use motionvl_data::synth::geometry::Vec3;
-use motionvl_data::synth::render::{FlowField, Frame, RenderedClip, exact_flow, render_frame};
-use motionvl_data::synth::scene::{World, WorldSpec};
-use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthError, SynthSummary, generate};
+use motionvl_construct::synth::behaviours::{Behaviour, Flight, Rates};
+use motionvl_construct::synth::camera::{Intrinsics, Pose};
+use motionvl_construct::synth::generate::SplitRecord;
+use motionvl_construct::synth::geometry::Vec3;
+use motionvl_construct::synth::render::{FlowField, Frame, RenderedClip, exact_flow, render_frame};
+use motionvl_construct::synth::scene::{World, WorldSpec};
+use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, SynthError, SynthSummary, generate};
 use motionvl_data::video::{decode_all, probe_video};
 use safetensors::SafeTensors;
 
@@ -201,7 +201,7 @@ fn tiny_config(seed: u64) -> SynthConfig {
         seed,
         ground_truth: GroundTruth::All,
         recognition_movements: Vec::new(),
-        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
+        training_answers: motionvl_construct::synth::write::AnswerForm::Letter,
     }
 }
 

@@ -20,7 +20,7 @@ pub mod generate;
 pub mod geometry;
 pub mod qa;
 pub mod render;
-pub use crate::rng;
+pub use motionvl_util::rng;
 pub mod satellite;
 pub mod scene;
 pub mod terrain;

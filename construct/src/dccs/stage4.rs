@@ -20,6 +20,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use motionvl_util::files::write_json_atomic;
 
 use super::cloud::PointCloud;
 use super::error::DccsError;
@@ -27,7 +28,6 @@ use super::geom::{V3, forward_of, heading, round, yaw_pitch};
 use super::instances::Landmark;
 use super::stage3::{RENDER_FORMAT, Rejection, fnv};
 use super::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders};
-use crate::files::write_json_atomic;
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// The eight orbit views in the source's order, with the camera's angle clockwise from the

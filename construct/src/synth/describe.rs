@@ -12,13 +12,13 @@
 use std::path::{Path, PathBuf};
 
 use serde::Serialize;
+use motionvl_data::manifest::{Dimension, SisTask};
+use motionvl_data::text::VIDEO_TAG;
 
 use super::SynthError;
 use super::generate::{Split, SynthSummary};
 use super::write::Turn;
-use crate::construct::sisbench_qa::{AnnotatedObject, AnnotatedType, QUADRANTS, VideoAnnotation};
-use crate::manifest::{Dimension, SisTask};
-use crate::text::VIDEO_TAG;
+use crate::sisbench_qa::{AnnotatedObject, AnnotatedType, QUADRANTS, VideoAnnotation};
 
 /// What the description asks for.
 pub const PROMPT: &str = "Describe the landmarks in this video, in the order they come into view.";
@@ -160,7 +160,7 @@ fn sentence(seen: &[(&AnnotatedObject, f64, f64, f64)]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::construct::sisbench_qa::{ClipSpan, Position};
+    use crate::sisbench_qa::{ClipSpan, Position};
 
     fn object(category: &str, colour: &str, t: f64, x: f64, y: f64) -> AnnotatedObject {
         AnnotatedObject {

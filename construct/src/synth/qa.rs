@@ -2,7 +2,7 @@
 //! below have rules of their own, which use what only the renderer knows (the option set a
 //! clip was flown for, pixel-exact absence); the other nine tasks are asked from the world's
 //! annotations ([`super::annotate`]) by the builders real footage goes through
-//! ([`crate::construct::sisbench_qa`]).
+//! ([`crate::sisbench_qa`]).
 //!
 //! | task | video | asks | options |
 //! |---|---|---|---|
@@ -29,12 +29,13 @@
 //! answers so that every letter is the answer equally often within each task, which keeps a
 //! model from scoring by favouring a letter.
 
+use motionvl_data::manifest::SisTask;
+
 use super::behaviours::Behaviour;
 use super::rng::SynthRng;
 use super::scene::{Colour, LandmarkKind, World, all_landmark_names, landmark_name};
-pub use crate::construct::sisbench_qa::{Draft, Mcq};
-use crate::construct::sisbench_qa::{order_distractors, sequence_text, take_three};
-use crate::manifest::SisTask;
+pub use crate::sisbench_qa::{Draft, Mcq};
+use crate::sisbench_qa::{order_distractors, sequence_text, take_three};
 
 /// The tasks this world asks about, in the order they are written: the four asked here, then
 /// the nine asked from the world's annotations by `construct::sisbench_qa` (see `annotate`).
@@ -206,9 +207,9 @@ pub fn landmark_order(video: &str, world: &World, keys: &[usize], unseen: &[usiz
 
 /// Places the answers, task by task in [`TASKS`] order (see [`sisbench_qa::balance`]).
 ///
-/// [`sisbench_qa::balance`]: crate::construct::sisbench_qa::balance
+/// [`sisbench_qa::balance`]: crate::sisbench_qa::balance
 pub fn balance(drafts: Vec<Draft>, prefix: &str, rng: &mut SynthRng) -> Vec<Mcq> {
-    crate::construct::sisbench_qa::balance(drafts, prefix, &TASKS, rng)
+    crate::sisbench_qa::balance(drafts, prefix, &TASKS, rng)
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ use std::str::FromStr;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use motionvl_data::manifest::{Level, SisTask};
 
 use super::SynthError;
 use super::annotate;
@@ -39,9 +40,8 @@ use super::render::RenderedClip;
 use super::rng::{SynthRng, derive_seed};
 use super::scene::{Colour, LandmarkKind, World, WorldSpec};
 use super::write::{AnswerForm, ConversationRow, SisRow, write_ground_truth, write_json, write_video};
-use crate::construct::sisbench_qa::{self, AnnotatedType, Pool, VideoAnnotation};
-use crate::construct::sisbench_videos::{PARTS, shuffled_order, spatial_parts, spatiotemporal_parts};
-use crate::manifest::{Level, SisTask};
+use crate::sisbench_qa::{self, AnnotatedType, Pool, VideoAnnotation};
+use crate::sisbench_videos::{PARTS, shuffled_order, spatial_parts, spatiotemporal_parts};
 
 /// Which clips get ground-truth files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

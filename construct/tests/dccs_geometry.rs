@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use motionvl_data::dccs::cloud::{PointCloud, VoxelGrid, read_cloud, write_ply};
-use motionvl_data::dccs::geom::V3;
-use motionvl_data::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
-use motionvl_data::dccs::maneuvers::{Composite, Direction, Element, Maneuver};
-use motionvl_data::dccs::trajectory::{
+use motionvl_construct::dccs::cloud::{PointCloud, VoxelGrid, read_cloud, write_ply};
+use motionvl_construct::dccs::geom::V3;
+use motionvl_construct::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
+use motionvl_construct::dccs::maneuvers::{Composite, Direction, Element, Maneuver};
+use motionvl_construct::dccs::trajectory::{
     KinematicLimits, Kinematics, Obstacles, TrajectoryConfig, check_kinematics, compose, plan, resample, screen, smooth,
 };
-use motionvl_data::synth::rng::SynthRng;
+use motionvl_construct::synth::rng::SynthRng;
 use serde_json::json;
 
 fn tower() -> OrientedBox {
@@ -315,7 +315,7 @@ fn the_kinematic_check_flags_fast_flights() {
 
 #[test]
 fn visibility_flips_when_a_box_occludes_the_target() {
-    use motionvl_data::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
+    use motionvl_construct::dccs::visibility::{Camera, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
     let cfg = VisibilityConfig::default();
     // A 4 m square target 30 m ahead, facing the camera.
     let target: Vec<V3> = (0..=8).flat_map(|i| (0..=8).map(move |j| V3::new(30.0, -2.0 + i as f64 * 0.5, 8.0 + j as f64 * 0.5))).collect();

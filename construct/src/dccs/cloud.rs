@@ -10,9 +10,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use motionvl_util::files::write_atomic;
+
 use super::error::DccsError;
 use super::geom::V3;
-use crate::files::write_atomic;
 
 /// Obstacle points, metres, z up.
 #[derive(Debug, Clone, PartialEq, Default)]

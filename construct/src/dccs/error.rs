@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 pub enum DccsError {
     #[error(transparent)]
-    File(#[from] crate::files::FileError),
+    File(#[from] motionvl_util::files::FileError),
     #[error("{}: {source}", path.display())]
     Io { path: PathBuf, source: std::io::Error },
     #[error("{}: not valid JSON: {source}", path.display())]

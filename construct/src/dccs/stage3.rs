@@ -17,6 +17,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use serde_json::{Value, json};
+use motionvl_util::files::write_json_atomic;
 
 use super::cloud::{PointCloud, VoxelGrid};
 use super::error::DccsError;
@@ -25,7 +26,6 @@ use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};
 use super::trajectory::{Kinematics, Obstacles, Planned, TrajectoryConfig, plan};
 use super::visibility::{FrameVisibility, VisibilityConfig, frame_visibility, possible_occluders, runs, seconds};
-use crate::files::write_json_atomic;
 use crate::synth::rng::{SynthRng, derive_seed};
 
 /// Settings of `construct dccs-video`.
@@ -261,7 +261,7 @@ pub fn write_stage3(
     let mut requests = Vec::new();
     for m in missions {
         // Confined like the media the render step writes: no link planted in `out` is followed.
-        let path = crate::confine::confined_join(out, &trajectory_path(m))
+        let path = motionvl_util::confine::confined_join(out, &trajectory_path(m))
             .map_err(|e| DccsError::Config(format!("mission `{}`: trajectory path {e}", m.id)))?;
         write_json_atomic(&path, &m.planned.trajectory.to_json())?;
         let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4733, fnv(&m.id)));

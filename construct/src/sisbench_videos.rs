@@ -13,7 +13,7 @@
 //!   parts share 3 s when the source is under 30 s, else 5 s), played likewise out of order.
 //!
 //! The index `OUT/videos.jsonl` holds one row per video in the annotation schema of
-//! [`super::sisbench_qa`] (`video`, `duration_s`, `video_type`, `clips` — each source piece and
+//! [`crate::sisbench_qa`] (`video`, `duration_s`, `video_type`, `clips` — each source piece and
 //! where it plays — and for shuffled videos `segments`, the source seconds `[start, end]` of
 //! each part in playing order, and `permutation`, each part's original index), so labels can
 //! be added to it and the result fed to `construct sisbench-qa`, and every answer about order
@@ -30,13 +30,13 @@ use std::path::{Path, PathBuf};
 use ndarray::{Array3, ArrayView3, s};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use motionvl_util::files::write_atomic;
+use motionvl_data::frames::FramePlan;
+use motionvl_util::rng::{SynthRng, derive_seed};
+use motionvl_data::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, FolderListing, VideoSource, VideoWriter, probe_video};
 
-use super::ConstructError;
-use super::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
-use crate::files::write_atomic;
-use crate::frames::FramePlan;
-use crate::rng::{SynthRng, derive_seed};
-use crate::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, FolderListing, VideoSource, VideoWriter, probe_video};
+use crate::ConstructError;
+use crate::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};
 
 /// Video file extensions taken as sources.
 pub const VIDEO_EXTENSIONS: [&str; 6] = ["mp4", "mkv", "avi", "mov", "webm", "m4v"];

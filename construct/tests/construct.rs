@@ -3,11 +3,11 @@
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::construct::sisbench_qa::{AnnotatedType, build_questions, read_annotations};
-use motionvl_data::construct::sisbench_videos::{VideosConfig, build_videos, find_sources, overlap_s, plan_videos};
+use motionvl_construct::sisbench_qa::{AnnotatedType, build_questions, read_annotations};
+use motionvl_construct::sisbench_videos::{VideosConfig, build_videos, find_sources, overlap_s, plan_videos};
 use motionvl_data::manifest::{Answer, Level, Question, SisTask, Task, read_sisbench, read_urbanvideo};
 use motionvl_data::samples::{ReadError, ReadOptions, RowProblem};
-use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
+use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
 
 fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
@@ -173,7 +173,7 @@ fn synth_asks_all_13_tasks_from_its_annotations() {
         seed: 3,
         ground_truth: GroundTruth::None,
         recognition_movements: Vec::new(),
-        training_answers: motionvl_data::synth::write::AnswerForm::Letter,
+        training_answers: motionvl_construct::synth::write::AnswerForm::Letter,
     };
     let summary = generate(&config, dir.path(), false).unwrap_or_else(|e| panic!("{e}"));
     let mut asked = std::collections::BTreeMap::new();

@@ -26,12 +26,12 @@ use std::path::{Path, PathBuf};
 
 use image::codecs::jpeg::JpegEncoder;
 use serde_json::Value;
+use motionvl_util::files::{temp_sibling, write_atomic};
 
 use super::error::{DccsError, read_json};
 use super::stage3::RENDER_FORMAT;
 use super::trajectory::Trajectory;
 use super::world::world_of;
-use crate::files::{temp_sibling, write_atomic};
 use crate::synth::camera::{Intrinsics, Pose};
 use crate::synth::geometry::Vec3;
 use crate::synth::render::render_frame;
@@ -75,7 +75,7 @@ impl Requests {
             .and_then(Value::as_str)
             .ok_or_else(|| DccsError::Requests { path: self.path.clone(), detail: format!("request `{id}` has no `{key}`") })?;
         // Requests name files relative to their own folder, and only there.
-        crate::confine::confined_join(self.path.parent().unwrap_or(Path::new(".")), rel)
+        motionvl_util::confine::confined_join(self.path.parent().unwrap_or(Path::new(".")), rel)
             .map_err(|e| DccsError::Requests { path: self.path.clone(), detail: format!("request `{id}`: `{key}` {e}") })
     }
 }

@@ -32,11 +32,11 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use motionvl_data::manifest::{ChoiceAnswer, SisTask};
+use motionvl_util::rng::{SynthRng, derive_seed};
+use motionvl_data::samples::read_records;
 
-use super::ConstructError;
-use crate::manifest::{ChoiceAnswer, SisTask};
-use crate::rng::{SynthRng, derive_seed};
-use crate::samples::read_records;
+use crate::ConstructError;
 
 /// Option letters, in order.
 pub const LETTERS: [char; 4] = ['A', 'B', 'C', 'D'];
@@ -752,7 +752,7 @@ pub fn build_questions(videos: &[VideoAnnotation], prefix: &str, seed: u64) -> V
 
 /// Writes the questions as a SIS-Bench manifest (a JSON list of [`SisRow`]s).
 pub fn write_manifest(path: &Path, questions: &[Mcq]) -> Result<(), ConstructError> {
-    Ok(crate::files::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())?)
+    Ok(motionvl_util::files::write_json_atomic(path, &questions.iter().map(SisRow::new).collect::<Vec<_>>())?)
 }
 
 /// Questions per task, in the taxonomy's order (tasks with none included).

@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::video::VideoError;
+use motionvl_data::video::VideoError;
 
 /// Failures of `construct synth`. Each says what to change or which file it concerns.
 #[derive(Debug, thiserror::Error)]
