@@ -33,10 +33,10 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use motionvl_util::files::write_json_atomic;
 use motionvl_util::rng::{SynthRng, derive_seed};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The row schema, which the `nav` reader reads too, lives in `data`.
 pub use motionvl_data::manifest::nav::{NavRow, Segment, SegmentKind, TASK};

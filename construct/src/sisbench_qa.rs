@@ -30,11 +30,11 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
+use motionvl_data::manifest::{ChoiceAnswer, SisTask};
+use motionvl_data::samples::read_records;
+use motionvl_util::rng::{SynthRng, derive_seed};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use motionvl_data::manifest::{ChoiceAnswer, SisTask};
-use motionvl_util::rng::{SynthRng, derive_seed};
-use motionvl_data::samples::read_records;
 
 use crate::ConstructError;
 

@@ -27,13 +27,13 @@
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use motionvl_data::frames::FramePlan;
+use motionvl_data::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, FolderListing, VideoSource, VideoWriter, probe_video};
+use motionvl_util::files::write_atomic;
+use motionvl_util::rng::{SynthRng, derive_seed};
 use ndarray::{Array3, ArrayView3, s};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use motionvl_util::files::write_atomic;
-use motionvl_data::frames::FramePlan;
-use motionvl_util::rng::{SynthRng, derive_seed};
-use motionvl_data::video::{DecodeOptions, EncodeSettings, FRAME_EXTENSIONS, FolderListing, VideoSource, VideoWriter, probe_video};
 
 use crate::ConstructError;
 use crate::sisbench_qa::{AnnotatedType, ClipSpan, VideoAnnotation};

@@ -17,9 +17,9 @@ use std::fmt;
 use std::fs;
 use std::path::Path;
 
-use serde::{Deserialize, Serialize};
 use motionvl_util::files::{write_atomic, write_json_atomic};
 use motionvl_util::rng::SynthRng;
+use serde::{Deserialize, Serialize};
 
 use crate::ConstructError;
 

@@ -7,8 +7,6 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
-use motionvl_data::manifest::{Answer, SisTask, Task, VideoType, read_sisbench};
-use motionvl_data::samples::{ReadOptions, read_training_samples};
 use motionvl_construct::synth::behaviours::{Behaviour, Flight, Rates};
 use motionvl_construct::synth::camera::{Intrinsics, Pose};
 use motionvl_construct::synth::generate::SplitRecord;
@@ -16,6 +14,8 @@ use motionvl_construct::synth::geometry::Vec3;
 use motionvl_construct::synth::render::{FlowField, Frame, RenderedClip, exact_flow, render_frame};
 use motionvl_construct::synth::scene::{World, WorldSpec};
 use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, SynthError, SynthSummary, generate};
+use motionvl_data::manifest::{Answer, SisTask, Task, VideoType, read_sisbench};
+use motionvl_data::samples::{ReadOptions, read_training_samples};
 use motionvl_data::video::{decode_all, probe_video};
 use safetensors::SafeTensors;
 

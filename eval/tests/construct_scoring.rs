@@ -7,10 +7,10 @@ use motionvl_construct::nav::{self, Episode, StepRules};
 use motionvl_construct::sisbench_qa::{
     self, AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation,
 };
+use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::manifest::Answer;
 use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::ReadOptions;
-use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_eval::Results;
 use motionvl_eval::config::Continuation;
 use motionvl_eval::score_predictions;

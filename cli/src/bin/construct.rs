@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use motionvl_construct::{nav, sisbench_qa, sisbench_videos, split};
 use motionvl_construct::dccs::pipeline::SynthDccsConfig;
 use motionvl_construct::synth::satellite::{self, SatelliteConfig};
 use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
+use motionvl_construct::{nav, sisbench_qa, sisbench_videos, split};
 
 #[path = "construct/dccs.rs"]
 mod dccs;

@@ -20,9 +20,9 @@
 
 use std::path::Path;
 
+use motionvl_util::files::write_json_atomic;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use motionvl_util::files::write_json_atomic;
 
 use super::error::{DccsError, read_json};
 use super::geom::V3;

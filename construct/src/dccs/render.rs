@@ -25,8 +25,8 @@
 use std::path::{Path, PathBuf};
 
 use image::codecs::jpeg::JpegEncoder;
-use serde_json::Value;
 use motionvl_util::files::{temp_sibling, write_atomic};
+use serde_json::Value;
 
 use super::error::{DccsError, read_json};
 use super::stage3::RENDER_FORMAT;

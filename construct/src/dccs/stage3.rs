@@ -16,8 +16,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use serde_json::{Value, json};
 use motionvl_util::files::write_json_atomic;
+use serde_json::{Value, json};
 
 use super::cloud::{PointCloud, VoxelGrid};
 use super::error::DccsError;

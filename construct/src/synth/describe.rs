@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
 use motionvl_data::manifest::{Dimension, SisTask};
 use motionvl_data::text::VIDEO_TAG;
+use serde::Serialize;
 
 use super::SynthError;
 use super::generate::{Split, SynthSummary};

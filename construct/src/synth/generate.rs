@@ -26,9 +26,9 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 
+use motionvl_data::manifest::{Level, SisTask};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
-use motionvl_data::manifest::{Level, SisTask};
 
 use super::SynthError;
 use super::annotate;

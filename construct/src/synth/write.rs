@@ -20,12 +20,12 @@ use std::fs;
 use std::io::Write;
 use std::path::Path;
 
-use ndarray::ArrayView3;
-use safetensors::{Dtype, tensor::TensorView};
-use serde::Serialize;
 use motionvl_data::manifest::ChoiceAnswer;
 use motionvl_data::text::VIDEO_TAG;
 use motionvl_data::video::{EncodeSettings, VideoError, VideoWriter};
+use ndarray::ArrayView3;
+use safetensors::{Dtype, tensor::TensorView};
+use serde::Serialize;
 
 use super::SynthError;
 use super::camera::Intrinsics;
