@@ -5,12 +5,7 @@
 //! loader threads never touch a device.
 
 pub mod budget;
-pub mod confine;
-pub mod construct;
 pub mod cvaa;
-pub mod dccs;
-pub mod digest;
-pub mod files;
 pub mod frames;
 pub mod hub_files;
 pub mod loader;
@@ -18,12 +13,10 @@ pub mod manifest;
 pub mod media_config;
 pub mod parquet_rows;
 pub mod preprocess;
-pub mod progress;
-pub mod rng;
-pub mod run_dir;
 pub mod samples;
 pub mod sampling;
-pub mod stop;
-pub mod synth;
 pub mod text;
 pub mod video;
+
+// The shared pieces that moved to `motionvl-util`, under their old paths here.
+pub use motionvl_util::{confine, digest, files, progress, rng, run_dir, stop};

@@ -27,7 +27,7 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 
-use ndarray::{Array2, Array4};
+use ndarray::Array4;
 use serde::{Deserialize, Serialize};
 
 use crate::budget::{DataCheck, DataReport, SampleFit, VideoBudget, VideoLimits, fit_videos, vision_tokens};
@@ -38,20 +38,11 @@ use crate::sampling::{resize_video, video_size};
 use crate::text::{EncodedSample, MediaKind, QwenTokenizer, TemplateOptions, TextError};
 use crate::video::{ColourConversion, DecodeOptions, FolderListing, VideoSource, load_image};
 
+/// The pixels of one image or video; defined below `models`, which reads them.
+pub use motionvl_util::pixels::PixelInput;
+
 /// Error type media processors may return; the loader wraps it with the sample's id and row.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-/// Pixels of one image or video, ready for the vision tower.
-#[derive(Debug, Clone, PartialEq)]
-pub struct PixelInput {
-    /// `[n_patches, 3·temporal_patch·patch²]`, in the merge-block order the tower expects.
-    pub pixel_values: Array2<f32>,
-    /// `[t, h, w]` in patches.
-    pub grid_thw: [usize; 3],
-    /// Seconds per temporal grid slot (`second_per_grid_ts`), from the frame plan's *actual*
-    /// rate; `None` for images.
-    pub second_per_grid: Option<f64>,
-}
 
 /// A sample's media after preprocessing, each list in the sample's order.
 #[derive(Debug, Clone, Default, PartialEq)]

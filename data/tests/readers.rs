@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 
 use motionvl_data::manifest::{
-    Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, SisTask, Task, UrbanVideoTask, read_dualcog, read_links2bench,
+    Answer, Benchmark, Dimension, DualCogTask, Interval, Level, LinkS2Task, Question, SisTask, Task, UrbanVideoTask, read_dualcog, read_links2bench,
     read_manifest, read_sisbench, read_urbanvideo, unlisted_tasks,
 };
 use motionvl_data::samples::{ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples};
@@ -335,4 +335,58 @@ fn a_json_syntax_error_points_at_its_line_and_column_in_the_file() {
     let err = first_error(read_training_samples(&path, &ReadOptions::default()));
     assert_eq!(err.line, 1, "{err}");
     assert!(err.to_string().contains("at line 1 column "), "{err}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
+    p
+}
+
+fn no_media() -> ReadOptions {
+    ReadOptions { check_media: false, ..ReadOptions::default() }
+}
+
+#[test]
+fn sisbench_rows_with_inline_options_parse() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let rows = concat!(
+        r#"{"question_id": "q1", "video_path": "a.mp4", "task_type": "Action Recognition", "question": "How does the drone move?\nA. ascend\nB. descend\nC. turn left\nD. hover", "answer": "C"}"#,
+        "\n",
+        r#"{"question_id": "q2", "video_path": "a.mp4", "task_type": "Landmark Order", "question": "Which comes first? (A) the church (B) the bridge", "answer": "B"}"#,
+        "\n",
+        r#"{"question_id": "q3", "video_path": "a.mp4", "task_type": "Landmark Order", "question": "Which comes first?", "answer": "B"}"#,
+        "\n",
+    );
+    let path = write(dir.path(), "sis.jsonl", rows);
+    let out = read_sisbench(&path, &ReadOptions { skip_bad: true, ..no_media() }).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(out.items.len(), 2);
+    let q = &out.items[0];
+    assert_eq!(q.question, "How does the drone move?");
+    assert_eq!(q.options.iter().map(|o| o.text.as_str()).collect::<Vec<_>>(), ["ascend", "descend", "turn left", "hover"]);
+    assert_eq!((q.task, &q.answer), (Task::Sis(SisTask::ActionRecognition), &Answer::Choice('C')));
+    assert_eq!(out.items[1].options.len(), 2);
+    assert_eq!(out.skipped.len(), 1);
+    assert!(matches!(&out.skipped[0].problem, RowProblem::NoOptions(_)), "{:?}", out.skipped[0]);
+    assert_eq!(out.skipped[0].line, 3);
+}
+
+#[test]
+fn urbanvideo_mcq_parquet_reads_like_its_json_rows() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/urbanvideo");
+    let opts = ReadOptions { skip_bad: true, ..ReadOptions::default() };
+    let from_json = read_urbanvideo(&dir.join("MCQ.jsonl"), &opts).unwrap_or_else(|e| panic!("{e}"));
+    let parquet = dir.join("MCQ.parquet");
+    let from_parquet = read_urbanvideo(&parquet, &opts).unwrap_or_else(|e| panic!("{e}"));
+    assert!(!from_parquet.items.is_empty());
+    let without_file = |qs: &[Question]| qs.iter().map(|q| Question { file: PathBuf::new(), ..q.clone() }).collect::<Vec<_>>();
+    assert_eq!(without_file(&from_parquet.items), without_file(&from_json.items));
+    let problems = |o: &[motionvl_data::samples::RowError]| o.iter().map(|e| (e.line, e.problem.clone())).collect::<Vec<_>>();
+    assert_eq!(problems(&from_parquet.skipped), problems(&from_json.skipped), "bad rows named by row number");
+    assert!(from_parquet.skipped.iter().all(|e| e.file == parquet));
+
+    let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let broken = write(tmp.path(), "MCQ.parquet", "PAR1 not really");
+    let err = read_urbanvideo(&broken, &opts).err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(err.contains("MCQ.parquet") && err.contains("Parquet"), "{err}");
 }

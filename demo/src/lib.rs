@@ -25,8 +25,8 @@ pub mod summary;
 
 use std::path::{Path, PathBuf};
 
-use motionvl_data::synth::describe::write_pretraining_set;
-use motionvl_data::synth::{Split, SynthConfig, SynthSummary, generate_with_progress};
+use motionvl_construct::synth::describe::write_pretraining_set;
+use motionvl_construct::synth::{Split, SynthConfig, SynthSummary, generate_with_progress};
 use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, ProtocolConfig, RunConfig};
 use motionvl_eval::results::Results;
 use motionvl_train::checkpoint::latest_complete;
@@ -43,7 +43,7 @@ pub enum DemoError {
     #[error("demo config {path}: {reason}")]
     Config { path: PathBuf, reason: String },
     #[error("synthetic world: {0}")]
-    World(#[from] motionvl_data::synth::SynthError),
+    World(#[from] motionvl_construct::synth::SynthError),
     #[error("{stage}: {reason}")]
     Stage { stage: String, reason: String },
     #[error("training the {run} model: {source}")]

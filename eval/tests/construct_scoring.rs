@@ -3,14 +3,14 @@
 
 use std::path::Path;
 
-use motionvl_data::construct::nav::{self, Episode, StepRules};
-use motionvl_data::construct::sisbench_qa::{
+use motionvl_construct::nav::{self, Episode, StepRules};
+use motionvl_construct::sisbench_qa::{
     self, AnnotatedAction, AnnotatedLandmark, AnnotatedObject, AnnotatedType, ClipSpan, Position, VideoAnnotation,
 };
+use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::manifest::Answer;
 use motionvl_data::rng::SynthRng;
 use motionvl_data::samples::ReadOptions;
-use motionvl_data::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_eval::Results;
 use motionvl_eval::config::Continuation;
 use motionvl_eval::score_predictions;
@@ -206,7 +206,7 @@ fn synth_manifests_score_gold_100_and_constant_near_chance_over_all_13_tasks() {
         ground_truth: GroundTruth::None,
         recognition_movements: Vec::new(),
         // The demo's form: conversations answer with the option's text.
-        training_answers: motionvl_data::synth::write::AnswerForm::Text,
+        training_answers: motionvl_construct::synth::write::AnswerForm::Text,
     };
     let summary = generate(&config, &dir.path().join("world"), false).expect("synthetic world");
     // Training conversations ask exactly what the evaluation asks of the same question when it

@@ -6,8 +6,8 @@ mod common;
 
 use std::path::Path;
 
-use motionvl_data::dccs::pipeline::{SynthDccsConfig, synthetic};
-use motionvl_data::dccs::world::Sampling;
+use motionvl_construct::dccs::pipeline::{SynthDccsConfig, synthetic};
+use motionvl_construct::dccs::world::Sampling;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::{Results, run};
 

@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use candle_core::Device;
-use motionvl_data::synth::{Split, SynthConfig, SynthSummary, generate};
+use motionvl_construct::synth::{Split, SynthConfig, SynthSummary, generate};
 use motionvl_data::video::decode_all;
 use motionvl_flow::estimator_by_name;
 

@@ -43,8 +43,8 @@ pub enum ModelError {
 
 pub type Result<T> = std::result::Result<T, ModelError>;
 
-impl From<motionvl_data::files::FileError> for ModelError {
-    fn from(e: motionvl_data::files::FileError) -> Self {
+impl From<motionvl_util::files::FileError> for ModelError {
+    fn from(e: motionvl_util::files::FileError) -> Self {
         ModelError::Io { path: e.path, source: e.source }
     }
 }

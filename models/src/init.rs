@@ -72,9 +72,9 @@ pub fn random_model(cfg: &Qwen25VlConfig, std: f32, seed: u64, device: &Device) 
 /// Writes `config.json` (hub layout) and `model.safetensors` so the loader reads them back.
 pub fn save_checkpoint(dir: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|source| ModelError::Io { path: dir.to_path_buf(), source })?;
-    motionvl_data::files::write_json_atomic(&dir.join("config.json"), &cfg.to_hub_json())?;
+    motionvl_util::files::write_json_atomic(&dir.join("config.json"), &cfg.to_hub_json())?;
     candle_core::safetensors::save(tensors, dir.join("model.safetensors"))?;
-    motionvl_data::files::apply_default_mode(&dir.join("model.safetensors"))
+    motionvl_util::files::apply_default_mode(&dir.join("model.safetensors"))
         .map_err(|source| ModelError::Io { path: dir.join("model.safetensors"), source })?;
     Ok(())
 }

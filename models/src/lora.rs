@@ -205,7 +205,7 @@ impl LoraWeights {
             tensors.insert(format!("{key}.lora_B.weight"), pair.b.as_tensor().clone());
         }
         candle_core::safetensors::save(&tensors, dir.join(WEIGHTS_FILE))?;
-        motionvl_data::files::apply_default_mode(&dir.join(WEIGHTS_FILE))
+        motionvl_util::files::apply_default_mode(&dir.join(WEIGHTS_FILE))
             .map_err(|source| ModelError::Io { path: dir.join(WEIGHTS_FILE), source })?;
         let alternatives = self.config.target_modules.join("|");
         // PEFT full-matches a string against module paths; this keeps the vision tower's
@@ -234,7 +234,7 @@ impl LoraWeights {
             "rank_pattern": {},
             "alpha_pattern": {},
         });
-        Ok(motionvl_data::files::write_json_atomic(&dir.join(CONFIG_FILE), &config)?)
+        Ok(motionvl_util::files::write_json_atomic(&dir.join(CONFIG_FILE), &config)?)
     }
 
     /// Reads a PEFT LoRA adapter directory (weights kept as trainable f32 variables).

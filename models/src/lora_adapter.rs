@@ -80,7 +80,7 @@ pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64,
         let threshold = (p as f64 * (1u64 << 24) as f64) as u64;
         let mask: Vec<f32> = (0..shape.elem_count() as u64)
             .into_par_iter()
-            .map(|i| if motionvl_data::rng::mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
+            .map(|i| if motionvl_util::rng::mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
             .collect();
         return Tensor::from_vec(mask, shape, device);
     }

@@ -266,7 +266,7 @@ impl MotionMeta {
     }
 
     pub fn write(&self, dir: &std::path::Path) -> Result<()> {
-        Ok(motionvl_data::files::write_json_atomic(&dir.join(MOTION_META_FILE), self)?)
+        Ok(motionvl_util::files::write_json_atomic(&dir.join(MOTION_META_FILE), self)?)
     }
 }
 

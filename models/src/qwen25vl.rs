@@ -112,7 +112,7 @@ pub struct PixelInput {
 
 impl PixelInput {
     /// The patch rows of several preprocessed media stacked into one input; `None` for none.
-    pub fn stack(items: &[&motionvl_data::loader::PixelInput], device: &Device, dtype: DType) -> candle_core::Result<Option<Self>> {
+    pub fn stack(items: &[&motionvl_util::pixels::PixelInput], device: &Device, dtype: DType) -> candle_core::Result<Option<Self>> {
         let Some(first) = items.first() else { return Ok(None) };
         let cols = first.pixel_values.ncols();
         let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();

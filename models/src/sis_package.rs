@@ -205,7 +205,7 @@ pub fn write_connector(path: &Path, vars: &[(String, Var)], dtype: DType) -> Res
 
 impl SisMotionConfig {
     pub fn write(&self, dir: &Path) -> Result<()> {
-        Ok(motionvl_data::files::write_json_atomic(&dir.join(SIS_CONFIG_FILE), self)?)
+        Ok(motionvl_util::files::write_json_atomic(&dir.join(SIS_CONFIG_FILE), self)?)
     }
 }
 

@@ -50,7 +50,7 @@ pub fn save_state_dict(path: &Path, tensors: &[(String, Tensor)]) -> Result<()> 
     entry(format!("{stem}/version"), FORMAT_VERSION.as_bytes())?;
     entry(format!("{stem}/.data/serialization_id"), serialization_id(&pickle, &storages).as_bytes())?;
     let bytes = zip.finish().map_err(zip_error)?.into_inner();
-    Ok(motionvl_data::files::write_atomic(path, &bytes)?)
+    Ok(motionvl_util::files::write_atomic(path, &bytes)?)
 }
 
 /// torch's storage class for a dtype.

@@ -5,10 +5,10 @@
 
 use std::path::Path;
 
+use motionvl_construct::synth::SynthConfig;
+use motionvl_construct::synth::satellite::{SatelliteConfig, write_pairs};
 use motionvl_data::cvaa::{UavView, read_pairs};
 use motionvl_data::samples::ReadOptions;
-use motionvl_data::synth::SynthConfig;
-use motionvl_data::synth::satellite::{SatelliteConfig, write_pairs};
 use motionvl_data::video::{EncodeSettings, VideoWriter};
 use motionvl_eval::prior::{CvaaPriorConfig, write_prompts};
 use motionvl_eval::retrieve::serialise_box;

@@ -275,14 +275,14 @@ fn fuzz_bytes(name: &str, format: Format, seeds: &[(&str, Vec<u8>)], read: impl 
     }
 }
 
-fn points() -> Vec<motionvl_data::dccs::geom::V3> {
-    (0..40).map(|i| motionvl_data::dccs::geom::V3::new(i as f64 * 0.5, (i * i % 7) as f64 - 3.0, 10.0 + (i % 5) as f64)).collect()
+fn points() -> Vec<motionvl_construct::dccs::geom::V3> {
+    (0..40).map(|i| motionvl_construct::dccs::geom::V3::new(i as f64 * 0.5, (i * i % 7) as f64 - 3.0, 10.0 + (i % 5) as f64)).collect()
 }
 
 /// PLY (binary and ASCII, as written), NPY and XYZ clouds; a written cloud reads back equal.
 #[test]
 fn point_cloud_readers_never_panic_or_trust_counts() {
-    use motionvl_data::dccs::cloud::{read_cloud, write_ply};
+    use motionvl_construct::dccs::cloud::{read_cloud, write_ply};
     let dir = tempfile::tempdir().expect("tempdir");
     let mut seeds = Vec::new();
     for (file, binary) in [("cloud.ply", true), ("ascii.ply", false)] {
@@ -308,9 +308,9 @@ fn point_cloud_readers_never_panic_or_trust_counts() {
 /// `valid_instances.json` and trajectories, seeded by their writers (which read back equal).
 #[test]
 fn dccs_instance_and_trajectory_readers_never_panic() {
-    use motionvl_data::dccs::geom::V3;
-    use motionvl_data::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
-    use motionvl_data::dccs::trajectory::Trajectory;
+    use motionvl_construct::dccs::geom::V3;
+    use motionvl_construct::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
+    use motionvl_construct::dccs::trajectory::Trajectory;
     let dir = tempfile::tempdir().expect("tempdir");
     let landmarks = vec![
         Landmark {

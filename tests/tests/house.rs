@@ -1,11 +1,14 @@
 //! The house rules a reader relies on: no two modules of a crate import each other, directly or
-//! through others (`crate::…` and `super::…` paths outside comments and test modules).
+//! through others (`crate::…` and `super::…` paths outside comments and test modules); and the
+//! crates are layered: the model crate builds without a video decoder or a data reader, and no
+//! reader or evaluator depends on the builders of data (read from the `Cargo.toml` files and
+//! `Cargo.lock`, with no network and no cargo).
 
 use motionvl_tests::repo_root;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-const CRATES: [&str; 6] = ["models", "data", "flow", "train", "eval", "demo"];
+const CRATES: [&str; 8] = ["util", "models", "data", "construct", "flow", "train", "eval", "demo"];
 
 /// Library source files of a crate with their module paths (`["dis", "search"]` for
 /// `src/dis/search.rs`); binaries are leaves and left out.
@@ -145,4 +148,110 @@ fn a_cycle_is_found() {
     let b = vec!["b".to_string()];
     let graph = BTreeMap::from([(a.clone(), BTreeSet::from([b.clone()])), (b.clone(), BTreeSet::from([a.clone()]))]);
     assert_eq!(find_cycle(&graph), Some(vec![a.clone(), b, a]));
+}
+
+fn read_toml(path: &Path) -> toml::Table {
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    toml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Package name → folder of every workspace member.
+fn members() -> BTreeMap<String, PathBuf> {
+    let root = read_toml(&repo_root().join("Cargo.toml"));
+    let members = root.get("workspace").and_then(|w| w.get("members")).and_then(|m| m.as_array()).expect("[workspace] members");
+    members
+        .iter()
+        .filter_map(|m| m.as_str())
+        .map(|dir| {
+            let dir = repo_root().join(dir);
+            let manifest = read_toml(&dir.join("Cargo.toml"));
+            let name = manifest.get("package").and_then(|p| p.get("name")).and_then(|n| n.as_str()).expect("[package] name");
+            (name.to_string(), dir)
+        })
+        .collect()
+}
+
+/// The packages a workspace member needs to build its library and binaries: `[dependencies]`
+/// and its per-target forms, optional ones included (a feature may turn them on); not
+/// `[dev-dependencies]`.
+fn normal_dependencies(dir: &Path) -> BTreeSet<String> {
+    let manifest = read_toml(&dir.join("Cargo.toml"));
+    let targets = manifest.get("target").and_then(|t| t.as_table()).into_iter().flat_map(|t| t.values());
+    let tables = std::iter::once(manifest.get("dependencies")).chain(targets.map(|t| t.get("dependencies")));
+    let mut out = BTreeSet::new();
+    for table in tables.flatten().filter_map(|t| t.as_table()) {
+        for (key, spec) in table {
+            // `alias = { package = "real-name", … }` depends on `real-name`.
+            let package = spec.get("package").and_then(|p| p.as_str()).unwrap_or(key);
+            out.insert(package.to_string());
+        }
+    }
+    out
+}
+
+/// Package name → the packages it depends on, from `Cargo.lock` (every version of a name
+/// merged, so the closure below can only grow, never miss one).
+fn locked_dependencies() -> BTreeMap<String, BTreeSet<String>> {
+    let lock = read_toml(&repo_root().join("Cargo.lock"));
+    let packages = lock.get("package").and_then(|p| p.as_array()).expect("Cargo.lock [[package]]");
+    let mut out: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for package in packages {
+        let name = package.get("name").and_then(|n| n.as_str()).expect("package name");
+        let deps = package.get("dependencies").and_then(|d| d.as_array()).into_iter().flatten();
+        // An entry is `name`, or `name version` when several versions are locked.
+        let names = deps.filter_map(|d| d.as_str()).filter_map(|d| d.split(' ').next()).map(str::to_string);
+        out.entry(name.to_string()).or_default().extend(names);
+    }
+    out
+}
+
+/// Every package `package` needs to build, itself included: workspace members by their normal
+/// dependencies (the lock file also lists their dev-dependencies), everything else by the lock.
+fn normal_closure(package: &str) -> BTreeSet<String> {
+    let members = members();
+    let locked = locked_dependencies();
+    let mut seen = BTreeSet::new();
+    let mut todo = vec![package.to_string()];
+    while let Some(next) = todo.pop() {
+        if !seen.insert(next.clone()) {
+            continue;
+        }
+        let deps = match members.get(&next) {
+            Some(dir) => normal_dependencies(dir),
+            None => locked.get(&next).cloned().unwrap_or_default(),
+        };
+        todo.extend(deps.into_iter().filter(|d| !seen.contains(d)));
+    }
+    seen
+}
+
+/// The model crate reads preprocessed pixels, not videos: of the workspace it needs only
+/// `motionvl-util`, and neither a decoder nor a dataset format comes with it.
+#[test]
+fn the_model_crate_needs_no_decoder_or_data_reader() {
+    let closure = normal_closure("motionvl-models");
+    let members = members();
+    let in_workspace: BTreeSet<&str> = closure.iter().map(String::as_str).filter(|p| members.contains_key(*p) && *p != "motionvl-models").collect();
+    assert_eq!(in_workspace, BTreeSet::from(["motionvl-util"]), "motionvl-models' workspace dependencies");
+    for heavy in ["ffmpeg-next", "ffmpeg-sys-next", "parquet", "image", "csv"] {
+        assert!(!closure.contains(heavy), "motionvl-models pulls in {heavy}");
+    }
+}
+
+/// Readers and evaluators read what the builders write, through the schemas in `data`; none
+/// of them may need the builders themselves (a dev-dependency for tests is fine).
+#[test]
+fn no_reader_or_evaluator_depends_on_the_builders() {
+    for package in ["motionvl-data", "motionvl-eval", "motionvl-train", "motionvl-models", "motionvl-flow"] {
+        assert!(!normal_closure(package).contains("motionvl-construct"), "{package} depends on motionvl-construct");
+    }
+}
+
+/// The closure walk sees what it should: the CLI, which runs the builders, needs them.
+#[test]
+fn the_dependency_walk_finds_a_real_dependency() {
+    let closure = normal_closure("motionvl-cli");
+    for package in ["motionvl-construct", "motionvl-util", "ffmpeg-next"] {
+        assert!(closure.contains(package), "motionvl-cli's closure lacks {package}");
+    }
 }

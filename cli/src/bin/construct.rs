@@ -17,10 +17,10 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
-use motionvl_data::construct::{nav, sisbench_qa, sisbench_videos, split};
-use motionvl_data::dccs::pipeline::SynthDccsConfig;
-use motionvl_data::synth::satellite::{self, SatelliteConfig};
-use motionvl_data::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
+use motionvl_construct::dccs::pipeline::SynthDccsConfig;
+use motionvl_construct::synth::satellite::{self, SatelliteConfig};
+use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, SynthSummary, generate_with_progress};
+use motionvl_construct::{nav, sisbench_qa, sisbench_videos, split};
 
 #[path = "construct/dccs.rs"]
 mod dccs;
@@ -47,7 +47,7 @@ enum Command {
     /// Navigation MCQ from flown trajectories (TravelUAV `merged_data.json` or a CSV of x,y,z).
     Nav(NavArgs),
     /// SIS-Bench questions for all 13 tasks from per-video annotations (JSONL; schema in
-    /// `motionvl_data::construct::sisbench_qa`).
+    /// `motionvl_construct::sisbench_qa`).
     SisbenchQa(SisbenchQaArgs),
     /// SIS-Bench videos from frame folders and video files: converted (single and long),
     /// concatenated and shuffled, at 15 FPS, with an index of their pieces.
@@ -215,7 +215,7 @@ impl SynthArgs {
             seed: self.seed,
             ground_truth: self.ground_truth,
             recognition_movements,
-            training_answers: motionvl_data::synth::write::AnswerForm::Letter,
+            training_answers: motionvl_construct::synth::write::AnswerForm::Letter,
         })
     }
 }

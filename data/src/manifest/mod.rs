@@ -8,6 +8,9 @@
 //! | UAV-DualCog (Stage 4 image rows) | `sample_id`, `task_type`, `user_prompt`/`prompt_text`, `reference_image(_with_bbox)`, `target_image` or `candidates` [{option_id, image}], `label_options`, `answer_option_id` | letter |
 //! | LinkS²Bench | `question_id`, `task`, `question`, `options`?, `answer`, `video_path`?, `satellite_image`? | letter, yes/no, number or timestamp, by task |
 //!
+//! The navigation MCQ's row schema is [`nav`]'s (`construct nav` writes it, `eval`'s `nav` bench
+//! reads it).
+//!
 //! LinkS²Bench has no public release; its row schema above is
 //! ours, chosen to mirror SIS-Bench's, and `construct` writes it.
 //!
@@ -25,6 +28,7 @@
 
 mod dualcog;
 mod links2bench;
+pub mod nav;
 mod question;
 mod resolve;
 mod rows;

@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use motionvl_data::construct::nav::Segment;
+use motionvl_data::manifest::nav::Segment;
 use motionvl_data::manifest::{Answer, AnswerOption, default_media_dir, resolve_official, split_inline_options};
 use motionvl_data::samples::{ReadOptions, ReadOutcome, RowError, RowProblem, read_records};
 use serde_json::{Map, Value};

@@ -665,7 +665,7 @@ mod simd {
 #[cfg(test)]
 mod tests {
     use candle_core::{D, Device, Var};
-    use motionvl_data::rng::SynthRng;
+    use motionvl_util::rng::SynthRng;
 
     use super::*;
     use crate::fused::seeded_randn;

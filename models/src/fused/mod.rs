@@ -24,7 +24,7 @@ pub(crate) fn contiguous_f32<'a>(
 /// N(0, 1) test inputs of `shape` from a seeded stream, so that a failing case reproduces
 /// (Candle's `Tensor::randn` draws from the CPU's unseeded generator).
 #[cfg(test)]
-pub(crate) fn seeded_randn(rng: &mut motionvl_data::rng::SynthRng, shape: impl Into<candle_core::Shape>) -> candle_core::Result<candle_core::Tensor> {
+pub(crate) fn seeded_randn(rng: &mut motionvl_util::rng::SynthRng, shape: impl Into<candle_core::Shape>) -> candle_core::Result<candle_core::Tensor> {
     let shape = shape.into();
     let values: Vec<f32> = (0..shape.elem_count()).map(|_| rng.normal() as f32).collect();
     candle_core::Tensor::from_vec(values, shape, &candle_core::Device::Cpu)

@@ -1,16 +1,16 @@
 //! The UAV-DualCog arms of `construct`: `dccs-video`, `dccs-image` and `synth --dccs`, thin over
-//! `motionvl_data::dccs::pipeline`.
+//! `motionvl_construct::dccs::pipeline`.
 
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use motionvl_data::dccs::pipeline::{self, Progress, SynthDccsConfig};
-use motionvl_data::dccs::stage3::Stage3Config;
-use motionvl_data::dccs::stage4::Stage4Config;
-use motionvl_data::dccs::trajectory::{KinematicLimits, TrajectoryConfig};
-use motionvl_data::dccs::visibility::VisibilityConfig;
+use motionvl_construct::dccs::pipeline::{self, Progress, SynthDccsConfig};
+use motionvl_construct::dccs::stage3::Stage3Config;
+use motionvl_construct::dccs::stage4::Stage4Config;
+use motionvl_construct::dccs::trajectory::{KinematicLimits, TrajectoryConfig};
+use motionvl_construct::dccs::visibility::VisibilityConfig;
 
 /// Inputs and outputs both DCCS stages share.
 #[derive(Args)]
