@@ -44,6 +44,30 @@ fn a_second_writer_is_refused_naming_the_lock_holder() {
     drop(holder);
 }
 
+/// `MOTIONVL_HOST` names the machine in what a run writes for its host (TensorBoard's file name
+/// here; temporary names and the lock's holder too): containers of one image share a kernel
+/// host name across nodes.
+#[test]
+fn the_host_name_can_be_given() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("recipe.toml");
+    let run = dir.path().join("run");
+    std::fs::write(&config, tiny(&run, &[("optim.max_steps", "1"), ("logging.tensorboard", "true")]).to_toml()).expect("recipe");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_train"))
+        .args(["sft", "--config"])
+        .arg(&config)
+        .env("MOTIONVL_HOST", "node-17.cluster")
+        .output()
+        .expect("runs");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let events: Vec<String> = std::fs::read_dir(run.join("tensorboard"))
+        .expect("tensorboard folder")
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(events.len() == 1 && events[0].contains(".node-17.cluster."), "{events:?}");
+}
+
 #[test]
 fn restarting_without_resume_is_refused_and_overwrite_starts_clean() {
     let dir = tempfile::tempdir().expect("tempdir");

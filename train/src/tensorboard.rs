@@ -95,7 +95,7 @@ impl EventWriter {
         let log_dir = log_dir.as_ref();
         std::fs::create_dir_all(log_dir).map_err(|source| TensorBoardError::CreateDir { path: log_dir.to_path_buf(), source })?;
         let secs = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0);
-        let host = hostname();
+        let host = motionvl_data::files::host_name();
         let pid = std::process::id();
         let mut n = 0u32;
         let (path, file) = loop {
@@ -461,20 +461,6 @@ pub fn masked_crc32c(data: &[u8]) -> u32 {
 
 fn wall_time() -> f64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_secs_f64()).unwrap_or(0.0)
-}
-
-/// The host name for the file name, as TensorFlow does, without a libc
-/// dependency. Characters that could break the file name become `_`.
-fn hostname() -> String {
-    let raw = std::fs::read_to_string("/proc/sys/kernel/hostname")
-        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
-        .ok()
-        .map(|s| s.trim().to_string())
-        .filter(|s| !s.is_empty())
-        .or_else(|| std::env::var("HOSTNAME").ok().filter(|s| !s.is_empty()))
-        .or_else(|| std::env::var("COMPUTERNAME").ok().filter(|s| !s.is_empty()))
-        .unwrap_or_else(|| "localhost".to_string());
-    raw.chars().map(|c| if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') { c } else { '_' }).collect()
 }
 
 #[cfg(test)]

@@ -44,11 +44,17 @@ pub fn temp_sibling(path: &Path) -> PathBuf {
 /// What [`temp_sibling`] puts in every temporary name, which [`sweep_stale_temps`] looks for.
 pub const TEMP_MARK: &str = ".tmp-";
 
-/// This machine's name (for temporary names and lock owners); `unknown-host` when unreadable.
+/// This machine's name (for temporary names, lock owners and TensorBoard files):
+/// `MOTIONVL_HOST` where set (containers on different nodes often share one kernel host name),
+/// else the kernel's; `unknown-host` when unreadable. Only file-name-safe characters are kept.
 pub fn host_name() -> &'static str {
     static HOST: OnceLock<String> = OnceLock::new();
     HOST.get_or_init(|| {
-        let raw = fs::read_to_string("/proc/sys/kernel/hostname").ok().or_else(|| std::env::var("HOSTNAME").ok()).unwrap_or_default();
+        let raw = std::env::var("MOTIONVL_HOST")
+            .ok()
+            .or_else(|| fs::read_to_string("/proc/sys/kernel/hostname").ok())
+            .or_else(|| std::env::var("HOSTNAME").ok())
+            .unwrap_or_default();
         let clean: String = raw.trim().chars().filter(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')).collect();
         if clean.is_empty() { "unknown-host".to_owned() } else { clean }
     })
