@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::frames::{EvalProtocol, FramePolicy, TrainingPlan};
-use crate::loader::QwenMedia;
+use crate::media::QwenMedia;
 use crate::preprocess::PreprocessConfig;
 use crate::sampling::Sampling;
 

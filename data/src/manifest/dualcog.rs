@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, Row, RowProblem};
+use crate::records::{MediaResolver, ReadError, ReadOptions, ReadOutcome, Row, RowProblem};
 
 use super::question::{Answer, AnswerOption, Interval, Question};
 use super::rows::{Base, option_letter, parse_choice, parse_intervals, parse_letter, parse_options, read_questions, unknown_task};

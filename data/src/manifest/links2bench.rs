@@ -4,7 +4,7 @@ use std::path::Path;
 
 use serde_json::Value;
 
-use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
+use crate::records::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
 
 use super::question::{Answer, Question};
 use super::rows::{parse_choice, parse_options, parse_timestamp, read_questions, unknown_task};

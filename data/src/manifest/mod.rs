@@ -38,7 +38,7 @@ mod urbanvideo;
 
 use std::path::Path;
 
-use crate::samples::{ReadError, ReadOptions, ReadOutcome};
+use crate::records::{ReadError, ReadOptions, ReadOutcome};
 
 pub use dualcog::read_dualcog;
 pub use links2bench::read_links2bench;

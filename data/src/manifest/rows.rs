@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, Row, RowProblem, read_rows};
+use crate::records::{MediaResolver, ReadError, ReadOptions, ReadOutcome, Row, RowProblem, read_rows};
 
 use super::question::{Answer, AnswerOption, Interval, Question};
 use super::taxonomy::{Benchmark, Task};
@@ -334,7 +334,7 @@ pub fn parse_timestamp(s: &str) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::samples::RowProblem;
+    use crate::records::RowProblem;
 
     #[test]
     fn timestamps() {

@@ -4,7 +4,7 @@
 
 use std::path::Path;
 
-use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
+use crate::records::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
 
 use super::question::Question;
 use super::resolve::{default_media_dir, resolve_official};

@@ -8,7 +8,7 @@ use std::sync::{Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::samples::normalise;
+use crate::records::normalise;
 
 /// The benchmarks with a reader here.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use crate::samples::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
+use crate::records::{MediaResolver, ReadError, ReadOptions, ReadOutcome, RowProblem};
 
 use super::question::Question;
 use super::rows::{parse_choice, read_questions, split_inline_options};
