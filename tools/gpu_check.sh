@@ -29,6 +29,7 @@ case "${1:-}" in
 esac
 out="${1:-gpu-check}"
 mkdir -p "$out"
+out=$(cd "$out" && pwd)
 export PYTHON="${PYTHON:-python3}"
 # Fixtures, configs and reference scripts: this checkout's, wherever the binaries were built.
 export MOTIONVL_REPO="$PWD"
@@ -50,6 +51,16 @@ case "$mode" in
     tar -C "$bin" -xJf "$bundle/motionvl-gpu.tar.xz"
     parity="$bin/bin/gpu_check" step="$bin/bin/sft_step" mofnet="$bin/bin/bench_mofnet" train="$bin/bin/train"
     device=cuda:0 profile=3b-gpu flow_device=cuda
+    # cuBLAS, cuRAND, the runtime and NCCL from the Python side's CUDA wheels (PyTorch's), the
+    # driver from the system; FFmpeg's stand-ins from the bundle.
+    cuda_libs=$("$PYTHON" - <<'PY'
+import importlib.util, pathlib
+spec = importlib.util.find_spec("nvidia")
+roots = spec.submodule_search_locations if spec else []
+print(":".join(sorted({str(lib.parent) for root in roots for lib in pathlib.Path(root).rglob("lib*.so.*")})))
+PY
+)
+    export LD_LIBRARY_PATH="$bin/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     ;;
   build)
     parity=$(built --features cuda -p motionvl-tests --example gpu_check)
@@ -64,13 +75,18 @@ case "$mode" in
     mofnet=$(built -p motionvl-flow --example bench_mofnet)
     train=$(built -p motionvl-cli --bin train)
     device=cpu profile=midsize-cpu flow_device=cpu
+    # What the bundle does: `train` runs with FFmpeg's stand-ins, so the check needs no FFmpeg.
+    python3 tools/ffmpeg_stand_ins.py "$out/ffmpeg-stand-ins" "$train"
+    export LD_LIBRARY_PATH="$out/ffmpeg-stand-ins${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     ;;
 esac
 if [ "$mode" = cpu ]; then
   echo "CPU ($(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'))" | tee "$out/gpu.txt"
 else
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee "$out/gpu.txt"
-  ldd "$parity" | grep -E 'not found' && { echo "libraries missing (LD_LIBRARY_PATH?)"; exit 1; }
+  for exe in "$parity" "$step" "$mofnet" "$train"; do
+    ldd "$exe" | grep -E 'not found' && { echo "$exe: libraries missing (LD_LIBRARY_PATH?)"; exit 1; }
+  done
 fi
 
 status=0
@@ -78,10 +94,11 @@ echo "== parity on $device against the CPU"
 timeout 300 "$parity" --device "$device" 2>&1 | tee "$out/parity.txt" || status=1
 echo "== the tiny recipe trained on $device against the CPU, step by step, and its exact resume"
 # LoRA dropout off: the CPU and CUDA draw their masks differently. One LR schedule of 4 steps,
-# so that 2 steps and a resume to 4 are the 4 steps.
+# so that 2 steps and a resume to 4 are the 4 steps. The clips as frame folders: no FFmpeg.
 tiny() {
-  "$train" sft --config configs/sft/tiny.toml --output-dir "$1" --overwrite --lora.dropout 0 --logging.progress_bar false \
-    --logging.tensorboard false --checkpoint.every 2 --optim.schedule_steps 4 --model.device "\"$2\"" "${@:3}"
+  "$train" sft --config configs/sft/tiny.toml --data.train '"tests/data/tiny-sft-frames/train.jsonl"' --output-dir "$1" \
+    --overwrite --lora.dropout 0 --logging.progress_bar false --logging.tensorboard false --checkpoint.every 2 \
+    --optim.schedule_steps 4 --model.device "\"$2\"" "${@:3}"
 }
 {
   tiny "$out/tiny-cpu" cpu --optim.max_steps 4 &&
@@ -100,6 +117,41 @@ assert resumed == device, "a resumed run is not the uninterrupted one"
 print("tiny training: ok")
 PY
 } 2>&1 | tee "$out/tiny_train.txt" || status=1
+# Two ranks as torchrun/srun start them (`cuda` is each rank's LOCAL_RANK GPU; on the CPU, two
+# processes summing over TCP) against one rank with doubled accumulation: the same adapter.
+ranks=2
+[ "$mode" != cpu ] && ranks=$(nvidia-smi --list-gpus | wc -l)
+if [ "$ranks" -ge 2 ]; then
+  echo "== two ranks on $device against one with doubled accumulation"
+  {
+    port=$("$PYTHON" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    tiny "$out/ranks-1" "$device" --optim.max_steps 3 --optim.lr 1e-3 --optim.grad_accum 2 &&
+    launched=() &&
+    for rank in 0 1; do
+      RANK=$rank LOCAL_RANK=$rank WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port MOTIONVL_RDZV_TOKEN="gpu-check-$port" \
+        tiny "$out/ranks-2" "${device%%:*}" --optim.max_steps 3 --optim.lr 1e-3 --optim.grad_accum 1 &
+      launched+=($!)
+    done &&
+    wait "${launched[0]}" && wait "${launched[1]}" &&
+    "$PYTHON" - "$out/ranks-1/adapter_model.safetensors" "$out/ranks-2/adapter_model.safetensors" <<'PY'
+import array, json, struct, sys
+def tensors(path):  # safetensors, f32 only: the adapter's dtype
+    data = open(path, "rb").read()
+    size = struct.unpack("<Q", data[:8])[0]
+    header = json.loads(data[8:8 + size])
+    header.pop("__metadata__", None)
+    return {name: array.array("f", data[8 + size + t["data_offsets"][0]:8 + size + t["data_offsets"][1]]) for name, t in header.items()}
+one, two = (tensors(p) for p in sys.argv[1:])
+assert one.keys() == two.keys() and one, "the adapters hold different tensors"
+worst = max(abs(a - b) for name in one for a, b in zip(one[name], two[name]))
+print(f"adapters of 1 rank x grad_accum 2 and 2 ranks x 1: max |delta| {worst:.2e}")
+assert worst <= 1e-5, "two ranks did not train what one rank does"
+print("two ranks: ok")
+PY
+  } 2>&1 | tee "$out/ranks.txt" || status=1
+else
+  echo "two ranks: skipped (one GPU)" | tee "$out/ranks.txt"
+fi
 echo "== SFT step, profile $profile"
 timeout 420 "$step" --profile "$profile" 2>&1 | tee "$out/sft_step.txt" || status=1
 if [ -n "${VIDEOFLOW:-}" ]; then
@@ -115,6 +167,8 @@ fi
   echo "Parity: $(grep -E '^\{' "$out/parity.txt" | tail -n1)"
   echo
   echo "Tiny recipe on the device: $(grep -E '^worst|^tiny training' "$out/tiny_train.txt" | paste -sd' ')"
+  echo
+  echo "Two ranks: $(grep -E '^adapters|^two ranks' "$out/ranks.txt" | paste -sd' ')"
   echo
   echo '```'
   grep -E 'candle|pytorch' "$out/sft_step.txt" || true
