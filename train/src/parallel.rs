@@ -5,7 +5,7 @@
 //! --data-parallel N` on CPU, and the tests that prove the semantics); [`TcpExchange`], CPU
 //! ranks as processes launched by torchrun or SLURM ([`Launch`]), summing through rank 0; and
 //! `NcclExchange` (feature `nccl`), one process per GPU, with rank 0 handing NCCL's unique id to
-//! the others ([`crate::rendezvous`]).
+//! the others ([`crate::rendezvous`]) and a watchdog aborting a collective that hangs.
 //!
 //! The trainer reduces the accumulated gradients in buckets ([`reduce_grads`]) before
 //! clipping and the optimiser step, so every rank takes the identical step.
@@ -17,7 +17,11 @@ use candle_core::{CpuStorage, DType, Device, InplaceOp1, Layout, Tensor};
 use crate::optim::Grads;
 pub use crate::rendezvous::{Launch, Ranks, share_unique_id};
 
+#[cfg(feature = "nccl")]
+mod nccl;
 mod tcp;
+#[cfg(feature = "nccl")]
+pub use nccl::NcclExchange;
 pub use tcp::TcpExchange;
 
 #[derive(Debug, thiserror::Error)]
@@ -28,6 +32,8 @@ pub enum ParallelError {
     PeerGone(usize),
     #[error("data parallel: rank {peer} sent nothing for {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): it hangs, or its host is gone")]
     Stalled { peer: usize, waited: std::time::Duration },
+    #[error("data parallel: an NCCL collective ran longer than {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): a rank hangs or is gone, and the communicator was aborted")]
+    Aborted { waited: std::time::Duration },
     #[error("data parallel: the connection to rank {peer}: {source}")]
     Link { peer: usize, source: std::io::Error },
     #[error(transparent)]
@@ -257,77 +263,6 @@ impl<F: Fn(&mut [f32]) -> Result<()>> InplaceOp1 for HostSum<F> {
         let result = (self.sum)(&mut values[lo..hi]);
         *self.outcome.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = result;
         Ok(())
-    }
-}
-
-#[cfg(feature = "nccl")]
-pub use nccl::NcclExchange;
-
-#[cfg(feature = "nccl")]
-mod nccl {
-    use super::{GradExchange, Launch, ParallelError, Result, check_flat, share_unique_id};
-    use candle_core::cuda_backend::cudarc::nccl::safe::{Comm, Id, ReduceOp};
-    use candle_core::{CudaStorage, Device, InplaceOp1, Layout, Tensor};
-
-    /// One process per GPU, summing with NCCL on the rank's CUDA stream.
-    pub struct NcclExchange {
-        comm: Comm,
-        device: Device,
-    }
-
-    impl NcclExchange {
-        /// Joins the group `launch` describes on `device` (this rank's GPU, `cuda:LOCAL_RANK`).
-        pub fn connect(launch: &Launch, device: &Device) -> Result<Self> {
-            let Device::Cuda(cuda) = device else {
-                return Err(ParallelError::Setup(format!("NCCL needs a CUDA device, the recipe gives {device:?}")));
-            };
-            let nccl = |e| ParallelError::Setup(format!("NCCL: {e:?}"));
-            let own = if launch.rank == 0 { Some(Id::new().map_err(nccl)?.internal().map(|c| c as u8)) } else { None };
-            let bytes = share_unique_id(launch, own)?;
-            let id = Id::uninit(bytes.map(|b| b as std::ffi::c_char));
-            let comm = Comm::from_rank(cuda.cuda_stream(), launch.rank, launch.world_size, id).map_err(nccl)?;
-            Ok(Self { comm, device: device.clone() })
-        }
-    }
-
-    impl GradExchange for NcclExchange {
-        fn rank(&self) -> usize {
-            self.comm.rank()
-        }
-
-        fn world_size(&self) -> usize {
-            self.comm.world_size()
-        }
-
-        fn device(&self) -> &Device {
-            &self.device
-        }
-
-        fn all_reduce_sum(&self, flat: &Tensor) -> Result<()> {
-            check_flat(flat)?;
-            Ok(flat.inplace_op1(&NcclSum(&self.comm))?)
-        }
-    }
-
-    struct NcclSum<'a>(&'a Comm);
-
-    impl InplaceOp1 for NcclSum<'_> {
-        fn name(&self) -> &'static str {
-            "nccl-all-reduce"
-        }
-
-        fn cpu_fwd(&self, _: &mut candle_core::CpuStorage, _: &Layout) -> candle_core::Result<()> {
-            candle_core::bail!("nccl-all-reduce: the tensor is on the CPU; NCCL sums CUDA tensors")
-        }
-
-        fn cuda_fwd(&self, storage: &mut CudaStorage, layout: &Layout) -> candle_core::Result<()> {
-            if layout.contiguous_offsets() != Some((0, layout.shape().elem_count())) {
-                candle_core::bail!("nccl-all-reduce: needs a contiguous tensor from offset 0");
-            }
-            let slice = storage.as_cuda_slice_mut::<f32>()?;
-            self.0.all_reduce_in_place(slice, &ReduceOp::Sum).map_err(|e| candle_core::Error::Msg(format!("nccl-all-reduce: {e:?}")))?;
-            Ok(())
-        }
     }
 }
 

@@ -170,8 +170,9 @@ fn join_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motionvl_t
     join_gpu_group(launch, recipe)
 }
 
-/// How long a CPU rank waits for the others in one collective: `MOTIONVL_COLLECTIVE_TIMEOUT_S`,
-/// 30 minutes by default (rank 0 prepares the run directory while the others wait).
+/// How long a rank waits for the others in one collective (a CPU rank for their bytes, a GPU
+/// rank before its watchdog aborts NCCL): `MOTIONVL_COLLECTIVE_TIMEOUT_S`, 30 minutes by default
+/// (rank 0 prepares the run directory while the others wait).
 fn collective_timeout() -> Result<std::time::Duration> {
     const KEY: &str = "MOTIONVL_COLLECTIVE_TIMEOUT_S";
     match std::env::var(KEY) {
@@ -189,7 +190,7 @@ fn join_gpu_group(launch: &Launch, recipe: &mut Recipe) -> Result<Box<dyn motion
     let ordinal = launch.cuda_ordinal(std::env::var("CUDA_VISIBLE_DEVICES").ok().as_deref());
     recipe.model.device = motionvl_models::device::DeviceName::Cuda(Some(ordinal));
     let device = recipe.model.device.open()?;
-    let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device)
+    let exchange = motionvl_train::parallel::NcclExchange::connect(launch, &device, collective_timeout()?)
         .with_context(|| format!("rank {} of {} joining the NCCL group", launch.rank, launch.world_size))?;
     Ok(Box::new(exchange))
 }
