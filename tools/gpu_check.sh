@@ -143,6 +143,8 @@ def tensors(path):  # safetensors, f32 only: the adapter's dtype
     return {name: array.array("f", data[8 + size + t["data_offsets"][0]:8 + size + t["data_offsets"][1]]) for name, t in header.items()}
 one, two = (tensors(p) for p in sys.argv[1:])
 assert one.keys() == two.keys() and one, "the adapters hold different tensors"
+# PEFT starts every lora_B at zero: a nonzero one shows the runs trained (equal is not untouched).
+assert any(v != 0.0 for name in one if "lora_B" in name for v in one[name]), "lora_B is still zero: nothing trained"
 worst = max(abs(a - b) for name in one for a, b in zip(one[name], two[name]))
 print(f"adapters of 1 rank x grad_accum 2 and 2 ranks x 1: max |delta| {worst:.2e}")
 assert worst <= 1e-5, "two ranks did not train what one rank does"
