@@ -490,7 +490,7 @@ pub fn adapter_config(lab: &Lab, bytes: &[u8]) -> Verdict {
 }
 
 pub fn tokenizer(lab: &Lab, bytes: &[u8]) -> Verdict {
-    motionvl_data::text::QwenTokenizer::from_file(&lab.file("tokenizer.json", bytes)).map_err(refused)?;
+    motionvl_data::text::QwenTokenizer::from_file(lab.file("tokenizer.json", bytes)).map_err(refused)?;
     Items::count(1)
 }
 

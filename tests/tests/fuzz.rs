@@ -321,7 +321,7 @@ fn the_resume_state_reader_never_panics() {
     fuzz_bytes(Target::ResumeState, Format::Tolerant);
 }
 
-/// Every reader the cargo-fuzz targets reach is fuzzed here too, and each has a target file.
+/// Each reader fuzzed here has its cargo-fuzz target in `fuzz/fuzz_targets/`.
 #[test]
 fn every_target_has_a_cargo_fuzz_file() {
     for target in Target::ALL {
