@@ -116,3 +116,42 @@ fn both_stages_from_handoff_files() {
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("valid_instances.json") && err.contains("`x1`") && err.contains("castle"), "{err}");
 }
+
+/// Every file under `root`, links included (not followed).
+fn files_under(root: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.symlink_metadata().unwrap().is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// An `instance_id` that climbs out of `--out` or is an absolute path is refused by both stages,
+/// with the id named, and nothing is written outside `--out` (nor inside it).
+#[test]
+fn both_stages_refuse_instance_ids_that_leave_the_output_folder() {
+    let dir = tempfile::tempdir().unwrap();
+    let (instances, cloud) = handoff(dir.path());
+    let handoff_rows: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&instances).unwrap()).unwrap();
+    let out = dir.path().join("out");
+    let out_s = out.display().to_string();
+    for bad in ["../../escaped".to_owned(), dir.path().join("absolute").display().to_string()] {
+        let mut rows = handoff_rows.clone();
+        rows["valid_instances"][0]["instance_id"] = serde_json::Value::from(bad.as_str());
+        std::fs::write(&instances, rows.to_string()).unwrap();
+        for stage in ["dccs-video", "dccs-image"] {
+            let run = construct(&[stage, "--instances", &instances, "--cloud", &cloud, "--out", &out_s, "--width", "64", "--height", "48"]);
+            let err = String::from_utf8_lossy(&run.stderr);
+            assert!(!run.status.success() && err.contains(&bad) && err.contains("instance_id"), "{stage} with {bad}: {err}");
+        }
+    }
+    let mut written = files_under(dir.path());
+    written.sort();
+    let made = [dir.path().join("cloud.xyz"), dir.path().join("valid_instances.json")];
+    assert_eq!(written, made, "a refused stage wrote files");
+}

@@ -243,3 +243,57 @@ fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
         assert_eq!(std::fs::read_dir(&outside).unwrap().count(), 0, "no trajectory was written through the link");
     }
 }
+
+/// Every file under `root`, links included (not followed).
+fn files_under(root: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(root).unwrap() {
+        let path = entry.unwrap().path();
+        if path.symlink_metadata().unwrap().is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push(path);
+        }
+    }
+    found
+}
+
+/// The stages' own writers refuse a landmark id that would leave the output folder, even for
+/// landmarks made in code rather than read by `read_instances` (which refuses them first):
+/// Stage 3 before writing any trajectory, Stage 4 before building; and a Stage 4 request whose
+/// `output_path` climbs before the request file is written. Nothing lands outside `out`.
+#[test]
+fn stage_writers_refuse_ids_that_leave_the_output_folder() {
+    use motionvl_construct::dccs::cloud::read_cloud;
+    use motionvl_construct::dccs::instances::read_instances;
+    use motionvl_construct::dccs::stage3::{Stage3Config, plan_missions, write_stage3};
+    use motionvl_construct::dccs::stage4::{Stage4Config, Stage4Output, build_stage4, write_stage4};
+    use motionvl_construct::dccs::visibility::VisibilityConfig;
+    let (_, s) = built();
+    let mut landmarks = read_instances(&s.dir.join("valid_instances.json")).unwrap();
+    landmarks.truncate(1);
+    let cloud = read_cloud(&s.dir.join("points.ply")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("deep/out");
+    let visibility = VisibilityConfig { width: 96, height: 72, splat_radius_m: 0.375, ..VisibilityConfig::default() };
+    let s3 = Stage3Config { seed: 11, visibility: visibility.clone(), ..Stage3Config::default() };
+    let s4 = Stage4Config { seed: 11, visibility, ..Stage4Config::default() };
+    for bad in ["../../escaped".to_owned(), dir.path().join("absolute").display().to_string()] {
+        landmarks[0].id = bad.clone();
+        let (missions, _) = plan_missions(&landmarks, &cloud, &s3, &|| ());
+        assert!(!missions.is_empty(), "{bad}: no mission planned, so nothing would be refused");
+        let err = write_stage3(&out, &landmarks, &missions, &[], &s3).expect_err("stage 3 refuses").to_string();
+        assert!(err.contains(&missions[0].id) && err.contains(&bad), "{err}");
+        let err = build_stage4(&landmarks, &cloud, &s4, &|| ()).expect_err("stage 4 refuses").to_string();
+        assert!(err.contains("landmark") && err.contains(&bad), "{err}");
+    }
+    let climbing = Stage4Output {
+        samples: Vec::new(),
+        requests: vec![serde_json::json!({"request_id": "x", "output_path": "../escaped.jpg"})],
+        rejections: Vec::new(),
+    };
+    let err = write_stage4(&out, &climbing, &s4).expect_err("a climbing request").to_string();
+    assert!(err.contains("request `x`") && err.contains("../escaped.jpg"), "{err}");
+    let written = files_under(dir.path());
+    assert!(written.is_empty(), "refused stages wrote {written:?}");
+}

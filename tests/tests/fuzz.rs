@@ -10,18 +10,16 @@
 //! header-driven size would have been trusted); every case within [`CASE_TIME`]; the mutants
 //! reach the readers' checks (some are refused, some still read); and where a writer exists,
 //! what it writes reads back equal. CI runs the default bound; set `MOTIONVL_FUZZ_ITERS` for a
-//! longer pass (the seed of a failing case is printed).
+//! longer pass (the seed of a failing case is printed). The readers and their oracles are
+//! `motionvl_tests::fuzz_readers`, which the cargo-fuzz targets of `fuzz/` run too.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
-use motionvl_data::manifest::{AnswerOption, Benchmark, read_manifest, split_inline_options};
 use motionvl_data::rng::SynthRng;
-use motionvl_data::samples::{ReadOptions, ReadOutcome, read_training_samples};
-use motionvl_eval::extract::{extract_choice, extract_choices, extract_number, extract_timestamp, extract_yes_no, parse_json_lenient};
-use motionvl_eval::predictions::read_predictions;
+use motionvl_tests::fuzz_readers::{self as readers, Lab, Target, Verdict};
 use motionvl_tests::repo_root;
 
 /// The largest single allocation a reader may make of a mutated file: every seed is under
@@ -97,71 +95,41 @@ fn mutate(seed: &[u8], rng: &mut SynthRng) -> Vec<u8> {
     out
 }
 
-fn corpus() -> Vec<PathBuf> {
-    let root = repo_root();
-    let files: Vec<PathBuf> = [
-        "data/tests/data/dualcog.json",
-        "data/tests/data/lf.jsonl",
-        "data/tests/data/links2bench.jsonl",
-        "data/tests/data/llava.json",
-        "data/tests/data/sisbench.json",
-        "tests/data/tiny-sft/train.jsonl",
-        "tests/data/fuzz/predictions.jsonl",
-    ]
-    .iter()
-    .map(|f| root.join(f))
-    .collect();
-    for f in &files {
-        assert!(f.is_file(), "fuzz seed {} is missing", f.display());
-    }
-    files
-}
-
-/// What a reader made of a file: the rows it read and the rows `skip_bad` left out, or a typed
-/// error for the whole file.
-type Outcome = Result<(usize, usize), ()>;
-
-fn outcome<T, E>(read: &Result<ReadOutcome<T>, E>) -> Outcome {
-    read.as_ref().map(|o| (o.items.len(), o.skipped.len())).map_err(|_| ())
-}
-
 /// Whether `mutant` refused more than `seed` did: a typed error, or more rows left out.
-fn refused_more(seed: Outcome, mutant: Outcome) -> bool {
+fn refused_more(seed: &Verdict, mutant: &Verdict) -> bool {
     match (seed, mutant) {
-        (Ok(_), Err(())) => true,
-        (Ok((_, seed_left)), Ok((_, left))) => left > seed_left,
-        (Err(()), _) => false,
+        (Ok(_), Err(_)) => true,
+        (Ok(seed), Ok(mutant)) => mutant.skipped > seed.skipped,
+        (Err(_), _) => false,
     }
 }
 
-/// Runs `check` on `iterations()` mutants of each seed file written under `dir`; a panic
-/// fails the test with the seed that reproduces it. `check` returns one outcome per reader it
-/// calls. So that passing proves the mutants reached the readers' checks: wherever a reader
-/// accepts a seed, some of its mutants must be refused with a typed error, and where it reads
-/// rows from the seed, some mutants must still be read; and some reader must read some seed.
-fn fuzz_files(name: &str, check: impl Fn(&Path, &Path) -> Vec<Outcome>) {
-    let dir = tempfile::tempdir().expect("tempdir");
+/// Runs `target`'s readers on `iterations()` mutants of each row file it is seeded with; a
+/// panic fails the test with the seed that reproduces it. So that passing proves the mutants
+/// reached the readers' checks: wherever a reader accepts a seed, some of its mutants must be
+/// refused with a typed error, and where it reads rows from the seed, some mutants must still
+/// be read; and some reader must read some seed.
+fn fuzz_files(target: Target) {
+    let name = target.name();
+    let lab = Lab::temporary();
     let mut seeds_read = 0;
-    for (s, seed_file) in corpus().iter().enumerate() {
+    for (s, seed_file) in readers::row_seed_files().iter().enumerate() {
         let seed = std::fs::read(seed_file).expect("seed");
         // Media resolve against the seed's folder, so media checks run too.
-        let media_root = seed_file.parent().unwrap_or(dir.path());
-        let path = dir.path().join(format!("{name}-{s}.json"));
-        std::fs::write(&path, &seed).expect("write seed");
-        let unmutated = check(&path, media_root);
+        let media_root = seed_file.parent().unwrap_or(Path::new("."));
+        let unmutated = readers::run(&lab, target, &seed, media_root);
         let (mut refused, mut read) = (vec![0; unmutated.len()], vec![0; unmutated.len()]);
         for i in 0..iterations() {
             let case_seed = (s as u64) << 32 | i;
             let bytes = mutate(&seed, &mut SynthRng::new(case_seed));
-            std::fs::write(&path, &bytes).expect("write mutant");
-            let Ok(outcomes) = catch_unwind(AssertUnwindSafe(|| check(&path, media_root))) else {
-                let kept = dir.path().join("crash.json");
+            let Ok(outcomes) = catch_unwind(AssertUnwindSafe(|| readers::run(&lab, target, &bytes, media_root))) else {
+                let kept = std::env::temp_dir().join(format!("motionvl-fuzz-crash-{name}-{s}.json"));
                 let _ = std::fs::write(&kept, &bytes);
                 panic!("{name} panicked on a mutant of {} (case seed {case_seed}; bytes saved in {})", seed_file.display(), kept.display());
             };
-            for (r, (seed_outcome, mutant)) in unmutated.iter().zip(outcomes).enumerate() {
-                refused[r] += usize::from(refused_more(*seed_outcome, mutant));
-                read[r] += usize::from(matches!(mutant, Ok((rows, _)) if rows > 0));
+            for (r, (seed_outcome, mutant)) in unmutated.iter().zip(&outcomes).enumerate() {
+                refused[r] += usize::from(refused_more(seed_outcome, mutant));
+                read[r] += usize::from(matches!(mutant, Ok(items) if items.read > 0));
             }
         }
         for (r, seed_outcome) in unmutated.iter().enumerate() {
@@ -169,7 +137,7 @@ fn fuzz_files(name: &str, check: impl Fn(&Path, &Path) -> Vec<Outcome>) {
             if seed_outcome.is_ok() {
                 assert!(refused[r] > 0, "{what}: no mutant was refused: the mutants do not reach the reader's checks");
             }
-            if matches!(seed_outcome, Ok((rows, _)) if *rows > 0) {
+            if matches!(seed_outcome, Ok(items) if items.read > 0) {
                 seeds_read += 1;
                 assert!(read[r] > 0, "{what}: the seed reads, none of its mutants did");
             }
@@ -180,53 +148,27 @@ fn fuzz_files(name: &str, check: impl Fn(&Path, &Path) -> Vec<Outcome>) {
 
 #[test]
 fn training_row_readers_never_panic() {
-    for skip_bad in [false, true] {
-        fuzz_files("training", |p, media_root| {
-            vec![outcome(&read_training_samples(p, &ReadOptions { skip_bad, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() }))]
-        });
-    }
+    fuzz_files(Target::TrainingRows);
 }
 
 #[test]
 fn benchmark_manifest_readers_never_panic() {
-    fuzz_files("manifest", |p, media_root| {
-        let opts = ReadOptions { skip_bad: true, media_root: Some(media_root.to_path_buf()), ..ReadOptions::default() };
-        Benchmark::ALL.iter().map(|b| outcome(&read_manifest(*b, p, &opts))).collect()
-    });
+    fuzz_files(Target::BenchmarkManifests);
 }
 
 #[test]
 fn the_predictions_reader_never_panics() {
-    fuzz_files("predictions", |p, _| {
-        let resumed = motionvl_eval::predictions::PredictionWriter::resume(p).map(|(_, rows)| (rows.len(), 0)).map_err(|_| ());
-        vec![read_predictions(p).map(|rows| (rows.len(), 0)).map_err(|_| ()), resumed]
-    });
+    fuzz_files(Target::Predictions);
 }
 
 #[test]
 fn option_splitting_and_answer_extraction_never_panic() {
-    let options = AnswerOption::lettered(&["move forward", "turn left", "ascend", "3.5 m"]);
-    let seeds = [
-        "The answer is B. turn left",
-        "A. up\nB. down\nC) left (D) right",
-        "{\"answer\": \"C\", \"time\": \"00:12\"}",
-        "Yes, 12.5 meters at 1:02.5",
-        "B and D",
-    ];
-    for (s, seed) in seeds.iter().enumerate() {
+    for (s, (_, seed)) in Target::AnswerExtraction.seeds().iter().enumerate() {
         for i in 0..iterations() * 4 {
             let case_seed = (s as u64) << 32 | i;
-            let text = String::from_utf8_lossy(&mutate(seed.as_bytes(), &mut SynthRng::new(case_seed))).into_owned();
-            let outcome = catch_unwind(AssertUnwindSafe(|| {
-                let _ = split_inline_options(&text);
-                let _ = extract_choice(&text, &options);
-                let _ = extract_choices(&text, &options);
-                let _ = extract_yes_no(&text);
-                let _ = extract_number(&text);
-                let _ = extract_timestamp(&text);
-                let _ = parse_json_lenient(&text);
-            }));
-            assert!(outcome.is_ok(), "answer extraction panicked on {text:?} (case seed {case_seed})");
+            let bytes = mutate(seed, &mut SynthRng::new(case_seed));
+            let outcome = catch_unwind(AssertUnwindSafe(|| readers::answer_extraction(&bytes)));
+            assert!(outcome.is_ok(), "answer extraction panicked on {:?} (case seed {case_seed})", String::from_utf8_lossy(&bytes));
         }
     }
 }
@@ -240,33 +182,33 @@ enum Format {
     Checked,
 }
 
-/// Runs `read` on `iterations()` mutants of each `(file name, bytes)` seed, written under a
-/// folder of its own (the name keeps the extension readers dispatch on). A panic or a case over
-/// [`CASE_TIME`] fails with the seed that reproduces it; the seeds must read, and some mutants
-/// of each be refused (and, for a [`Format::Tolerant`] one, some still read), so that passing
-/// proves the mutants reached the reader's checks.
-fn fuzz_bytes(name: &str, format: Format, seeds: &[(&str, Vec<u8>)], read: impl Fn(&Path) -> Result<(), String>) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    for (s, (file, seed)) in seeds.iter().enumerate() {
-        let path = dir.path().join(file);
-        std::fs::write(&path, seed).expect("write seed");
-        if let Err(e) = read(&path) {
+/// Runs `target`'s reader on `iterations()` mutants of each of its seeds. A panic (a reader's,
+/// or a round trip's that does not hold) or a case over [`CASE_TIME`] fails with the seed that
+/// reproduces it; the seeds must read, and some mutants of each be refused (and, for a
+/// [`Format::Tolerant`] one, some still read), so that passing proves the mutants reached the
+/// reader's checks.
+fn fuzz_bytes(target: Target, format: Format) {
+    let name = target.name();
+    let lab = Lab::temporary();
+    let media_root = repo_root();
+    let read = |bytes: &[u8]| readers::run(&lab, target, bytes, &media_root).remove(0);
+    for (s, (file, seed)) in target.seeds().iter().enumerate() {
+        if let Err(e) = read(seed) {
             panic!("{name}: the seed {file} does not read: {e}");
         }
         let (mut refused, mut read_ok) = (0, 0);
         for i in 0..iterations() {
             let case_seed = (s as u64) << 32 | i;
             let bytes = mutate(seed, &mut SynthRng::new(case_seed));
-            std::fs::write(&path, &bytes).expect("write mutant");
             let start = Instant::now();
-            let Ok(outcome) = catch_unwind(AssertUnwindSafe(|| read(&path))) else {
+            let Ok(outcome) = catch_unwind(AssertUnwindSafe(|| read(&bytes))) else {
                 let kept = std::env::temp_dir().join(format!("motionvl-fuzz-crash-{name}-{file}"));
                 let _ = std::fs::write(&kept, &bytes);
                 panic!("{name} panicked on a mutant of {file} (case seed {case_seed}; bytes saved in {})", kept.display());
             };
             assert!(start.elapsed() < CASE_TIME, "{name} took {:?} on a mutant of {file} (case seed {case_seed})", start.elapsed());
             match outcome {
-                Ok(()) => read_ok += 1,
+                Ok(_) => read_ok += 1,
                 Err(_) => refused += 1,
             }
         }
@@ -275,84 +217,52 @@ fn fuzz_bytes(name: &str, format: Format, seeds: &[(&str, Vec<u8>)], read: impl 
     }
 }
 
-fn points() -> Vec<motionvl_construct::dccs::geom::V3> {
-    (0..40).map(|i| motionvl_construct::dccs::geom::V3::new(i as f64 * 0.5, (i * i % 7) as f64 - 3.0, 10.0 + (i % 5) as f64)).collect()
-}
-
 /// PLY (binary and ASCII, as written), NPY and XYZ clouds; a written cloud reads back equal.
 #[test]
 fn point_cloud_readers_never_panic_or_trust_counts() {
-    use motionvl_construct::dccs::cloud::{read_cloud, write_ply};
+    use motionvl_construct::dccs::cloud::read_cloud;
     let dir = tempfile::tempdir().expect("tempdir");
-    let mut seeds = Vec::new();
-    for (file, binary) in [("cloud.ply", true), ("ascii.ply", false)] {
-        let path = dir.path().join(file);
-        write_ply(&path, &points(), binary).expect("ply");
+    for (file, seed) in Target::PlyCloud.seeds() {
+        let path = dir.path().join(&file);
+        std::fs::write(&path, &seed).expect("seed");
         let read = read_cloud(&path).expect("reads back");
-        assert_eq!(read.points.len(), points().len(), "{file} round trip");
-        let worst =
-            read.points.iter().zip(points()).map(|(a, b)| (a.x - b.x).abs().max((a.y - b.y).abs()).max((a.z - b.z).abs())).fold(0.0, f64::max);
+        assert_eq!(read.points.len(), readers::seed_points().len(), "{file} round trip");
+        let worst = read
+            .points
+            .iter()
+            .zip(readers::seed_points())
+            .map(|(a, b)| (a.x - b.x).abs().max((a.y - b.y).abs()).max((a.z - b.z).abs()))
+            .fold(0.0, f64::max);
         assert!(worst < 1e-5, "{file}: a written point moved by {worst}");
-        seeds.push((file, std::fs::read(&path).expect("seed")));
     }
-    let header = "{'descr': '<f4', 'fortran_order': False, 'shape': (40, 3), }";
-    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
-    npy.extend((header.len() as u16).to_le_bytes());
-    npy.extend(header.as_bytes());
-    npy.extend(points().iter().flat_map(|p| [p.x as f32, p.y as f32, p.z as f32]).flat_map(f32::to_le_bytes));
-    seeds.push(("cloud.npy", npy));
-    seeds.push(("cloud.xyz", points().iter().map(|p| format!("{} {} {}\n", p.x, p.y, p.z)).collect::<String>().into_bytes()));
-    fuzz_bytes("point clouds", Format::Tolerant, &seeds, |p| read_cloud(p).map(|_| ()).map_err(|e| e.to_string()));
+    for target in [Target::PlyCloud, Target::NpyCloud, Target::XyzCloud] {
+        fuzz_bytes(target, Format::Tolerant);
+    }
 }
 
 /// `valid_instances.json` and trajectories, seeded by their writers (which read back equal).
 #[test]
 fn dccs_instance_and_trajectory_readers_never_panic() {
-    use motionvl_construct::dccs::geom::V3;
-    use motionvl_construct::dccs::instances::{Category, Landmark, OrientedBox, read_instances, write_instances};
+    use motionvl_construct::dccs::instances::read_instances;
     use motionvl_construct::dccs::trajectory::Trajectory;
     let dir = tempfile::tempdir().expect("tempdir");
-    let landmarks = vec![
-        Landmark {
-            id: "silo_1".into(),
-            category: Category::IndustrialInfrastructure,
-            subcategory: "silo".into(),
-            description: "a red grain silo".into(),
-            bbox: OrientedBox { center: V3::new(3.0, -2.0, 9.0), size: V3::new(6.0, 5.0, 18.0), yaw_deg: 20.0 },
-            support_points: vec![V3::new(3.0, 0.0, 5.0), V3::new(0.0, 2.0, 17.0)],
-        },
-        Landmark {
-            id: "tower_2".into(),
-            category: Category::Building,
-            subcategory: String::new(),
-            description: "a glass tower".into(),
-            bbox: OrientedBox { center: V3::new(-20.0, 14.0, 30.0), size: V3::new(10.0, 12.0, 60.0), yaw_deg: -5.0 },
-            support_points: vec![V3::new(-20.0, 14.0, 59.0)],
-        },
-    ];
-    let path = dir.path().join("valid_instances.json");
-    write_instances(&path, &landmarks).expect("write");
-    assert_eq!(read_instances(&path).expect("reads back"), landmarks, "instances round trip");
-    let seed = std::fs::read(&path).expect("seed");
-    fuzz_bytes("dccs instances", Format::Tolerant, &[("valid_instances.json", seed)], |p| read_instances(p).map(|_| ()).map_err(|e| e.to_string()));
-
-    let trajectory = serde_json::json!({"fps": 5.0, "frames": (0..12).map(|i| serde_json::json!({"t": i as f64 / 5.0, "x": i as f64, "y": 2.0 * i as f64, "z": 30.0, "yaw": 15.0 * i as f64, "pitch": -30.0})).collect::<Vec<_>>()});
-    let parsed = Trajectory::from_json(&trajectory).expect("trajectory");
-    assert_eq!(Trajectory::from_json(&parsed.to_json()).expect("again").frames.len(), 12, "trajectory round trip");
-    fuzz_bytes("dccs trajectories", Format::Tolerant, &[("trajectory.json", parsed.to_json().to_string().into_bytes())], |p| {
-        let text = std::fs::read_to_string(p).map_err(|e| e.to_string())?;
-        let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
-        Trajectory::from_json(&value).map(|_| ())
-    });
+    for (file, seed) in Target::DccsInstances.seeds() {
+        let path = dir.path().join(file);
+        std::fs::write(&path, seed).expect("seed");
+        assert_eq!(read_instances(&path).expect("reads back"), readers::seed_landmarks(), "instances round trip");
+    }
+    fuzz_bytes(Target::DccsInstances, Format::Tolerant);
+    for (_, seed) in Target::DccsTrajectory.seeds() {
+        let parsed = Trajectory::from_json(&serde_json::from_slice(&seed).expect("json")).expect("trajectory");
+        assert_eq!(Trajectory::from_json(&parsed.to_json()).expect("again").frames.len(), 12, "trajectory round trip");
+    }
+    fuzz_bytes(Target::DccsTrajectory, Format::Tolerant);
 }
 
 /// UrbanVideo-Bench's `MCQ.parquet` as shipped.
 #[test]
 fn the_parquet_reader_never_panics_or_trusts_its_footer() {
-    let seed = std::fs::read(repo_root().join("data/tests/data/urbanvideo/MCQ.parquet")).expect("seed");
-    fuzz_bytes("parquet", Format::Checked, &[("MCQ.parquet", seed)], |p| {
-        motionvl_data::parquet_rows::read_parquet_rows(p).map(|_| ()).map_err(|e| e.to_string())
-    });
+    fuzz_bytes(Target::Parquet, Format::Checked);
 }
 
 /// Training recipes (SFT and CVAA) and evaluation configs, as the repository ships them; a
@@ -360,116 +270,62 @@ fn the_parquet_reader_never_panics_or_trusts_its_footer() {
 #[test]
 fn toml_recipe_and_config_readers_never_panic() {
     let root = repo_root();
-    let sft = std::fs::read(root.join("configs/sft/sis-motion-7b.toml")).expect("seed");
     let recipe = motionvl_train::recipe::Recipe::load(&root.join("configs/sft/sis-motion-7b.toml"), &[]).expect("recipe");
     let dir = tempfile::tempdir().expect("tempdir");
     let again = dir.path().join("again.toml");
     std::fs::write(&again, recipe.to_toml()).expect("write");
     assert_eq!(motionvl_train::recipe::Recipe::load(&again, &[]).expect("reads back"), recipe, "recipe round trip");
-    fuzz_bytes("sft recipes", Format::Tolerant, &[("recipe.toml", sft)], |p| {
-        motionvl_train::recipe::Recipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string())
-    });
-    let cvaa = std::fs::read(root.join("configs/cvaa/synth.toml")).expect("seed");
-    fuzz_bytes("cvaa recipes", Format::Tolerant, &[("cvaa.toml", cvaa)], |p| {
-        motionvl_train::cvaa::CvaaRecipe::load(p, &[]).map(|_| ()).map_err(|e| e.to_string())
-    });
-    let eval = std::fs::read(root.join("configs/eval/sisbench-official-3b.toml")).expect("seed");
-    fuzz_bytes("evaluation configs", Format::Tolerant, &[("eval.toml", eval)], |p| {
-        motionvl_eval::config::RunConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string())
-    });
+    fuzz_bytes(Target::SftRecipe, Format::Tolerant);
+    fuzz_bytes(Target::CvaaRecipe, Format::Tolerant);
+    fuzz_bytes(Target::EvalConfig, Format::Tolerant);
 }
 
-/// A model's `config.json` and `tokenizer.json`, from the Qwen2.5-VL fixtures.
+/// A model's `config.json` and `tokenizer.json` from the Qwen2.5-VL fixtures, and a PEFT
+/// adapter's `adapter_config.json`.
 #[test]
-fn model_config_and_tokenizer_readers_never_panic() {
-    let root = repo_root();
-    let config = std::fs::read(root.join("tests/fixtures/qwen2_5_vl/tiny-a/config.json")).expect("seed");
-    fuzz_bytes("model configs", Format::Tolerant, &[("config.json", config)], |p| {
-        motionvl_models::Qwen25VlConfig::from_file(p).map(|_| ()).map_err(|e| e.to_string())
-    });
-    let tokenizer = std::fs::read(root.join("tests/fixtures/chat_template/tokenizer.json")).expect("seed");
-    fuzz_bytes("tokenizers", Format::Tolerant, &[("tokenizer.json", tokenizer)], |p| {
-        motionvl_data::text::QwenTokenizer::from_file(p).map(|_| ()).map_err(|e| e.to_string())
-    });
+fn model_adapter_config_and_tokenizer_readers_never_panic() {
+    fuzz_bytes(Target::ModelConfig, Format::Tolerant);
+    fuzz_bytes(Target::AdapterConfig, Format::Tolerant);
+    fuzz_bytes(Target::Tokenizer, Format::Tolerant);
 }
 
 /// Safetensors files (weights, adapters, flow files): header and every tensor.
 #[test]
 fn the_safetensors_reader_never_panics_or_trusts_its_header() {
-    let seed = std::fs::read(repo_root().join("tests/fixtures/sis_motion_pickle/expected.safetensors")).expect("seed");
-    fuzz_bytes("safetensors", Format::Tolerant, &[("weights.safetensors", seed)], |p| {
-        let weights = motionvl_models::CheckpointWeights::open(&[p.to_path_buf()]).map_err(|e| e.to_string())?;
-        let names: Vec<String> = weights.names().map(str::to_owned).collect();
-        for name in names {
-            weights.load_stored(&name, &candle_core::Device::Cpu).map_err(|e| e.to_string())?;
-        }
-        Ok(())
-    });
+    fuzz_bytes(Target::Safetensors, Format::Tolerant);
 }
 
 /// PyTorch zip pickles: a MOFNet checkpoint and a SIS-Motion connector as torch saved them.
 #[test]
 fn pytorch_pickle_readers_never_panic() {
-    let root = repo_root();
-    let pth = std::fs::read(root.join("tests/fixtures/flow/mofnet/tiny/checkpoint_sample.pth")).expect("seed");
-    fuzz_bytes("pth checkpoints", Format::Checked, &[("checkpoint.pth", pth)], |p| {
-        motionvl_flow::state_dict::read_pth(p).map(|_| ()).map_err(|e| e.to_string())
-    });
-    let connector = std::fs::read(root.join("tests/fixtures/sis_motion_pickle/torch_connector.pt")).expect("seed");
-    // The connector's width d, from its LayerNorm as torch saved it.
-    let saved = candle_core::pickle::read_all(root.join("tests/fixtures/sis_motion_pickle/torch_connector.pt")).expect("torch's own file reads");
-    let width = saved.iter().find(|(n, _)| n == "ln.weight").map(|(_, t)| t.dims()[0]).expect("ln.weight");
-    fuzz_bytes("torch connectors", Format::Checked, &[("connector_weights.pt", connector)], |p| {
-        motionvl_models::sis_package::read_connector(p, width, &candle_core::Device::Cpu).map(|_| ()).map_err(|e| e.to_string())
-    });
+    fuzz_bytes(Target::PthCheckpoint, Format::Checked);
+    fuzz_bytes(Target::TorchConnector, Format::Checked);
 }
 
 /// Flow-cache entries as the cache writes them: a mutated entry is a miss or a corrupt entry,
 /// and the header check agrees with the full read.
 #[test]
 fn flow_cache_entries_never_panic() {
-    use motionvl_flow::cache::{CacheKey, FlowCache, Precision};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let cache = FlowCache::new(dir.path()).expect("cache");
-    let estimator = motionvl_flow::estimator_by_name("zero", None, &candle_core::Device::Cpu).expect("zero");
-    let frames = ndarray::Array4::from_shape_fn((3, 8, 12, 3), |(t, y, x, c)| (t * 40 + y * 9 + x * 5 + c * 3) as u8);
-    let key = CacheKey::new(frames.view(), "fuzz", estimator.as_ref());
-    let flows = ndarray::Array4::from_shape_fn((2, 2, 8, 12), |(t, c, y, x)| t as f32 - 0.5 * c as f32 + 0.25 * y as f32 - x as f32 / 16.0);
-    cache.put(&key, &flows, "zero", Precision::Single).expect("put");
-    assert_eq!(cache.get(&key).expect("get"), Some(flows), "entry round trip");
-    let entry = cache.path_of(&key);
-    let seed = std::fs::read(&entry).expect("seed");
-    let root = dir.path().to_path_buf();
-    fuzz_bytes("flow cache entries", Format::Checked, &[("entry.safetensors", seed)], |p| {
-        std::fs::copy(p, &entry).map_err(|e| e.to_string())?;
-        let cache = FlowCache::new(&root).map_err(|e| e.to_string())?;
-        let header = cache.has_entry(key.as_str());
-        match cache.get(&key) {
-            Ok(Some(_)) => {
-                assert!(header.is_ok(), "the full read accepts an entry the header check refuses: {header:?}");
-                Ok(())
-            }
-            Ok(None) => Err("missing".into()),
-            Err(e) => Err(e.to_string()),
-        }
-    });
+    fuzz_bytes(Target::FlowCacheEntry, Format::Checked);
 }
 
 /// Videos: container headers and every frame of a short clip.
 #[test]
 fn the_video_reader_never_panics_or_trusts_its_header() {
-    use motionvl_data::video::{EncodeSettings, VideoWriter, decode_all, probe_video};
-    let dir = tempfile::tempdir().expect("tempdir");
-    let clip = dir.path().join("clip.mp4");
-    let mut writer = VideoWriter::create(&clip, 32, 24, &EncodeSettings { frame_rate: (10, 1), ..EncodeSettings::default() }).expect("writer");
-    for t in 0..6u8 {
-        let frame = ndarray::Array3::from_shape_fn((24, 32, 3), |(y, x, c)| (t as usize * 30 + y * 7 + x * 3 + c * 50) as u8);
-        writer.push(frame.view()).expect("frame");
+    fuzz_bytes(Target::Video, Format::Tolerant);
+}
+
+/// A checkpoint's `motionvl_state.json`: read as a resume reads it, and saved back equal.
+#[test]
+fn the_resume_state_reader_never_panics() {
+    fuzz_bytes(Target::ResumeState, Format::Tolerant);
+}
+
+/// Each reader fuzzed here has its cargo-fuzz target in `fuzz/fuzz_targets/`.
+#[test]
+fn every_target_has_a_cargo_fuzz_file() {
+    for target in Target::ALL {
+        let file = repo_root().join("fuzz/fuzz_targets").join(format!("{}.rs", target.name()));
+        assert!(file.is_file(), "{} has no {}", target.name(), file.display());
     }
-    writer.finish().expect("video");
-    let seed = std::fs::read(&clip).expect("seed");
-    fuzz_bytes("videos", Format::Tolerant, &[("clip.mp4", seed)], |p| {
-        probe_video(p).map_err(|e| e.to_string())?;
-        decode_all(p).map(|_| ()).map_err(|e| e.to_string())
-    });
 }

@@ -1,4 +1,5 @@
-//! What can go wrong constructing UAV-DualCog data, and the atomic file writes every stage shares.
+//! What can go wrong constructing UAV-DualCog data, and the file reads and output paths every
+//! stage shares.
 
 use std::path::{Path, PathBuf};
 
@@ -22,6 +23,9 @@ pub enum DccsError {
     Config(String),
     #[error("{}: {detail}", path.display())]
     Requests { path: PathBuf, detail: String },
+    /// A file named after a landmark or mission would land outside the output folder.
+    #[error("{whose}: {source}")]
+    Escape { whose: String, source: motionvl_util::confine::Escape },
     #[error("{}: cannot write image: {source}", path.display())]
     Image { path: PathBuf, source: image::ImageError },
     #[error(transparent)]
@@ -32,6 +36,15 @@ impl DccsError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DccsError + '_ {
         move |source| DccsError::Io { path: path.to_path_buf(), source }
     }
+}
+
+/// `out/rel`, for a file that `whose` (a landmark or mission, named in the error) names after
+/// the landmark id `id` from the handoff file: the id must be one plain file name, and the path
+/// stay under `out`, through no link planted there.
+pub(crate) fn named_after(out: &Path, id: &str, rel: &str, whose: impl Fn() -> String) -> Result<PathBuf, DccsError> {
+    let escape = |source| DccsError::Escape { whose: whose(), source };
+    motionvl_util::confine::safe_name(id).map_err(escape)?;
+    motionvl_util::confine::confined_join(out, rel).map_err(escape)
 }
 
 /// Reads a JSON file, naming it in every error.

@@ -20,7 +20,7 @@ use motionvl_util::files::write_json_atomic;
 use serde_json::{Value, json};
 
 use super::cloud::{PointCloud, VoxelGrid};
-use super::error::DccsError;
+use super::error::{DccsError, named_after};
 use super::geom::{V3, heading};
 use super::instances::Landmark;
 use super::maneuvers::{CameraMode, Composite, Element, Maneuver};
@@ -257,13 +257,20 @@ pub fn write_stage3(
     rejections: &[Rejection],
     cfg: &Stage3Config,
 ) -> Result<Stage3Summary, DccsError> {
+    // Every file a mission names (its trajectory here, its video at render time) stays under
+    // `out`, checked before anything is written: ids come from the handoff file.
+    let trajectories = missions
+        .iter()
+        .map(|m| {
+            let whose = || format!("mission `{}`", m.id);
+            named_after(out, &landmarks[m.landmark].id, &video_path(m), whose)?;
+            named_after(out, &landmarks[m.landmark].id, &trajectory_path(m), whose)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
     let mut samples = Vec::new();
     let mut requests = Vec::new();
-    for m in missions {
-        // Confined like the media the render step writes: no link planted in `out` is followed.
-        let path = motionvl_util::confine::confined_join(out, &trajectory_path(m))
-            .map_err(|e| DccsError::Config(format!("mission `{}`: trajectory path {e}", m.id)))?;
-        write_json_atomic(&path, &m.planned.trajectory.to_json())?;
+    for (m, path) in missions.iter().zip(&trajectories) {
+        write_json_atomic(path, &m.planned.trajectory.to_json())?;
         let mut rng = SynthRng::new(derive_seed(cfg.seed ^ 0x5354_4733, fnv(&m.id)));
         let lm = &landmarks[m.landmark];
         let rows = match m.kind {

@@ -181,6 +181,10 @@ pub struct Stage4Output {
 pub fn build_stage4(landmarks: &[Landmark], cloud: &PointCloud, cfg: &Stage4Config, progress: &(dyn Fn() + Sync)) -> Result<Stage4Output, DccsError> {
     use rayon::prelude::*;
     cfg.validate()?;
+    // Each landmark's images are named after its id, which comes from the handoff file.
+    for lm in landmarks {
+        motionvl_util::confine::safe_name(&lm.id).map_err(|source| DccsError::Escape { whose: format!("landmark `{}`", lm.id), source })?;
+    }
     let parts: Vec<LandmarkRows> = landmarks
         .par_iter()
         .map(|lm| {
@@ -458,6 +462,12 @@ fn env_pair(
 
 /// Writes `stage4.json`, `stage4_render_requests.json` and `stage4_rejections.json` under `out`.
 pub fn write_stage4(out: &Path, built: &Stage4Output, cfg: &Stage4Config) -> Result<(), DccsError> {
+    // Every image a request names stays under `out`, checked before the requests are written.
+    for r in &built.requests {
+        let id = r.get("request_id").and_then(Value::as_str).unwrap_or("?");
+        let rel = r.get("output_path").and_then(Value::as_str).unwrap_or_default();
+        motionvl_util::confine::confined_join(out, rel).map_err(|source| DccsError::Escape { whose: format!("request `{id}`"), source })?;
+    }
     let v = &cfg.visibility;
     write_json_atomic(
         &out.join("stage4_render_requests.json"),

@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{Context, Result};
 use clap::Args;
+use motionvl_construct::dccs::DccsError;
 use motionvl_construct::dccs::pipeline::{self, Progress, SynthDccsConfig};
 use motionvl_construct::dccs::stage3::Stage3Config;
 use motionvl_construct::dccs::stage4::Stage4Config;
@@ -49,6 +50,21 @@ impl DccsCommon {
             }
         }
     }
+
+    /// What both stage commands do around their stage: a progress bar, the stage itself
+    /// (`build`), its render requests rendered when `--render` asks, and one line of summary
+    /// (`report`) after the manifest's name.
+    fn run_stage<S>(&self, stage: u8, build: impl FnOnce(&Bar) -> Result<S, DccsError>, report: impl FnOnce(&S) -> String) -> Result<()> {
+        let bar = Bar::new();
+        let summary = build(&bar).with_context(|| format!("Stage {stage}"))?;
+        if self.render {
+            let requests = self.out.join(format!("stage{stage}_render_requests.json"));
+            pipeline::render(&requests, stage, &bar).with_context(|| format!("rendering Stage {stage}"))?;
+        }
+        bar.0.finish_and_clear();
+        println!("stage{stage}.json in {}: {}", self.out.display(), report(&summary));
+        Ok(())
+    }
 }
 
 #[derive(Args)]
@@ -86,6 +102,11 @@ pub struct ImageArgs {
     /// Obstacle points cover this half-size in metres in the visibility test (0: one pixel).
     #[arg(long, default_value_t = 0.0)]
     splat_radius: f64,
+}
+
+/// The camera of both stages' visibility tests, at the size each stage's flags give.
+fn visibility(width: usize, height: usize, splat_radius: f64) -> VisibilityConfig {
+    VisibilityConfig { width, height, splat_radius_m: splat_radius, ..VisibilityConfig::default() }
 }
 
 /// An indicatif bar per phase.
@@ -138,24 +159,15 @@ pub fn video(args: &VideoArgs) -> Result<()> {
             kinematics: args.check_kinematics.then(KinematicLimits::default),
             ..TrajectoryConfig::default()
         },
-        visibility: VisibilityConfig { width: args.width, height: args.height, splat_radius_m: args.splat_radius, ..VisibilityConfig::default() },
+        visibility: visibility(args.width, args.height, args.splat_radius),
         scene: c.scene()?,
         ..Stage3Config::default()
     };
-    let bar = Bar::new();
-    let s = pipeline::run_stage3(&c.instances, &c.cloud, &c.out, &cfg, &bar).context("Stage 3")?;
-    if c.render {
-        pipeline::render(&c.out.join("stage3_render_requests.json"), 3, &bar).context("rendering Stage 3")?;
-    }
-    bar.0.finish_and_clear();
-    println!(
-        "stage3.json in {}: {} rows from {} missions; {} missions rejected (stage3_rejections.json)",
-        c.out.display(),
-        s.rows,
-        s.missions,
-        s.rejections
-    );
-    Ok(())
+    c.run_stage(
+        3,
+        |bar| pipeline::run_stage3(&c.instances, &c.cloud, &c.out, &cfg, bar),
+        |s| format!("{} rows from {} missions; {} missions rejected (stage3_rejections.json)", s.rows, s.missions, s.rejections),
+    )
 }
 
 pub fn image(args: &ImageArgs) -> Result<()> {
@@ -163,22 +175,13 @@ pub fn image(args: &ImageArgs) -> Result<()> {
     let cfg = Stage4Config {
         seed: c.seed,
         scene_id: c.scene_id.clone(),
-        visibility: VisibilityConfig { width: args.width, height: args.height, splat_radius_m: args.splat_radius, ..VisibilityConfig::default() },
+        visibility: visibility(args.width, args.height, args.splat_radius),
         scene: c.scene()?,
         ..Stage4Config::default()
     };
-    let bar = Bar::new();
-    let s = pipeline::run_stage4(&c.instances, &c.cloud, &c.out, &cfg, &bar).context("Stage 4")?;
-    if c.render {
-        pipeline::render(&c.out.join("stage4_render_requests.json"), 4, &bar).context("rendering Stage 4")?;
-    }
-    bar.0.finish_and_clear();
-    println!(
-        "stage4.json in {}: {} rows, {} images requested; {} rejections (stage4_rejections.json)",
-        c.out.display(),
-        s.rows,
-        s.assets,
-        s.rejections
-    );
-    Ok(())
+    c.run_stage(
+        4,
+        |bar| pipeline::run_stage4(&c.instances, &c.cloud, &c.out, &cfg, bar),
+        |s| format!("{} rows, {} images requested; {} rejections (stage4_rejections.json)", s.rows, s.assets, s.rejections),
+    )
 }

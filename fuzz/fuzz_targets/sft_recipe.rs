@@ -1,0 +1,6 @@
+#![no_main]
+//! SFT recipes (TOML); what reads is written back and reads the same.
+
+use motionvl_tests::fuzz_readers::{Target, fuzz};
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| fuzz(Target::SftRecipe, data));
