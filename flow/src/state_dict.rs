@@ -15,13 +15,13 @@ pub fn weights_id(path: &Path) -> Result<String> {
 
 /// The tensors of a `.pth` checkpoint; empty when the file holds no state dict we recognise.
 pub fn read_pth(path: &Path) -> candle_core::Result<Vec<(String, Tensor)>> {
-    let bare = candle_core::pickle::read_all(path)?;
+    let bare = motionvl_models::torch_save::read_state_dict(path, None)?;
     if !bare.is_empty() {
         return Ok(bare);
     }
     // The reader fails on a key the file lacks, so each wrapper is simply tried in turn.
     for key in ["model", "state_dict"] {
-        if let Ok(wrapped) = candle_core::pickle::read_all_with_key(path, Some(key))
+        if let Ok(wrapped) = motionvl_models::torch_save::read_state_dict(path, Some(key))
             && !wrapped.is_empty()
         {
             return Ok(wrapped);

@@ -168,7 +168,7 @@ fn validate(config: &SisMotionConfig) -> std::result::Result<(), String> {
 /// Reads a `connector_weights.pt` (f32, bf16 or f16 tensors) for a model of width `width`.
 pub fn read_connector(path: &Path, width: usize, device: &Device) -> Result<Vec<(String, Var)>> {
     let bad = |reason: String| ModelError::Package { path: path.to_path_buf(), reason };
-    let tensors = candle_core::pickle::read_all(path).map_err(|e| bad(format!("not a torch.save state dict: {e}")))?;
+    let tensors = crate::torch_save::read_state_dict(path, None).map_err(|e| bad(format!("not a torch.save state dict: {e}")))?;
     let mut by_name: std::collections::HashMap<String, Tensor> = std::collections::HashMap::new();
     for (key, tensor) in tensors {
         if !RELEASED_CONNECTOR_TENSORS.contains(&key.as_str()) {

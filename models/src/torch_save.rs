@@ -1,5 +1,6 @@
 //! Writing a `dict[str, Tensor]` the way `torch.save` (torch ≥ 1.6, zip format) does, so that
-//! `torch.load` — and `load_state_dict` after it — read our files as their own.
+//! `torch.load` — and `load_state_dict` after it — read our files as their own; and reading
+//! such files with every tensor's size checked against its storage before anything is allocated.
 //!
 //! ```text
 //! <stem>/data.pkl                 pickle protocol 2: {key: _rebuild_tensor_v2(storage, 0, size, stride, False, OrderedDict())}
@@ -217,6 +218,84 @@ impl Pickle {
         }
         self.op(if values.len() > 3 { TUPLE } else { short[values.len()] });
     }
+}
+
+/// Every tensor of a `torch.save` file (under `key`, e.g. `"model"`, when the dict is wrapped),
+/// as candle's reader gives them, after checking that each tensor's bytes lie inside its
+/// storage entry: the pickle's shapes are the file's word, and candle allocates whatever they
+/// say before reading (a 23 kB file once asked for 4 GB).
+pub fn read_state_dict(path: &Path, key: Option<&str>) -> candle_core::Result<Vec<(String, Tensor)>> {
+    let mut archive = zip::ZipArchive::new(std::io::BufReader::new(std::fs::File::open(path)?)).map_err(candle_core::Error::wrap)?;
+    for index in 0..archive.len() {
+        let mut entry = archive.by_index(index).map_err(candle_core::Error::wrap)?;
+        let name = entry.name().map_err(candle_core::Error::wrap)?.into_owned();
+        if name.ends_with("data.pkl") {
+            let mut pickle = Vec::new();
+            std::io::Read::read_to_end(&mut entry, &mut pickle)?;
+            if let Some(at) = string_past_end(&pickle) {
+                candle_core::bail!("{}: {} declares a string at byte {at} longer than the pickle", path.display(), name);
+            }
+        }
+    }
+    let pth = candle_core::pickle::PthTensors::new(path, key)?;
+    let mut names: Vec<&String> = pth.tensor_infos().keys().collect();
+    names.sort();
+    for name in &names {
+        let info = &pth.tensor_infos()[*name];
+        let stored = archive.by_name(&info.path).map_err(candle_core::Error::wrap)?.size();
+        let needed = (info.layout.shape().elem_count() as u64)
+            .checked_add(info.layout.start_offset() as u64)
+            .and_then(|n| n.checked_mul(info.dtype.size_in_bytes() as u64));
+        if needed.is_none_or(|needed| needed > stored) {
+            candle_core::bail!(
+                "{}: tensor `{name}` ({:?} {:?}) needs more bytes than its storage `{}` holds ({stored})",
+                path.display(),
+                info.dtype,
+                info.layout.dims(),
+                info.path
+            );
+        }
+    }
+    let mut tensors = Vec::with_capacity(names.len());
+    for name in names {
+        if let Some(tensor) = pth.get(name)? {
+            tensors.push((name.clone(), tensor));
+        }
+    }
+    Ok(tensors)
+}
+
+/// The offset of the first `BINUNICODE` whose declared length runs past the pickle's end, over
+/// the opcodes candle's unpickler reads (it allocates that length before reading). Walking
+/// stops at an opcode outside that set: candle refuses the pickle there itself.
+fn string_past_end(pickle: &[u8]) -> Option<usize> {
+    let u32_at = |at: usize| pickle.get(at..at + 4).map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    let mut at = 0;
+    while let Some(&op) = pickle.get(at) {
+        let argument = match op {
+            b'X' => {
+                let len = u32_at(at + 1)?;
+                if len > pickle.len().saturating_sub(at + 5) {
+                    return Some(at);
+                }
+                4 + len
+            }
+            // GLOBAL: module and name, each ending in a newline.
+            b'c' => {
+                let first = pickle[at + 1..].iter().position(|&b| b == b'\n')? + 1;
+                first + pickle[at + 1 + first..].iter().position(|&b| b == b'\n')? + 1
+            }
+            0x80 | b'q' | b'K' | b'h' => 1,
+            b'M' => 2,
+            b'r' | b'J' | b'j' => 4,
+            b'G' => 8,
+            0x8a => 1 + *pickle.get(at + 1)? as usize,
+            b')' | b'R' | b'(' | b't' | b'Q' | 0x85..=0x89 | b'N' | b's' | b'u' | b'}' | b'd' | b'b' | 0x81 | b']' | b'a' | b'e' => 0,
+            _ => return None, // STOP, or an opcode candle refuses
+        };
+        at += 1 + argument;
+    }
+    None
 }
 
 #[cfg(test)]

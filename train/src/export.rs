@@ -176,7 +176,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     };
 
     let connector_path = package.connector_path();
-    let released = candle_core::pickle::read_all(&connector_path)
+    let released = motionvl_models::torch_save::read_state_dict(&connector_path, None)
         .map_err(|e| setup(format!("{}: not a torch.save state dict: {e}", connector_path.display())))?;
     let connector_dtype = uniform_dtype(&connector_path, released.iter().map(|(_, t)| t))?;
     let width = released
