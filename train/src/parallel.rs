@@ -32,7 +32,9 @@ pub enum ParallelError {
     PeerGone(usize),
     #[error("data parallel: rank {peer} sent nothing for {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): it hangs, or its host is gone")]
     Stalled { peer: usize, waited: std::time::Duration },
-    #[error("data parallel: an NCCL collective ran longer than {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): a rank hangs or is gone, and the communicator was aborted")]
+    #[error(
+        "data parallel: an NCCL collective ran longer than {waited:?} (MOTIONVL_COLLECTIVE_TIMEOUT_S): a rank hangs or is gone, and the communicator was aborted"
+    )]
     Aborted { waited: std::time::Duration },
     #[error("data parallel: the connection to rank {peer}: {source}")]
     Link { peer: usize, source: std::io::Error },
