@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use candle_core::DType;
 use motionvl_data::manifest::ChoiceAnswer;
 pub use motionvl_data::media_config::ProtocolConfig;
-use motionvl_flow::WeightPrecision;
+use motionvl_flow::{FlowError, MotionChoice, WeightPrecision};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -168,10 +168,10 @@ impl Default for OfficialConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MotionConfig {
-    /// Flow estimator by registry name (`--motion`); default: the checkpoint's own, or none
-    /// for a visual-only checkpoint.
-    #[serde(default)]
-    pub estimator: Option<String>,
+    /// Flow estimator by registry name (`--motion`), or `none`; default (absent or empty): the
+    /// checkpoint's own, or none for a visual-only checkpoint.
+    #[serde(default, deserialize_with = "given_motion")]
+    pub estimator: Option<MotionChoice>,
     /// Weights of a network estimator (RAFT) when it needs a file.
     #[serde(default)]
     pub weights: Option<PathBuf>,
@@ -197,6 +197,22 @@ pub struct MotionConfig {
     /// each round by their own dtype.
     #[serde(default)]
     pub estimator_weights: Option<motionvl_flow::WeightPrecision>,
+}
+
+/// `--motion` or `[motion] estimator` as given: surrounding space ignored, and an empty name the
+/// same as none given (the checkpoint's own estimator).
+pub fn parse_motion(text: &str) -> std::result::Result<Option<MotionChoice>, FlowError> {
+    match text.trim() {
+        "" => Ok(None),
+        name => name.parse().map(Some),
+    }
+}
+
+fn given_motion<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<MotionChoice>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(text) => parse_motion(&text).map_err(serde::de::Error::custom),
+        None => Ok(None),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

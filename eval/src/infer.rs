@@ -19,7 +19,7 @@ use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
-use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
+use motionvl_flow::{EstimatorName, EstimatorSpec, FlowCache, MotionChoice, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -588,10 +588,9 @@ fn motion_dir(config: &RunConfig, files: &CheckpointFiles) -> Option<PathBuf> {
 
 /// Resolves the motion branch of a run (see [`crate::config::MotionConfig`] for the rules).
 fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<Option<ResolvedMotion>> {
-    let named = config.motion.estimator.as_deref().map(str::trim).filter(|n| !n.is_empty());
-    let requested = match (config.motion.no_motion, named) {
+    let requested = match (config.motion.no_motion, config.motion.estimator) {
         (false, named) => named,
-        (true, None | Some("none")) => Some("none"),
+        (true, None | Some(MotionChoice::None)) => Some(MotionChoice::None),
         (true, Some(name)) => {
             return Err(EvalError::Config(format!("--no-motion and --motion {name} contradict each other")));
         }
@@ -607,7 +606,7 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
     };
     let Some((dir, meta)) = found else {
         return match (requested, &config.model.adapter) {
-            (Some("none"), _) | (None, None) => Ok(None),
+            (Some(MotionChoice::None), _) | (None, None) => Ok(None),
             // An adapter without its motion branch is most likely a motion-aware model missing
             // its connector, which would silently be evaluated as a visual-only one.
             (None, Some(adapter)) => Err(EvalError::Config(format!(
@@ -621,7 +620,7 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
             ))),
         };
     };
-    if requested == Some("none") {
+    if requested == Some(MotionChoice::None) {
         if config.motion.force {
             return Ok(None);
         }
@@ -632,11 +631,14 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
             meta.estimator
         )));
     }
-    let name = requested.unwrap_or(&meta.estimator);
+    let name = match requested.and_then(MotionChoice::estimator) {
+        Some(name) => name,
+        None => meta.estimator.parse::<EstimatorName>()?,
+    };
     let dtype = config.model_dtype()?;
     // The official default rounds MOFNet, the only network the official code runs; asking for
     // rounded weights of another estimator stays an error of the registry's.
-    let weight_precision = if name == "mofnet" { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
+    let weight_precision = if name == EstimatorName::MofNet { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
     let spec = EstimatorSpec { name, weights: config.motion.weights.as_deref(), weight_precision, ..EstimatorSpec::default() };
     let estimator: std::sync::Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     if !config.motion.force {
@@ -672,17 +674,17 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
 /// (`connector_weights.pt`, on a copy of the vision tower), and MOFNet with the package's weights
 /// (`MOF_kitti.pth`, or `--motion-weights` as the official `--videoflow_ckpt`), widths
 /// (`"mofnet"`, else the sintel config) and `decoder_depth` iterations.
-fn package_motion(config: &RunConfig, requested: Option<&str>, package: SisPackage, device: &Device) -> Result<Option<ResolvedMotion>> {
+fn package_motion(config: &RunConfig, requested: Option<MotionChoice>, package: SisPackage, device: &Device) -> Result<Option<ResolvedMotion>> {
     match requested {
         None => {}
-        Some("none") if config.motion.force => return Ok(None),
-        Some("none") => {
+        Some(MotionChoice::None) if config.motion.force => return Ok(None),
+        Some(MotionChoice::None) => {
             return Err(EvalError::Config(format!(
                 "{} is a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)",
                 package.dir.display()
             )));
         }
-        Some(name) => {
+        Some(MotionChoice::Estimator(name)) => {
             return Err(EvalError::Config(format!(
                 "{} is a SIS-Motion package, which brings its own MOFNet; leave out --motion {name}",
                 package.dir.display()

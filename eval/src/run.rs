@@ -99,7 +99,7 @@ impl RunRecord {
             limit: config.limit,
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
-            motion: config.motion.estimator.clone(),
+            motion: config.motion.estimator.map(|m| m.to_string()),
             dtype: Some(config.model.dtype.unwrap_or(if config.model.device.is_cpu() { DTypeName::F32 } else { DTypeName::Bf16 }).to_string()),
             device: Some(config.model.device.to_string()),
             weights: weight_digests(config),

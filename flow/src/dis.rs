@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::registry::EstimatorName;
 use image::Plane;
 pub use variational::VariationalParams;
 
@@ -99,9 +100,9 @@ impl Dis {
     /// `dis`/`classic`/`dis-medium`, `dis-fast` or `dis-ultrafast`; DIS takes no weights.
     pub fn from_spec(spec: &EstimatorSpec) -> Result<Self> {
         let preset = match spec.name {
-            "dis" | "classic" | "dis-medium" => DisPreset::Medium,
-            "dis-fast" => DisPreset::Fast,
-            "dis-ultrafast" => DisPreset::UltraFast,
+            EstimatorName::Dis | EstimatorName::Classic | EstimatorName::DisMedium => DisPreset::Medium,
+            EstimatorName::DisFast => DisPreset::Fast,
+            EstimatorName::DisUltrafast => DisPreset::UltraFast,
             other => {
                 return Err(FlowError::UnknownEstimator {
                     name: other.to_string(),
@@ -112,7 +113,7 @@ impl Dis {
         if let Some(path) = spec.weights {
             return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
         }
-        Ok(Dis::new(preset.params())?.with_name(spec.name))
+        Ok(Dis::new(preset.params())?.with_name(spec.name.as_str()))
     }
 
     /// The same estimator under another registry name (`classic`, `dis-fast`...).

@@ -14,6 +14,7 @@ use ndarray::{Array4, ArrayView4, s};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowError, Result};
+use crate::registry::EstimatorName;
 
 /// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
 pub type Flows = Array4<f32>;
@@ -121,7 +122,7 @@ impl Padding {
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
 pub struct EstimatorSpec<'a> {
-    pub name: &'a str,
+    pub name: EstimatorName,
     /// Checkpoint for network estimators (`.safetensors` or PyTorch `.pth`).
     pub weights: Option<&'a Path>,
     /// Refinement iterations for RAFT (default 12, torchvision's default).

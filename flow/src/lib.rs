@@ -30,4 +30,4 @@ pub use error::{FlowError, Result};
 pub use estimator::{EstimatorSpec, FlowEstimator, Flows, Padding, WeightPrecision, settings_without_precision};
 pub use pseudo::{Alignment, MotionPipeline, PseudoImageConfig, PseudoImages};
 pub use raft::{Raft, RaftArch, RaftConfig, RaftEstimator};
-pub use registry::{estimator_by_name, estimator_from_spec, known_estimators};
+pub use registry::{EstimatorName, MotionChoice, estimator_by_name, estimator_from_spec, known_estimators};

@@ -1,7 +1,10 @@
-//! The estimators behind `--motion NAME`: one line per estimator, naming it and the function
-//! that builds it from an [`EstimatorSpec`]. Adding an estimator is its own file plus one line here.
+//! The estimators behind `--motion NAME`: their names, typed ([`EstimatorName`]), and one line
+//! per estimator naming the function that builds it from an [`EstimatorSpec`]. Adding an
+//! estimator is its own file, one name and one line here.
 
+use std::fmt;
 use std::path::Path;
+use std::str::FromStr;
 
 use candle_core::Device;
 
@@ -14,48 +17,186 @@ use crate::raft::RaftEstimator;
 use crate::sea_raft::SeaRaftEstimator;
 use crate::zero::ZeroFlow;
 
+/// A flow estimator as recipes, flags, evaluation configs and cache keys name it; read from and
+/// written as the same string. Every spelling is its own value, aliases included: `classic`
+/// builds `dis` but keeps its name, which the flow cache keys on, so entries made under either
+/// stay apart as they always were.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum EstimatorName {
+    /// Dense Inverse Search, medium preset.
+    #[default]
+    Dis,
+    /// `dis` under its older name.
+    Classic,
+    DisUltrafast,
+    DisFast,
+    DisMedium,
+    RaftSmall,
+    RaftLarge,
+    SeaRaftS,
+    SeaRaftM,
+    SeaRaftL,
+    MofNet,
+    MemFlow,
+    /// Zero flow: pseudo-images without motion (the control).
+    Zero,
+}
+
+impl EstimatorName {
+    /// Every name, in the order `--help` and errors list them.
+    pub const ALL: [EstimatorName; 13] = [
+        EstimatorName::Dis,
+        EstimatorName::Classic,
+        EstimatorName::DisUltrafast,
+        EstimatorName::DisFast,
+        EstimatorName::DisMedium,
+        EstimatorName::RaftSmall,
+        EstimatorName::RaftLarge,
+        EstimatorName::SeaRaftS,
+        EstimatorName::SeaRaftM,
+        EstimatorName::SeaRaftL,
+        EstimatorName::MofNet,
+        EstimatorName::MemFlow,
+        EstimatorName::Zero,
+    ];
+
+    /// The name as `--motion` takes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EstimatorName::Dis => "dis",
+            EstimatorName::Classic => "classic",
+            EstimatorName::DisUltrafast => "dis-ultrafast",
+            EstimatorName::DisFast => "dis-fast",
+            EstimatorName::DisMedium => "dis-medium",
+            EstimatorName::RaftSmall => "raft-small",
+            EstimatorName::RaftLarge => "raft-large",
+            EstimatorName::SeaRaftS => "sea-raft-s",
+            EstimatorName::SeaRaftM => "sea-raft-m",
+            EstimatorName::SeaRaftL => "sea-raft-l",
+            EstimatorName::MofNet => "mofnet",
+            EstimatorName::MemFlow => "memflow",
+            EstimatorName::Zero => "zero",
+        }
+    }
+}
+
+impl FromStr for EstimatorName {
+    type Err = FlowError;
+    fn from_str(name: &str) -> Result<Self> {
+        EstimatorName::ALL
+            .into_iter()
+            .find(|known| known.as_str() == name)
+            .ok_or_else(|| FlowError::UnknownEstimator { name: name.to_string(), known: known_estimators().join(", ") })
+    }
+}
+
+impl fmt::Display for EstimatorName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What `--motion` and `[motion] estimator` choose: an estimator, or `none` for the visual-only
+/// model (the motion branch left out).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum MotionChoice {
+    #[default]
+    None,
+    Estimator(EstimatorName),
+}
+
+impl MotionChoice {
+    /// The estimator chosen, `None` for `none`.
+    pub fn estimator(self) -> Option<EstimatorName> {
+        match self {
+            MotionChoice::None => None,
+            MotionChoice::Estimator(name) => Some(name),
+        }
+    }
+
+    /// `none` or the estimator's name.
+    pub fn as_str(self) -> &'static str {
+        self.estimator().map_or("none", EstimatorName::as_str)
+    }
+}
+
+impl FromStr for MotionChoice {
+    type Err = FlowError;
+    fn from_str(name: &str) -> Result<Self> {
+        match name {
+            "none" => Ok(MotionChoice::None),
+            name => name.parse().map(MotionChoice::Estimator),
+        }
+    }
+}
+
+impl fmt::Display for MotionChoice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Both are written as their strings in recipes, configs and records.
+macro_rules! serde_as_string {
+    ($($name:ty),*) => {$(
+        impl serde::Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+                text.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    )*};
+}
+serde_as_string!(EstimatorName, MotionChoice);
+
 type Build = fn(&EstimatorSpec, &Device) -> Result<Box<dyn FlowEstimator>>;
 
 fn boxed<E: FlowEstimator + 'static>(estimator: Result<E>) -> Result<Box<dyn FlowEstimator>> {
     Ok(Box::new(estimator?))
 }
 
-/// `(names, build)`: every name in `names` builds with `build`, which reads `spec.name` for the
-/// variant.
-const REGISTRY: &[(&[&str], Build)] = &[
-    (&["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium"], |spec, _| boxed(Dis::from_spec(spec))),
-    (&["raft-small", "raft-large"], |spec, device| boxed(RaftEstimator::from_spec(spec, device))),
-    (&["sea-raft-s", "sea-raft-m", "sea-raft-l"], |spec, device| boxed(SeaRaftEstimator::from_spec(spec, device))),
-    (&["mofnet"], |spec, device| boxed(MofNetEstimator::from_spec(spec, device))),
-    (&["memflow"], |spec, device| boxed(MemFlowEstimator::from_spec(spec, device))),
-    (&["zero"], |spec, _| boxed(ZeroFlow::from_spec(spec))),
-];
+/// The function that builds `name`, which reads `spec.name` for the variant: the registry, one
+/// line per estimator (a match, so a name without a builder does not compile).
+fn builder(name: EstimatorName) -> Build {
+    use EstimatorName::*;
+    match name {
+        Dis | Classic | DisUltrafast | DisFast | DisMedium => |spec, _| boxed(Dis::from_spec(spec)),
+        RaftSmall | RaftLarge => |spec, device| boxed(RaftEstimator::from_spec(spec, device)),
+        SeaRaftS | SeaRaftM | SeaRaftL => |spec, device| boxed(SeaRaftEstimator::from_spec(spec, device)),
+        MofNet => |spec, device| boxed(MofNetEstimator::from_spec(spec, device)),
+        MemFlow => |spec, device| boxed(MemFlowEstimator::from_spec(spec, device)),
+        Zero => |spec, _| boxed(ZeroFlow::from_spec(spec)),
+    }
+}
 
 /// Every name [`estimator_by_name`] accepts.
 pub fn known_estimators() -> Vec<&'static str> {
-    REGISTRY.iter().flat_map(|(names, _)| names.iter().copied()).collect()
+    EstimatorName::ALL.into_iter().map(EstimatorName::as_str).collect()
 }
 
-/// The estimator behind `--motion NAME`. `dis` (alias `classic`) needs no weights; the networks
-/// need a checkpoint.
+/// The estimator behind `--motion NAME`, the name read here. `dis` (alias `classic`) needs no
+/// weights; the networks need a checkpoint.
 pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    estimator_from_spec(&EstimatorSpec { name, weights, ..EstimatorSpec::default() }, device)
+    estimator_from_spec(&EstimatorSpec { name: name.parse()?, weights, ..EstimatorSpec::default() }, device)
 }
 
 /// [`estimator_by_name`] with the extra knobs of [`EstimatorSpec`].
 pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    let Some((_, build)) = REGISTRY.iter().find(|(names, _)| names.contains(&spec.name)) else {
-        return Err(FlowError::UnknownEstimator { name: spec.name.to_string(), known: known_estimators().join(", ") });
-    };
     // Only MOFNet's rounding is the official code's (SIS-Motion runs no other network).
-    if spec.weight_precision != WeightPrecision::F32 && spec.name != "mofnet" {
+    if spec.weight_precision != WeightPrecision::F32 && spec.name != EstimatorName::MofNet {
         return Err(FlowError::InvalidParameter(format!(
             "estimator weights `{}` reproduce the SIS-Motion code's MOFNet; `{}` computes with its weights as stored (use f32)",
             spec.weight_precision.as_str(),
             spec.name
         )));
     }
-    build(spec, device)
+    builder(spec.name)(spec, device)
 }
 
 #[cfg(test)]
@@ -73,8 +214,21 @@ mod tests {
         assert!(missing.contains("--weights") && missing.contains("`dis`") && missing.contains("raft_small"), "{missing}");
         let extra = estimator_by_name("dis", Some(Path::new("x.pth")), &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(extra.contains("takes no weights"), "{extra}");
-        let rounded = EstimatorSpec { name: "dis", weight_precision: WeightPrecision::Bf16Rounded, ..EstimatorSpec::default() };
+        let rounded = EstimatorSpec { name: EstimatorName::Dis, weight_precision: WeightPrecision::Bf16Rounded, ..EstimatorSpec::default() };
         let refused = estimator_from_spec(&rounded, &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(refused.contains("bf16-rounded") && refused.contains("`dis`"), "{refused}");
+    }
+
+    #[test]
+    fn names_read_back() {
+        for name in EstimatorName::ALL {
+            assert_eq!(name.as_str().parse::<EstimatorName>().ok(), Some(name));
+        }
+        assert_eq!("none".parse::<MotionChoice>().ok(), Some(MotionChoice::None));
+        assert_eq!("classic".parse::<MotionChoice>().ok(), Some(MotionChoice::Estimator(EstimatorName::Classic)));
+        let json: Vec<MotionChoice> = serde_json::from_str(r#"["none", "sea-raft-m"]"#).expect("reads");
+        assert_eq!(serde_json::to_string(&json).expect("writes"), r#"["none","sea-raft-m"]"#);
+        let err = serde_json::from_str::<EstimatorName>(r#""farneback""#).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("unknown motion estimator `farneback`") && err.contains("memflow"), "{err}");
     }
 }

@@ -51,7 +51,7 @@ enum Command {
         /// Flow estimator of the motion branch (`none` = visual-only baseline): dis (alias
         /// classic), raft-small, raft-large, …
         #[arg(long)]
-        motion: Option<String>,
+        motion: Option<motionvl_flow::MotionChoice>,
         /// Weights of a network flow estimator (RAFT, SEA-RAFT, MemFlow, MOFNet checkpoints).
         #[arg(long)]
         flow_weights: Option<PathBuf>,
@@ -239,7 +239,7 @@ fn main() -> Result<()> {
                 overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
             }
             if let Some(name) = motion {
-                overrides.push(("motion.estimator".into(), format!("{name:?}")));
+                overrides.push(("motion.estimator".into(), format!("{:?}", name.as_str())));
             }
             if let Some(weights) = flow_weights {
                 overrides.push(("motion.weights".into(), format!("{:?}", weights.display().to_string())));
