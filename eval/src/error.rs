@@ -35,8 +35,36 @@ pub enum EvalError {
     /// Stopped on request (a signal) after a batch; every answer so far is on disk.
     #[error("stopped on request with {answered} question(s) answered and {remaining} left; continue with --resume into {}", out.display())]
     Stopped { answered: usize, remaining: usize, out: PathBuf },
+    /// A config or settings file that does not read (the run config, a checkpoint's
+    /// `preprocessor_config.json`, a motion branch's `motion.json`, a package's config).
+    #[error("configuration: {}: {reason}", path.display())]
+    ConfigFile { path: PathBuf, reason: String },
+    /// A setting the run needs and nobody gave.
+    #[error("configuration: no {what}: pass {flag} or set `{key}` in the config file")]
+    Missing { what: &'static str, flag: &'static str, key: &'static str },
+    /// A setting outside what it may be.
+    #[error("configuration: {key} = {value} {problem}")]
+    BadValue { key: &'static str, value: String, problem: String },
+    /// What a protocol does not do, and what to choose instead.
+    #[error("configuration: the {} protocol {problem}", protocol.as_str())]
+    NotInProtocol { protocol: crate::config::ProtocolKind, problem: &'static str },
+    #[error("configuration: --no-motion and --motion {motion} contradict each other")]
+    NoMotionAndMotion { motion: motionvl_flow::MotionChoice },
+    /// The motion branch asked for does not fit the model: `problem` says how, and what to pass.
+    #[error("configuration: {}: {problem}", model.display())]
+    MotionBranch { model: PathBuf, problem: String },
+    #[error(
+        "configuration: {} holds no adapter_config.json (nor does its adapter/ folder); pass a PEFT LoRA folder or a trainer checkpoint",
+        dir.display()
+    )]
+    NoAdapter { dir: PathBuf },
+    #[error("configuration: checkpoint {checkpoint} has no tokenizer.json (looked in {})", looked_in.display())]
+    NoTokenizer { checkpoint: String, looked_in: PathBuf },
+    /// The tokenizer's vision tokens are not the model config's (the model's words).
     #[error("configuration: {0}")]
-    Config(String),
+    VisionTokens(String),
+    #[error("configuration: cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))]
+    UnknownManifest { manifest: PathBuf, reasons: Vec<String> },
     /// The media of a question cannot be decoded or preprocessed.
     #[error("{file}:{line} ({id}): {message}")]
     Media { file: PathBuf, line: usize, id: String, message: String },

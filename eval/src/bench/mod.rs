@@ -133,7 +133,7 @@ pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
     if let Some(b) = with_unlisted_tasks {
         return Ok(b);
     }
-    Err(EvalError::Config(format!("cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))))
+    Err(EvalError::UnknownManifest { manifest: manifest.to_path_buf(), reasons })
 }
 
 fn normalise(s: &str) -> String {
