@@ -198,7 +198,7 @@ fn asks_as_evaluated(world: &SynthSummary) -> bool {
 /// The clip each held-out question is asked about (its video), by question id.
 fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
     use motionvl_eval::bench::Bench as _;
-    let opts = motionvl_data::samples::ReadOptions { media_root: None, check_media: false, skip_bad: false };
+    let opts = motionvl_data::samples::ReadOptions::rows_only();
     let items = motionvl_eval::bench::SisBench.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
     Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }

@@ -89,7 +89,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let samples = read_samples(recipe)?;
     let mut corpus = samples.clone();
     for path in tokenizer_text {
-        let read = read_training_samples(path, &ReadOptions { media_root: None, check_media: false, skip_bad: false })
+        let read = read_training_samples(path, &ReadOptions::rows_only())
 ?;
         corpus.extend(read.items);
     }

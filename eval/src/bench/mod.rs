@@ -29,13 +29,13 @@ mod sisbench;
 mod urbanvideo;
 
 pub use dualcog::DualCog;
-pub use links2bench::LinkS2Bench;
+pub use links2bench::LINKS2_BENCH;
 pub use nav::Nav;
-pub use sisbench::SisBench;
-pub use urbanvideo::UrbanVideo;
+pub use sisbench::SIS_BENCH;
+pub use urbanvideo::URBAN_VIDEO;
 
 /// Every benchmark `evaluate --bench` accepts.
-pub static REGISTRY: &[&dyn Bench] = &[&SisBench, &UrbanVideo, &DualCog, &LinkS2Bench, &Nav];
+pub static REGISTRY: &[&dyn Bench] = &[&SIS_BENCH, &URBAN_VIDEO, &DualCog, &LINKS2_BENCH, &Nav];
 
 /// One task column of a benchmark's table, in the paper's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +101,29 @@ pub trait Bench: Send + Sync {
     }
 }
 
+/// A benchmark that is its manifest's table and no more: names, reader and task columns, with
+/// the default prompts and scoring (they follow each answer's form). SIS-Bench,
+/// UrbanVideo-Bench and LinkS²Bench are each one of these.
+pub struct TableBench {
+    pub names: &'static BenchNames,
+    pub read: fn(&Path, &ReadOptions) -> Result<ReadOutcome<Item>>,
+    pub layout: fn() -> Vec<Column>,
+}
+
+impl Bench for TableBench {
+    fn names(&self) -> &'static BenchNames {
+        self.names
+    }
+
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
+        (self.read)(manifest, opts)
+    }
+
+    fn layout(&self) -> Vec<Column> {
+        (self.layout)()
+    }
+}
+
 /// The benchmark registered under `name` (or an alias), compared ignoring case and punctuation.
 pub fn find(name: &str) -> Result<&'static dyn Bench> {
     let key = normalise(name);
@@ -117,7 +140,7 @@ pub fn find(name: &str) -> Result<&'static dyn Bench> {
 /// `task_type`, as the official scorer does) yields to a later reader that knows them all.
 /// For commands where `--bench` is left out.
 pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
-    let opts = ReadOptions { media_root: None, check_media: false, skip_bad: false };
+    let opts = ReadOptions::rows_only();
     let mut reasons = Vec::new();
     let mut with_unlisted_tasks = None;
     for b in REGISTRY {
