@@ -30,7 +30,7 @@ impl DeviceName {
             DeviceName::Cuda(ordinal) => {
                 let ordinal = ordinal.unwrap_or(0);
                 Device::new_cuda(ordinal)
-                    .map_err(|e| ModelError::Input(format!("device cuda:{ordinal}: {e} (was motionvl built with --features cuda?)")))
+                    .map_err(|e| ModelError::NoDevice { device: format!("cuda:{ordinal}"), reason: e.to_string() })
             }
         }
     }
@@ -40,7 +40,7 @@ impl FromStr for DeviceName {
     type Err = ModelError;
     fn from_str(name: &str) -> Result<Self> {
         let name = name.trim().to_ascii_lowercase();
-        let invalid = || ModelError::Input(format!("device `{name}`: expected cpu, cuda or cuda:N"));
+        let invalid = || ModelError::UnknownName { what: "device", name: name.clone(), expected: "cpu, cuda or cuda:N" };
         match name.as_str() {
             "cpu" => Ok(DeviceName::Cpu),
             "cuda" => Ok(DeviceName::Cuda(None)),
@@ -92,7 +92,7 @@ impl FromStr for DTypeName {
             "f32" | "float32" => Ok(DTypeName::F32),
             "bf16" | "bfloat16" => Ok(DTypeName::Bf16),
             "f16" | "float16" => Ok(DTypeName::F16),
-            other => Err(ModelError::Input(format!("dtype `{other}`: expected f32, bf16 or f16"))),
+            other => Err(ModelError::UnknownName { what: "dtype", name: other.to_string(), expected: "f32, bf16 or f16" }),
         }
     }
 }
