@@ -136,24 +136,8 @@ impl fmt::Display for MotionChoice {
     }
 }
 
-/// Both are written as their strings in recipes, configs and records.
-macro_rules! serde_as_string {
-    ($($name:ty),*) => {$(
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    )*};
-}
-serde_as_string!(EstimatorName, MotionChoice);
+// Both are written as their strings in recipes, configs and records.
+motionvl_util::serde_as_string!(EstimatorName, MotionChoice);
 
 type Build = fn(&EstimatorSpec, &Device) -> Result<Box<dyn FlowEstimator>>;
 

@@ -107,24 +107,8 @@ impl fmt::Display for DTypeName {
     }
 }
 
-/// Both names are written as their strings in recipes, configs and records.
-macro_rules! serde_as_string {
-    ($($name:ty),*) => {$(
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    )*};
-}
-serde_as_string!(DeviceName, DTypeName);
+// Both names are written as their strings in recipes, configs and records.
+motionvl_util::serde_as_string!(DeviceName, DTypeName);
 
 /// `cpu`, `cuda` or `cuda:N` (case and surrounding space ignored), opened.
 pub fn parse_device(name: &str) -> Result<Device> {
