@@ -199,7 +199,7 @@ fn asks_as_evaluated(world: &SynthSummary) -> bool {
 fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
     use motionvl_eval::bench::Bench as _;
     let opts = motionvl_data::samples::ReadOptions::rows_only();
-    let items = motionvl_eval::bench::SisBench.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
+    let items = motionvl_eval::bench::SIS_BENCH.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
     Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }
 

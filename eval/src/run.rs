@@ -554,12 +554,12 @@ mod tests {
     #[test]
     fn a_record_without_a_protocol_is_the_papers_and_another_protocol_is_refused() {
         let config = |kind: Option<ProtocolKind>| RunConfig { bench: "sisbench".into(), protocol_kind: kind, ..RunConfig::default() };
-        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SisBench) };
-        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SisBench);
+        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SIS_BENCH) };
+        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SIS_BENCH);
         assert!(old.differences(&paper).is_empty(), "{:?}", old.differences(&paper));
-        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SisBench);
+        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SIS_BENCH);
         assert_eq!(paper.differences(&official), ["protocol_kind (--protocol)", "official settings"]);
-        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SisBench);
+        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SIS_BENCH);
         assert_eq!(official.differences(&vllm), ["protocol_kind (--protocol)"]);
     }
 }

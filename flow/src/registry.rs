@@ -8,7 +8,6 @@ use std::str::FromStr;
 
 use candle_core::Device;
 
-use crate::dis::Dis;
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, WeightPrecision};
 use crate::memflow::MemFlowEstimator;
@@ -150,7 +149,7 @@ fn boxed<E: FlowEstimator + 'static>(estimator: Result<E>) -> Result<Box<dyn Flo
 fn builder(name: EstimatorName) -> Build {
     use EstimatorName::*;
     match name {
-        Dis | Classic | DisUltrafast | DisFast | DisMedium => |spec, _| boxed(Dis::from_spec(spec)),
+        Dis | Classic | DisUltrafast | DisFast | DisMedium => |spec, _| boxed(crate::dis::Dis::from_spec(spec)),
         RaftSmall | RaftLarge => |spec, device| boxed(RaftEstimator::from_spec(spec, device)),
         SeaRaftS | SeaRaftM | SeaRaftL => |spec, device| boxed(SeaRaftEstimator::from_spec(spec, device)),
         MofNet => |spec, device| boxed(MofNetEstimator::from_spec(spec, device)),

@@ -343,32 +343,32 @@ mod tests {
     #[test]
     fn ranking_answers_single_choices_generates_open_questions_and_refuses_the_rest() {
         let two = ["left", "right"];
-        assert!(matches!(ranked(&SisBench, &item(Answer::Choice('B'), &two)), Ok(true)));
-        assert!(matches!(ranked(&SisBench, &item(Answer::YesNo(true), &[])), Ok(false)));
+        assert!(matches!(ranked(&SIS_BENCH, &item(Answer::Choice('B'), &two)), Ok(true)));
+        assert!(matches!(ranked(&SIS_BENCH, &item(Answer::YesNo(true), &[])), Ok(false)));
         let refusal = |bench: &dyn Bench, answer: Answer, options: &[&str]| match ranked(bench, &item(answer, options)) {
             Err(EvalError::NotRankable { bench, question, reason }) => (bench, question, reason),
             other => panic!("not refused: {other:?}"),
         };
         let at = Some("manifest.json:7 (q7)".to_string());
-        assert_eq!(refusal(&SisBench, Answer::Choices(vec!['A', 'B']), &two), ("sisbench", at.clone(), NotRankable::MultiSelect));
-        assert_eq!(refusal(&SisBench, Answer::Number(2.0), &two), ("sisbench", at.clone(), NotRankable::NotAChoice));
+        assert_eq!(refusal(&SIS_BENCH, Answer::Choices(vec!['A', 'B']), &two), ("sisbench", at.clone(), NotRankable::MultiSelect));
+        assert_eq!(refusal(&SIS_BENCH, Answer::Number(2.0), &two), ("sisbench", at.clone(), NotRankable::NotAChoice));
         // UAV-DualCog asks for JSON, even on its single-choice questions.
         assert_eq!(refusal(&DualCog, Answer::Choice('A'), &two), ("dualcog", at, NotRankable::JsonAnswers));
         assert!(matches!(
             check_rankable(&DualCog, &[]),
             Err(EvalError::NotRankable { bench: "dualcog", question: None, reason: NotRankable::JsonAnswers })
         ));
-        assert!(check_rankable(&SisBench, &[item(Answer::Choice('A'), &two), item(Answer::YesNo(false), &[])]).is_ok());
+        assert!(check_rankable(&SIS_BENCH, &[item(Answer::Choice('A'), &two), item(Answer::YesNo(false), &[])]).is_ok());
     }
 
     #[test]
     fn the_single_choice_instruction_asks_for_the_form_requested() {
         let q = item(Answer::Choice('B'), &["left", "right"]);
         let head = "<video>\nWhich way does the drone turn?\nOptions:\nA. left\nB. right\n";
-        assert_eq!(SisBench.prompt(&q), format!("{head}Answer with the option's letter from the given choices directly."));
-        assert_eq!(SisBench.prompt_asking(&q, ChoiceAnswer::Text), format!("{head}Answer with the option's text from the given choices directly."));
+        assert_eq!(SIS_BENCH.prompt(&q), format!("{head}Answer with the option's letter from the given choices directly."));
+        assert_eq!(SIS_BENCH.prompt_asking(&q, ChoiceAnswer::Text), format!("{head}Answer with the option's text from the given choices directly."));
         assert_eq!(
-            SisBench.prompt_asking(&q, ChoiceAnswer::LetterText),
+            SIS_BENCH.prompt_asking(&q, ChoiceAnswer::LetterText),
             format!("{head}Answer with the option's letter and text from the given choices directly.")
         );
     }
