@@ -439,7 +439,8 @@ impl RunConfig {
         if self.out.as_os_str().is_empty() {
             return missing("output folder", "--out", "out");
         }
-        let bad = |key, value: &dyn std::fmt::Display, problem: &str| Err(EvalError::BadValue { key, value: value.to_string(), problem: problem.into() });
+        let bad =
+            |key, value: &dyn std::fmt::Display, problem: &str| Err(EvalError::BadValue { key, value: value.to_string(), problem: problem.into() });
         let at_least_one = "must be at least 1";
         for (key, value) in [
             ("generation.batch_size", self.generation.batch_size),

@@ -19,7 +19,9 @@ use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
-use motionvl_flow::{EstimatorName, EstimatorSpec, FlowCache, MotionChoice, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
+use motionvl_flow::{
+    EstimatorName, EstimatorSpec, FlowCache, FlowEstimator, MotionChoice, PseudoImageConfig, estimator_from_spec, settings_without_precision,
+};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -644,7 +646,8 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
     let dtype = config.model_dtype()?;
     // The official default rounds MOFNet, the only network the official code runs; asking for
     // rounded weights of another estimator stays an error of the registry's.
-    let weight_precision = if name == EstimatorName::MofNet { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
+    let weight_precision =
+        if name == EstimatorName::MofNet { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
     let spec = EstimatorSpec { name, weights: config.motion.weights.as_deref(), weight_precision, ..EstimatorSpec::default() };
     let estimator: std::sync::Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     if !config.motion.force {
@@ -690,7 +693,8 @@ fn package_motion(config: &RunConfig, requested: Option<MotionChoice>, package: 
         Some(MotionChoice::None) => {
             return Err(EvalError::MotionBranch {
                 model: package.dir,
-                problem: "a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)".into(),
+                problem: "a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)"
+                    .into(),
             });
         }
         Some(MotionChoice::Estimator(name)) => {
@@ -702,9 +706,8 @@ fn package_motion(config: &RunConfig, requested: Option<MotionChoice>, package: 
     }
     let config_file = package.dir.join(motionvl_models::sis_package::SIS_CONFIG_FILE);
     let mofnet_config = match &package.config.mofnet {
-        Some(widths) => {
-            serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| EvalError::ConfigFile { path: config_file.clone(), reason: format!("mofnet: {e}") })?
-        }
+        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone())
+            .map_err(|e| EvalError::ConfigFile { path: config_file.clone(), reason: format!("mofnet: {e}") })?,
         None => MofConfig::default(),
     };
     let weights = config.motion.weights.clone().unwrap_or_else(|| package.videoflow_path());

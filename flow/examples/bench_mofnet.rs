@@ -56,8 +56,13 @@ fn main() -> Result<()> {
     let torch_ms = reference_ms(&reference)?;
 
     eprintln!("Candle: {runs} runs + warm-up…");
-    let est =
-        MofNetEstimator::from_checkpoint(&dir.path().join("weights.safetensors"), MofConfig::default(), iters, motionvl_flow::WeightPrecision::F32, &device)?;
+    let est = MofNetEstimator::from_checkpoint(
+        &dir.path().join("weights.safetensors"),
+        MofConfig::default(),
+        iters,
+        motionvl_flow::WeightPrecision::F32,
+        &device,
+    )?;
     let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {

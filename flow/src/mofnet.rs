@@ -170,7 +170,11 @@ impl FlowEstimator for MofNetEstimator {
         let (forward, _backward) = self.model.forward_coarse(&images, self.iters)?;
         let (m, _, fh, fw) = forward.dims4()?;
         let values = forward.flatten_all()?.to_vec1::<f32>()?;
-        Array4::from_shape_vec((m, 2, fh, fw), values).map_err(|e| FlowError::Clip { what: "MOFNet's flows", needs: format!("[{m},2,{fh},{fw}]"), got: e.to_string() })
+        Array4::from_shape_vec((m, 2, fh, fw), values).map_err(|e| FlowError::Clip {
+            what: "MOFNet's flows",
+            needs: format!("[{m},2,{fh},{fw}]"),
+            got: e.to_string(),
+        })
     }
 
     fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows> {

@@ -118,7 +118,11 @@ pub fn torch_linspace_indices(len: usize, count: usize) -> Vec<usize> {
 pub fn mofnet_frames(decoded: ArrayView4<u8>, frames: usize) -> Result<Array4<f32>> {
     let (n, h, w, c) = decoded.dim();
     if c != 3 || n == 0 || h == 0 || w == 0 {
-        return Err(FlowError::Clip { what: "MOFNet's frames", needs: "a non-empty RGB clip [N,H,W,3]".into(), got: format!("{:?}", decoded.shape()) });
+        return Err(FlowError::Clip {
+            what: "MOFNet's frames",
+            needs: "a non-empty RGB clip [N,H,W,3]".into(),
+            got: format!("{:?}", decoded.shape()),
+        });
     }
     let indices: Vec<usize> = if n == frames { (0..n).collect() } else { numpy_linspace_indices(n, frames) };
     let chosen = decoded.select(Axis(0), &indices);

@@ -29,8 +29,7 @@ impl DeviceName {
             DeviceName::Cpu => Ok(Device::Cpu),
             DeviceName::Cuda(ordinal) => {
                 let ordinal = ordinal.unwrap_or(0);
-                Device::new_cuda(ordinal)
-                    .map_err(|e| ModelError::NoDevice { device: format!("cuda:{ordinal}"), reason: e.to_string() })
+                Device::new_cuda(ordinal).map_err(|e| ModelError::NoDevice { device: format!("cuda:{ordinal}"), reason: e.to_string() })
             }
         }
     }

@@ -265,7 +265,9 @@ impl Dinov2Embeddings {
         let (b, c, h, w) = pixel_values.dims4()?;
         let p = self.patch_size;
         if h % p != 0 || w % p != 0 || h == 0 || w == 0 {
-            return Err(ModelError::Pixels { problem: format!("DINOv2 input is {h}×{w} px; both sides must be positive multiples of the patch size {p}") });
+            return Err(ModelError::Pixels {
+                problem: format!("DINOv2 input is {h}×{w} px; both sides must be positive multiples of the patch size {p}"),
+            });
         }
         let (rows, cols) = (h / p, w / p);
         // The stride-P convolution as a matmul over flattened patches: [B, rows·cols, C·P·P].

@@ -226,7 +226,8 @@ pub fn vision_features(
 ) -> Result<crate::qwen25vl::VisionFeatures> {
     let mut features = model.encode_vision(inputs)?;
     if let (Some(branch), Some(videos)) = (branch, features.videos.as_ref()) {
-        let motion = motion.ok_or_else(|| ModelError::Pixels { problem: "the model is motion-aware but the batch carries no motion pixels".into() })?;
+        let motion =
+            motion.ok_or_else(|| ModelError::Pixels { problem: "the model is motion-aware but the batch carries no motion pixels".into() })?;
         let video_grids = inputs.videos.as_ref().map(|v| v.grids.clone()).unwrap_or_default();
         if motion.grids != video_grids {
             return Err(ModelError::Pixels { problem: format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids) });

@@ -448,7 +448,9 @@ impl Qwen25Vl {
         if let Some(p) = penalty
             && p.prompt_ids.len() != rows
         {
-            return Err(ModelError::Prompt { problem: format!("the repetition penalty has prompt ids of {} rows for a batch of {rows}", p.prompt_ids.len()) });
+            return Err(ModelError::Prompt {
+                problem: format!("the repetition penalty has prompt ids of {} rows for a batch of {rows}", p.prompt_ids.len()),
+            });
         }
         // The ids each row's sequence holds so far: its prompt, then what it generated.
         let mut seen: Vec<std::collections::HashSet<u32>> = match penalty {
@@ -518,15 +520,15 @@ fn vision_spans(batch: &PromptBatch, inputs: &VisionInputs) -> Result<Vec<Vision
             }
             let (grid, seconds) = if kind == TokenKind::Image {
                 next_image += 1;
-                let grid = *image_grids
-                    .get(next_image - 1)
-                    .ok_or_else(|| ModelError::Prompt { problem: format!("the prompts hold more image blocks than the {} image inputs", image_grids.len()) })?;
+                let grid = *image_grids.get(next_image - 1).ok_or_else(|| ModelError::Prompt {
+                    problem: format!("the prompts hold more image blocks than the {} image inputs", image_grids.len()),
+                })?;
                 (grid, 0.0)
             } else {
                 next_video += 1;
-                let grid = *video_grids
-                    .get(next_video - 1)
-                    .ok_or_else(|| ModelError::Prompt { problem: format!("the prompts hold more video blocks than the {} video inputs", video_grids.len()) })?;
+                let grid = *video_grids.get(next_video - 1).ok_or_else(|| ModelError::Prompt {
+                    problem: format!("the prompts hold more video blocks than the {} video inputs", video_grids.len()),
+                })?;
                 (grid, inputs.video_seconds_per_grid.get(next_video - 1).copied().unwrap_or(1.0))
             };
             spans.push(VisionSpan { grid, seconds_per_grid: seconds });

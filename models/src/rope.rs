@@ -100,7 +100,9 @@ pub fn rope_index(
                 i += 1;
                 continue;
             }
-            let span = spans.next().ok_or_else(|| ModelError::Prompt { problem: format!("row {row}: more vision blocks in the prompt than vision inputs") })?;
+            let span = spans
+                .next()
+                .ok_or_else(|| ModelError::Prompt { problem: format!("row {row}: more vision blocks in the prompt than vision inputs") })?;
             let [t, h, w] = span.grid;
             let (h, w) = (h / spatial_merge_size, w / spatial_merge_size);
             let count = t * h * w;

@@ -334,7 +334,9 @@ impl VisionTower {
         let layout = VisionLayout::new(grids, &self.cfg)?;
         let expected = [layout.num_patches(), self.cfg.patch_dim()];
         if pixel_values.dims() != expected {
-            return Err(ModelError::Pixels { problem: format!("pixel values have shape {:?}, the grids {grids:?} need {expected:?}", pixel_values.dims()) });
+            return Err(ModelError::Pixels {
+                problem: format!("pixel values have shape {:?}, the grids {grids:?} need {expected:?}", pixel_values.dims()),
+            });
         }
         let device = pixel_values.device();
         let unit = self.cfg.merge_unit();

@@ -87,8 +87,13 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         unfit(&checkpoint, "is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet".into())
     })?;
     if meta.estimator != "mofnet" {
-        return Err(unfit(&checkpoint, format!("was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported", meta.estimator
-        )));
+        return Err(unfit(
+            &checkpoint,
+            format!(
+                "was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported",
+                meta.estimator
+            ),
+        ));
     }
 
     // The official evaluator feeds the connector the official pseudo-images: a connector that
@@ -108,18 +113,26 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
     let weights = recipe.motion.weights.clone().ok_or_else(|| unfit(&recipe_path, "motion.weights is not set".into()))?;
     let digest = motionvl_flow::state_dict::weights_id(&weights)?;
     if meta.estimator_settings["weights"].as_str() != Some(digest.as_str()) {
-        return Err(unfit(&weights, format!("is not the MOFNet the run was trained with: its digest is {digest}, {} records {}", checkpoint.join(motionvl_models::motion::MOTION_META_FILE).display(),
-            meta.estimator_settings["weights"]
-        )));
+        return Err(unfit(
+            &weights,
+            format!(
+                "is not the MOFNet the run was trained with: its digest is {digest}, {} records {}",
+                checkpoint.join(motionvl_models::motion::MOTION_META_FILE).display(),
+                meta.estimator_settings["weights"]
+            ),
+        ));
     }
-    let iters = meta.estimator_settings["iters"]
-        .as_u64()
-        .ok_or_else(|| unfit(&checkpoint, "the MOFNet settings lack `iters`".into()))? as usize;
+    let iters = meta.estimator_settings["iters"].as_u64().ok_or_else(|| unfit(&checkpoint, "the MOFNet settings lack `iters`".into()))? as usize;
 
     let connector = read_connector_vars(&checkpoint)?;
     let hidden = Connector::from_vars(&connector)?.hidden()?;
     if hidden != OFFICIAL_CONNECTOR_HIDDEN {
-        return Err(unfit(&checkpoint, format!("the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN} (train with [motion] connector_hidden = {OFFICIAL_CONNECTOR_HIDDEN})")));
+        return Err(unfit(
+            &checkpoint,
+            format!(
+                "the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN} (train with [motion] connector_hidden = {OFFICIAL_CONNECTOR_HIDDEN})"
+            ),
+        ));
     }
 
     let lora = LoraWeights::load_peft(&adapter, &Device::Cpu)?;
@@ -169,8 +182,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     };
 
     let connector_path = package.connector_path();
-    let released = candle_core::pickle::read_all(&connector_path)
-        .map_err(|e| unfit(&connector_path, format!("not a torch.save state dict: {e}")))?;
+    let released = candle_core::pickle::read_all(&connector_path).map_err(|e| unfit(&connector_path, format!("not a torch.save state dict: {e}")))?;
     let connector_dtype = uniform_dtype(&connector_path, released.iter().map(|(_, t)| t))?;
     let width = released
         .iter()
@@ -181,7 +193,10 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     let connector = package.load_connector(width, &Device::Cpu)?;
     let hidden = Connector::from_vars(&connector)?.hidden()?;
     if hidden != OFFICIAL_CONNECTOR_HIDDEN {
-        return Err(unfit(&connector_path, format!("the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN}")));
+        return Err(unfit(
+            &connector_path,
+            format!("the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN}"),
+        ));
     }
 
     let config_path = dir.join(SIS_CONFIG_FILE);
@@ -191,8 +206,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     };
     let weights = package.videoflow_path();
     if !weights.is_file() {
-        return Err(unfit(&dir, format!("does not bundle MOFNet's weights ({} does not exist); a package export carries them", weights.display()
-        )));
+        return Err(unfit(&dir, format!("does not bundle MOFNet's weights ({} does not exist); a package export carries them", weights.display())));
     }
     // Reading them as `evaluate` does proves they are MOFNet's at the config's widths.
     MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, WeightPrecision::F32, &Device::Cpu)?;

@@ -65,15 +65,20 @@ pub enum Scope {
 /// stages, whose words the model must be able to spell).
 pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Result<Pretrained> {
     if recipe.motion.enabled() {
-        return Err(TrainError::Recipe { key: "motion.estimator", problem: "pretraining trains the visual model only: set motion.estimator = \"none\"".into() });
+        return Err(TrainError::Recipe {
+            key: "motion.estimator",
+            problem: "pretraining trains the visual model only: set motion.estimator = \"none\"".into(),
+        });
     }
-    let init_config = recipe
-        .model
-        .init_config
-        .as_deref()
-        .ok_or_else(|| TrainError::Recipe { key: "model.init_config", problem: "pretraining builds a fresh model: [model] needs `init_config`".into() })?;
+    let init_config = recipe.model.init_config.as_deref().ok_or_else(|| TrainError::Recipe {
+        key: "model.init_config",
+        problem: "pretraining builds a fresh model: [model] needs `init_config`".into(),
+    })?;
     if recipe.model.dtype != DTypeName::F32 {
-        return Err(TrainError::Recipe { key: "model.dtype", problem: format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype) });
+        return Err(TrainError::Recipe {
+            key: "model.dtype",
+            problem: format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype),
+        });
     }
     let out = recipe.output_dir.clone();
     let _lock = RunLock::acquire(&out)?;
@@ -89,8 +94,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let samples = read_samples(recipe)?;
     let mut corpus = samples.clone();
     for path in tokenizer_text {
-        let read = read_training_samples(path, &ReadOptions::rows_only())
-?;
+        let read = read_training_samples(path, &ReadOptions::rows_only())?;
         corpus.extend(read.items);
     }
     let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size)?;

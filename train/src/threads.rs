@@ -30,11 +30,7 @@ pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &Sto
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::RankPanicked { rank })))
-            .collect()
+        handles.into_iter().enumerate().map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::RankPanicked { rank }))).collect()
     });
     // A rank that fails releases the others with `PeerGone`: report the cause, not the echo.
     let mut echo = None;

@@ -185,7 +185,9 @@ fn main() -> Result<()> {
 fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
     let name = match m.motion {
         None => EstimatorName::Dis,
-        Some(choice) => choice.estimator().with_context(|| format!("--motion none computes no flows; name an estimator: {}", known_estimators().join(", ")))?,
+        Some(choice) => {
+            choice.estimator().with_context(|| format!("--motion none computes no flows; name an estimator: {}", known_estimators().join(", ")))?
+        }
     };
     let spec = EstimatorSpec { name, weights: m.weights.as_deref(), iters: m.iters, ..EstimatorSpec::default() };
     Ok(Arc::from(estimator_from_spec(&spec, &m.device()?)?))

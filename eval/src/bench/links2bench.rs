@@ -9,8 +9,11 @@ use super::{BenchNames, Column, TableBench, items_from};
 const NAMES: BenchNames = BenchNames { name: "links2", aliases: &["links2bench", "links²bench"], title: "LinkS²Bench" };
 
 /// The benchmark: its names, its reader and the columns below.
-pub static LINKS2_BENCH: TableBench =
-    TableBench { names: &NAMES, read: |manifest, opts| Ok(items_from(read_links2bench(manifest, opts)?)), layout: || Column::without_levels(&COLUMNS) };
+pub static LINKS2_BENCH: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_links2bench(manifest, opts)?)),
+    layout: || Column::without_levels(&COLUMNS),
+};
 
 const COLUMNS: [(&str, &str, &str); 12] = [
     ("Target Visibility", "TV", "perception"),

@@ -7,8 +7,11 @@ use super::{BenchNames, Column, TableBench, items_from};
 const NAMES: BenchNames = BenchNames { name: "sisbench", aliases: &["sis", "sis-bench"], title: "SIS-Bench" };
 
 /// The benchmark: its names, its reader and the columns below.
-pub static SIS_BENCH: TableBench =
-    TableBench { names: &NAMES, read: |manifest, opts| Ok(items_from(read_sisbench(manifest, opts)?)), layout: || COLUMNS.iter().map(|&(task, short, dimension, level)| Column { task, short, dimension, level: Some(level) }).collect() };
+pub static SIS_BENCH: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_sisbench(manifest, opts)?)),
+    layout: || COLUMNS.iter().map(|&(task, short, dimension, level)| Column { task, short, dimension, level: Some(level) }).collect(),
+};
 
 /// The paper's Table 2 order: spatial (perception, memory, reasoning), then self.
 const COLUMNS: [(&str, &str, &str, &str); 13] = [

@@ -8,8 +8,11 @@ use super::{BenchNames, Column, TableBench, items_from};
 const NAMES: BenchNames = BenchNames { name: "urbanvideo", aliases: &["urbanvideo-bench", "urbanvideobench"], title: "UrbanVideo-Bench" };
 
 /// The benchmark: its names, its reader and the columns below.
-pub static URBAN_VIDEO: TableBench =
-    TableBench { names: &NAMES, read: |manifest, opts| Ok(items_from(read_urbanvideo(manifest, opts)?)), layout: || Column::without_levels(&COLUMNS) };
+pub static URBAN_VIDEO: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_urbanvideo(manifest, opts)?)),
+    layout: || Column::without_levels(&COLUMNS),
+};
 
 const COLUMNS: [(&str, &str, &str); 16] = [
     ("Trajectory Captioning", "TC", "recall"),

@@ -84,7 +84,12 @@ impl MemFlowNet {
         let (b, _, h, w) = fmap1.dims4()?;
         let levels = NET.corr_levels;
         if (h >> (levels - 1)) == 0 || (w >> (levels - 1)) == 0 {
-            return Err(FlowError::FramesTooSmall { what: format!("MemFlow's {levels} correlation levels"), min_side: 8 << (levels - 1), width: 8 * w, height: 8 * h });
+            return Err(FlowError::FramesTooSmall {
+                what: format!("MemFlow's {levels} correlation levels"),
+                min_side: 8 << (levels - 1),
+                width: 8 * w,
+                height: 8 * h,
+            });
         }
         let corr = CorrPyramid::new(fmap1, fmap2, levels, NET.corr_radius)?;
         let coords0 = coords_grid(b, h, w, fmap1.device())?;

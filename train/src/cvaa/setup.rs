@@ -33,8 +33,7 @@ impl CvaaTrainer {
             (Some(manifest), _) => read_pairs(manifest),
             (None, Some(root)) => read_university1652(root, "train"),
             (None, None) => unreachable!("validated"),
-        }
-        ?;
+        }?;
         if pairs.len() < recipe.optim.batch_size {
             return Err(TrainError::TooFewPairs { pairs: pairs.len(), batch_size: recipe.optim.batch_size });
         }
@@ -77,7 +76,10 @@ impl CvaaTrainer {
         if let Some(dir) = &m.init_from {
             let saved = CvaaConfig::from_file(&dir.join(CONFIG_FILE))?;
             if saved != cfg {
-                return Err(TrainError::CheckpointMismatch { checkpoint: dir.clone(), problem: "holds a cvaa.json that differs from the recipe's model".into() });
+                return Err(TrainError::CheckpointMismatch {
+                    checkpoint: dir.clone(),
+                    problem: "holds a cvaa.json that differs from the recipe's model".into(),
+                });
             }
             weights.restore(&ckpt::load_tensors(dir.join(WEIGHTS_FILE), &device)?, dir)?;
         }

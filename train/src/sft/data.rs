@@ -20,8 +20,7 @@ pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
         &recipe.data.train,
         &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
         recipe.data.llava_rows,
-    )
-    ?;
+    )?;
     if read.items.is_empty() {
         return Err(TrainError::NoUsableSample { file: recipe.data.train.clone() });
     }

@@ -43,7 +43,8 @@ pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> R
 /// tokenizer trained for it.
 pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<Qwen25VlConfig> {
     let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
-    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })?;
+    let mut json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })?;
     let special = tokenizer.special();
     json["vocab_size"] = tokenizer.vocab_size().into();
     json["image_token_id"] = special.image_pad.into();

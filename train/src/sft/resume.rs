@@ -23,8 +23,10 @@ use crate::recipe::Recipe;
 pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<String>> {
     let saved_recipe = dir.join("config.toml");
     let text = std::fs::read_to_string(&saved_recipe).map_err(io(&saved_recipe))?;
-    let saved: Recipe = toml::from_str(&text)
-        .map_err(|e| TrainError::CheckpointMismatch { checkpoint: saved_recipe.clone(), problem: format!("(the recipe saved with the checkpoint) does not read: {e}") })?;
+    let saved: Recipe = toml::from_str(&text).map_err(|e| TrainError::CheckpointMismatch {
+        checkpoint: saved_recipe.clone(),
+        problem: format!("(the recipe saved with the checkpoint) does not read: {e}"),
+    })?;
     let mut changed = recipe.unsafe_changes(&saved);
     let state: TrainerState = hf_layout::read_resume_state(dir)?;
     if let Some(then) = state.data_sha256 {
@@ -51,13 +53,14 @@ impl Trainer {
                 ),
             });
         }
-        let adapter_dir = hf_layout::adapter_dir(&found.path)
-            .ok_or_else(|| TrainError::NoAdapter { dir: found.path.clone(), hint: "" })?;
+        let adapter_dir = hf_layout::adapter_dir(&found.path).ok_or_else(|| TrainError::NoAdapter { dir: found.path.clone(), hint: "" })?;
         let adapter = LoraWeights::load_peft(&adapter_dir, &self.device)?;
         let adapter_file = adapter_dir.join(hf_layout::ADAPTER_FILES[0]);
         for (name, pair) in &self.lora.modules {
-            let saved =
-                adapter.modules.get(name).ok_or_else(|| TrainError::CheckpointMismatch { checkpoint: adapter_file.clone(), problem: format!("lacks the adapter of {name}") })?;
+            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::CheckpointMismatch {
+                checkpoint: adapter_file.clone(),
+                problem: format!("lacks the adapter of {name}"),
+            })?;
             for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
                 if now.shape() != then.shape() {
                     return Err(TrainError::CheckpointMismatch {
