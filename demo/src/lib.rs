@@ -339,7 +339,7 @@ fn evaluate(
     eprintln!("{name}: evaluating on {}", world.test_manifest().display());
     let summary = match motionvl_eval::run::run(&run, show_progress) {
         // Answers on file from another model or protocol are not continued: asked again.
-        Err(motionvl_eval::EvalError::Resume(why)) => {
+        Err(why @ (motionvl_eval::EvalError::NotResumed { .. } | motionvl_eval::EvalError::OtherRun { .. })) => {
             eprintln!("{name}: {why}; evaluating again from scratch");
             std::fs::remove_dir_all(eval_dir).map_err(|e| fail(format!("clearing {}: {e}", eval_dir.display()).into()))?;
             motionvl_eval::run::run(&RunConfig { resume: false, ..run }, show_progress)

@@ -29,9 +29,16 @@ pub enum EvalError {
     BadFile { path: PathBuf, message: String },
     #[error("unknown benchmark `{name}`; known: {known}")]
     UnknownBench { name: String, known: String },
-    /// The output folder already holds a different run, or `--resume` is missing.
-    #[error("{0}")]
-    Resume(String),
+    /// The output folder already holds predictions and `--resume` was not given.
+    #[error("{} already holds predictions; pass --resume to continue that run, or choose another --out", out.display())]
+    NotResumed { out: PathBuf },
+    /// The output folder holds the predictions of a run with other settings (`record` names them).
+    #[error(
+        "{} belongs to a run with different {}; its predictions would be mixed with this run's. Choose another --out",
+        record.display(),
+        differences.join(", ")
+    )]
+    OtherRun { record: PathBuf, differences: Vec<&'static str> },
     /// Stopped on request (a signal) after a batch; every answer so far is on disk.
     #[error("stopped on request with {answered} question(s) answered and {remaining} left; continue with --resume into {}", out.display())]
     Stopped { answered: usize, remaining: usize, out: PathBuf },
@@ -60,9 +67,6 @@ pub enum EvalError {
     NoAdapter { dir: PathBuf },
     #[error("configuration: checkpoint {checkpoint} has no tokenizer.json (looked in {})", looked_in.display())]
     NoTokenizer { checkpoint: String, looked_in: PathBuf },
-    /// The tokenizer's vision tokens are not the model config's (the model's words).
-    #[error("configuration: {0}")]
-    VisionTokens(String),
     #[error("configuration: cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))]
     UnknownManifest { manifest: PathBuf, reasons: Vec<String> },
     /// The media of a question cannot be decoded or preprocessed.

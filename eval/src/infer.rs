@@ -416,7 +416,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let inputs = inputs_of(config, &files, &device)?;
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
     if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
-        return Err(EvalError::VisionTokens(mismatch));
+        return Err(mismatch.into());
     }
     if let Some(adapter) = &config.model.adapter {
         let lora = LoraWeights::load_peft(&adapter_dir(adapter)?, &device)?;

@@ -311,10 +311,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
     }
     let (mut writer, existing) = if answered {
         if !config.resume {
-            return Err(EvalError::Resume(format!(
-                "{} already holds predictions; pass --resume to continue that run, or choose another --out",
-                out.display()
-            )));
+            return Err(EvalError::NotResumed { out: out.to_path_buf() });
         }
         PredictionWriter::resume(&predictions_path)?
     } else {
@@ -487,11 +484,7 @@ fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
         let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile { path: path.clone(), message: e.to_string() })?;
         let diff = old.differences(record);
         if !diff.is_empty() {
-            return Err(EvalError::Resume(format!(
-                "{} belongs to a run with different {}; its predictions would be mixed with this run's. Choose another --out",
-                path.display(),
-                diff.join(", ")
-            )));
+            return Err(EvalError::OtherRun { record: path, differences: diff });
         }
         return Ok(());
     }

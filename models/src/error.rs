@@ -35,6 +35,9 @@ pub enum ModelError {
     PlaceholderMismatch { kind: &'static str, tokens: usize, features: usize },
     #[error("{path}: {reason}")]
     Package { path: PathBuf, reason: String },
+    /// A tokenizer whose vision token ids are not the model config's.
+    #[error("the model's {key} is {model} but the tokenizer gives {tokenizer}: they come from different checkpoints")]
+    VisionTokens { key: &'static str, model: u32, tokenizer: u32 },
     /// A device or dtype name no spelling matches.
     #[error("{what} `{name}`: expected {expected}")]
     UnknownName { what: &'static str, name: String, expected: &'static str },

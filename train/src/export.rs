@@ -79,7 +79,7 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         (run.to_path_buf(), run.parent().map(Path::to_path_buf).unwrap_or_default())
     } else {
         let latest = ckpt::latest_complete(run)?
-            .ok_or_else(|| unfit(&run, "holds no complete checkpoint-N; pass a run folder or one of its checkpoints".into()))?;
+            .ok_or_else(|| unfit(run, "holds no complete checkpoint-N; pass a run folder or one of its checkpoints".into()))?;
         (latest.path, run.to_path_buf())
     };
     let adapter = hf_layout::adapter_dir(&checkpoint).ok_or_else(|| unfit(&checkpoint, format!("holds no {ADAPTER_CONFIG_FILE}")))?;
@@ -206,7 +206,7 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
     };
     let weights = package.videoflow_path();
     if !weights.is_file() {
-        return Err(unfit(&dir, format!("does not bundle MOFNet's weights ({} does not exist); a package export carries them", weights.display())));
+        return Err(unfit(dir, format!("does not bundle MOFNet's weights ({} does not exist); a package export carries them", weights.display())));
     }
     // Reading them as `evaluate` does proves they are MOFNet's at the config's widths.
     MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, WeightPrecision::F32, &Device::Cpu)?;
@@ -239,8 +239,8 @@ fn uniform_dtype<'a>(path: &Path, tensors: impl IntoIterator<Item = &'a candle_c
     }
     match dtypes.as_slice() {
         [dtype] => Ok(*dtype),
-        [] => Err(unfit(&path, "holds no tensors".into())),
-        _ => Err(unfit(&path, format!("mixes dtypes ({dtypes:?}); a package's parts are saved in one"))),
+        [] => Err(unfit(path, "holds no tensors".into())),
+        _ => Err(unfit(path, format!("mixes dtypes ({dtypes:?}); a package's parts are saved in one"))),
     }
 }
 

@@ -40,9 +40,6 @@ pub enum TrainError {
     /// `[model] init_config` does not read as a model config.
     #[error("{}: {reason}", path.display())]
     InitConfig { path: PathBuf, reason: String },
-    /// The tokenizer's vision tokens are not the model config's.
-    #[error("{0}")]
-    VisionTokens(String),
     #[error(transparent)]
     Tokenizer(#[from] motionvl_data::text::TextError),
 

@@ -78,7 +78,7 @@ pub(super) fn load_with_lora(
 ) -> Result<(Qwen25Vl, LoraWeights, Option<RecomputedGrads>)> {
     let mut model = Qwen25Vl::load(files, recipe.model.dtype.dtype(), device)?;
     if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
-        return Err(TrainError::VisionTokens(mismatch));
+        return Err(mismatch.into());
     }
     let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
     let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, device)?;
