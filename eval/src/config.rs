@@ -458,7 +458,7 @@ impl RunConfig {
         }
         if self.protocol_kind() != ProtocolKind::Paper && self.generation.answer == AnswerMode::Likelihood {
             return Err(EvalError::NotInProtocol {
-                protocol: self.protocol_kind(),
+                protocol: self.protocol_kind().as_str(),
                 problem: "decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"",
             });
         }

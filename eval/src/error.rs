@@ -53,8 +53,9 @@ pub enum EvalError {
     #[error("configuration: {key} = {value} {problem}")]
     BadValue { key: &'static str, value: String, problem: String },
     /// What a protocol does not do, and what to choose instead.
-    #[error("configuration: the {} protocol {problem}", protocol.as_str())]
-    NotInProtocol { protocol: crate::config::ProtocolKind, problem: &'static str },
+    /// (`protocol` as `--protocol` spells it: the error type names no other module's type.)
+    #[error("configuration: the {protocol} protocol {problem}")]
+    NotInProtocol { protocol: &'static str, problem: &'static str },
     #[error("configuration: --no-motion and --motion {motion} contradict each other")]
     NoMotionAndMotion { motion: motionvl_flow::MotionChoice },
     /// The motion branch asked for does not fit the model: `problem` says how, and what to pass.

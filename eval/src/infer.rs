@@ -184,7 +184,7 @@ impl QwenPreparer {
     /// image through [`crate::pil::vllm_frame`], the vLLM prompt.
     fn prepare_vllm(&self, item: &Item) -> Result<PreparedQuestion> {
         let rows = self.official.as_ref().ok_or(EvalError::NotInProtocol {
-            protocol: ProtocolKind::VllmBaseline,
+            protocol: ProtocolKind::VllmBaseline.as_str(),
             problem: "reads the manifest's rows as written, and none were read",
         })?;
         let row = rows.row(item)?;
@@ -519,7 +519,7 @@ fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Re
     let motion = match resolve_motion(config, files, device)? {
         Some(_) if kind == ProtocolKind::VllmBaseline => {
             return Err(EvalError::NotInProtocol {
-                protocol: kind,
+                protocol: kind.as_str(),
                 problem: "evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official",
             });
         }

@@ -46,11 +46,12 @@ pub enum FlowError {
     #[error("invalid parameter: {kernel}: {problem}")]
     KernelShapes { kernel: &'static str, problem: String },
 
+    /// A weight precision other than f32 for an estimator other than MOFNet (both as configs
+    /// spell them: the error type names no other module's type, so the modules stay acyclic).
     #[error(
-        "invalid parameter: estimator weights `{}` reproduce the SIS-Motion code's MOFNet; `{estimator}` computes with its weights as stored (use f32)",
-        precision.as_str()
+        "invalid parameter: estimator weights `{precision}` reproduce the SIS-Motion code's MOFNet; `{estimator}` computes with its weights as stored (use f32)"
     )]
-    PrecisionNotFor { precision: crate::estimator::WeightPrecision, estimator: crate::registry::EstimatorName },
+    PrecisionNotFor { precision: &'static str, estimator: &'static str },
 
     #[error(
         "invalid parameter: the official SIS-Motion pipeline takes whole-clip 1/8-resolution flows from MOFNet (`--motion mofnet`, or `zero` for its control); `{estimator}` has none"

@@ -173,7 +173,7 @@ pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) ->
 pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<dyn FlowEstimator>> {
     // Only MOFNet's rounding is the official code's (SIS-Motion runs no other network).
     if spec.weight_precision != WeightPrecision::F32 && spec.name != EstimatorName::MofNet {
-        return Err(FlowError::PrecisionNotFor { precision: spec.weight_precision, estimator: spec.name });
+        return Err(FlowError::PrecisionNotFor { precision: spec.weight_precision.as_str(), estimator: spec.name.as_str() });
     }
     builder(spec.name)(spec, device)
 }
