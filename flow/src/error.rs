@@ -69,10 +69,10 @@ pub enum FlowError {
     NoCache,
 
     #[error(transparent)]
-    Text(#[from] motionvl_data::text::TextError),
+    Text(Box<motionvl_data::text::TextError>),
 
     #[error(transparent)]
-    Load(#[from] motionvl_data::loader::LoadError),
+    Load(Box<motionvl_data::loader::LoadError>),
 
     #[error("checkpoint {path}: {reason}")]
     Checkpoint { path: PathBuf, reason: String },
@@ -110,6 +110,18 @@ pub enum FlowError {
 }
 
 pub type Result<T> = std::result::Result<T, FlowError>;
+
+impl From<motionvl_data::text::TextError> for FlowError {
+    fn from(e: motionvl_data::text::TextError) -> Self {
+        FlowError::Text(Box::new(e))
+    }
+}
+
+impl From<motionvl_data::loader::LoadError> for FlowError {
+    fn from(e: motionvl_data::loader::LoadError) -> Self {
+        FlowError::Load(Box::new(e))
+    }
+}
 
 impl FlowError {
     /// Wraps an I/O error with the path it happened on (std's errors do not name it).

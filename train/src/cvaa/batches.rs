@@ -93,7 +93,7 @@ impl CvaaTrainer {
             .enumerate()
             .map(|(slot, &i)| {
                 let pair = &self.pairs[i];
-                let uav = pair.uav.load().map_err(|source| TrainError::Pair { pair: pair.id.clone(), source })?;
+                let uav = pair.uav.load().map_err(|source| TrainError::Pair { pair: pair.id.clone(), source: Box::new(source) })?;
                 let satellite = self.images.get(&pair.satellite)?;
                 let crop_box = pair.footprint.map(|b| {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(mix(mix(self.recipe.seed, step as u64), slot as u64));

@@ -64,7 +64,7 @@ pub(crate) fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()>
         min_frames: recipe.data.min_frames,
         too_long: report.dropped,
         failed: report.failed,
-        longest: report.longest.clone(),
+        longest: report.longest.clone().map(Box::new),
     })
 }
 

@@ -33,7 +33,7 @@ pub enum TrainError {
     #[error("[model] needs `checkpoint` or `init_config`")]
     NoModel,
     #[error(transparent)]
-    RecipeFile(#[from] crate::recipe::RecipeError),
+    RecipeFile(Box<crate::recipe::RecipeError>),
     /// A recipe key this command cannot run with: `problem` says why and what to set instead.
     #[error("{key}: {problem}")]
     Recipe { key: &'static str, problem: String },
@@ -41,13 +41,13 @@ pub enum TrainError {
     #[error("{}: {reason}", path.display())]
     InitConfig { path: PathBuf, reason: String },
     #[error(transparent)]
-    Tokenizer(#[from] motionvl_data::text::TextError),
+    Tokenizer(Box<motionvl_data::text::TextError>),
 
     // The run folder.
     #[error(transparent)]
-    RunLock(#[from] motionvl_data::run_dir::RunDirError),
+    RunLock(Box<motionvl_data::run_dir::RunDirError>),
     #[error(transparent)]
-    File(#[from] motionvl_data::files::FileError),
+    File(Box<motionvl_data::files::FileError>),
     /// `--out` names a file.
     #[error("{} is not a folder; choose another --out", dir.display())]
     OutNotAFolder { dir: PathBuf },
@@ -63,21 +63,21 @@ pub enum TrainError {
 
     // The training data.
     #[error("training data: {0}")]
-    Read(#[from] motionvl_data::samples::ReadError),
+    Read(Box<motionvl_data::samples::ReadError>),
     #[error("training data: {0}")]
-    Load(#[from] motionvl_data::loader::LoadError),
+    Load(Box<motionvl_data::loader::LoadError>),
     #[error("training data: {0}")]
-    Batch(#[from] crate::micro::MicroError),
+    Batch(Box<crate::micro::MicroError>),
     #[error("training data: {0}")]
-    Pairs(#[from] motionvl_data::cvaa::PairsError),
+    Pairs(Box<motionvl_data::cvaa::PairsError>),
     #[error("training data: pair {pair}: {source}")]
     Pair {
         pair: String,
         #[source]
-        source: motionvl_data::cvaa::PairsError,
+        source: Box<motionvl_data::cvaa::PairsError>,
     },
     #[error("training data: {0}")]
-    Image(#[from] motionvl_data::video::VideoError),
+    Image(Box<motionvl_data::video::VideoError>),
     /// A sample that does not serialise for `--show-samples`.
     #[error("training data: {0}")]
     Show(#[from] serde_json::Error),
@@ -93,7 +93,7 @@ pub enum TrainError {
         "training data: no sample of {} fits max_seq_len {max_seq_len} even at min_pixels {min_pixels} and min_frames {min_frames} \
          ({too_long} too long, {failed} failed){}",
         file.display(),
-        longest.as_ref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default()
+        longest.as_deref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default()
     )]
     NothingFits {
         file: PathBuf,
@@ -103,7 +103,7 @@ pub enum TrainError {
         too_long: usize,
         failed: usize,
         /// Id, location and token count of the longest sample.
-        longest: Option<(String, String, usize)>,
+        longest: Option<Box<(String, String, usize)>>,
     },
     #[error("training data: no satellite image has {batch_size} pairs for a batch of its own (data.same_image_batches)")]
     NoImageBatch { batch_size: usize },
@@ -140,6 +140,29 @@ pub enum TrainError {
     )]
     RanksDisagree { rank: usize, step: usize, micro: u64, data: String },
 }
+
+/// The sources held boxed (they would make every `Result` of the crate as large as the largest),
+/// converted by `?` all the same.
+macro_rules! from_boxed {
+    ($($variant:ident: $source:ty),* $(,)?) => {$(
+        impl From<$source> for TrainError {
+            fn from(e: $source) -> Self {
+                TrainError::$variant(Box::new(e))
+            }
+        }
+    )*};
+}
+from_boxed!(
+    Tokenizer: motionvl_data::text::TextError,
+    RunLock: motionvl_data::run_dir::RunDirError,
+    File: motionvl_data::files::FileError,
+    RecipeFile: crate::recipe::RecipeError,
+    Read: motionvl_data::samples::ReadError,
+    Load: motionvl_data::loader::LoadError,
+    Batch: crate::micro::MicroError,
+    Pairs: motionvl_data::cvaa::PairsError,
+    Image: motionvl_data::video::VideoError,
+);
 
 pub(super) type Result<T> = std::result::Result<T, TrainError>;
 
