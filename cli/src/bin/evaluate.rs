@@ -153,7 +153,7 @@ struct RunArgs {
     /// TOML run file (configs/eval/*.toml); the flags below override its keys.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Checkpoint folder or hub id (org/name[@revision]).
+    /// Checkpoint folder or hub id (`org/name[@revision]`).
     #[arg(long)]
     checkpoint: Option<String>,
     /// PEFT LoRA adapter folder, or a `train sft` checkpoint folder.
@@ -237,7 +237,7 @@ struct RunArgs {
     /// `f32` (the default otherwise).
     #[arg(long)]
     estimator_weights: Option<WeightPrecision>,
-    /// Flow cache folder (default: <out>/flow-cache).
+    /// Flow cache folder (default: `<out>/flow-cache`).
     #[arg(long)]
     flow_cache: Option<PathBuf>,
     /// Every flow must come from the flow cache (filled by `flow extract --config` with this
