@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
-use crate::registry::EstimatorName;
+use crate::name::EstimatorName;
 use image::Plane;
 pub use variational::VariationalParams;
 

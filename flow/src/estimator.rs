@@ -14,7 +14,7 @@ use ndarray::{Array4, ArrayView4, s};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowError, Result};
-use crate::registry::EstimatorName;
+use crate::name::EstimatorName;
 
 /// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
 pub type Flows = Array4<f32>;

@@ -14,6 +14,7 @@ pub mod key_index;
 pub mod media;
 pub mod memflow;
 pub mod mofnet;
+pub mod name;
 pub mod official;
 pub mod pseudo;
 pub mod raft;

@@ -26,7 +26,7 @@ pub use model::Raft;
 
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
-use crate::registry::EstimatorName;
+use crate::name::EstimatorName;
 use crate::state_dict::weights_id;
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
