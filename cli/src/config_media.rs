@@ -9,6 +9,7 @@ use anyhow::{Context, Result, bail};
 use candle_core::Device;
 use motionvl_eval::config::RunConfig;
 use motionvl_eval::infer::evaluation_inputs;
+use motionvl_flow::MotionChoice;
 use motionvl_flow::extract::{ConfigMedia, TokenizerSource};
 use motionvl_train::recipe::Recipe;
 use motionvl_train::sft::motion_media;
@@ -17,7 +18,7 @@ use motionvl_train::sft::motion_media;
 /// and `evaluate run --motion/--motion-weights` would.
 #[derive(Debug, Clone, Default)]
 pub struct MotionOverrides {
-    pub estimator: Option<String>,
+    pub estimator: Option<MotionChoice>,
     pub weights: Option<PathBuf>,
     pub cache_dir: Option<PathBuf>,
 }
@@ -35,8 +36,8 @@ pub fn config_media(path: &Path, overrides: &MotionOverrides, device: &Device) -
 
 fn recipe_media(path: &Path, overrides: &MotionOverrides, device: &Device) -> Result<ConfigMedia> {
     let mut recipe = Recipe::load(path, &[])?;
-    if let Some(name) = &overrides.estimator {
-        recipe.motion.estimator = name.clone();
+    if let Some(choice) = overrides.estimator {
+        recipe.motion.estimator = choice;
     }
     recipe.motion.weights = overrides.weights.clone().or(recipe.motion.weights);
     recipe.motion.cache_dir = overrides.cache_dir.clone().or(recipe.motion.cache_dir);
@@ -59,7 +60,7 @@ fn recipe_media(path: &Path, overrides: &MotionOverrides, device: &Device) -> Re
 
 fn evaluation_media(path: &Path, overrides: &MotionOverrides, device: &Device) -> Result<ConfigMedia> {
     let mut config = RunConfig::from_file(path)?;
-    config.motion.estimator = overrides.estimator.clone().or(config.motion.estimator);
+    config.motion.estimator = overrides.estimator.or(config.motion.estimator);
     config.motion.weights = overrides.weights.clone().or(config.motion.weights);
     config.motion.cache_dir = overrides.cache_dir.clone().or(config.motion.cache_dir);
     if config.motion.cache_dir.is_none() && config.out.as_os_str().is_empty() {

@@ -8,16 +8,7 @@ use motionvl_construct::synth::{GroundTruth, Split, SynthConfig, generate};
 use motionvl_data::manifest::{Level, SisTask, Task, read_sisbench};
 use motionvl_data::samples::{ReadError, ReadOptions};
 use motionvl_data::video::{EncodeSettings, VideoWriter, probe_video};
-
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-    p
-}
-
-fn no_media() -> ReadOptions {
-    ReadOptions { check_media: false, ..ReadOptions::default() }
-}
+use motionvl_util::test_support::write_file;
 
 #[test]
 fn bad_annotations_name_file_line_and_field() {
@@ -37,15 +28,15 @@ fn bad_annotations_name_file_line_and_field() {
         ),
     ];
     for (row, expected) in cases {
-        let path = write(dir.path(), "ann.jsonl", &format!("{good}\n{row}\n"));
+        let path = write_file(dir.path(), "ann.jsonl", &format!("{good}\n{row}\n"));
         let err = read_annotations(&path).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains("ann.jsonl") && err.contains("line 2") && err.contains(expected), "{row}: {err}");
     }
-    let path = write(dir.path(), "ann.jsonl", good);
+    let path = write_file(dir.path(), "ann.jsonl", good);
     assert_eq!(read_annotations(&path).map(|v| v.len()).unwrap_or_default(), 1);
-    let path = write(dir.path(), "ann.json", &format!("{{\"samples\": [{good}, {good}]}}"));
+    let path = write_file(dir.path(), "ann.json", &format!("{{\"samples\": [{good}, {good}]}}"));
     assert_eq!(read_annotations(&path).map(|v| v.len()).unwrap_or_default(), 2, "rows under `samples`");
-    assert!(matches!(read_sisbench(&dir.path().join("none.json"), &no_media()), Err(ReadError::Io { .. })));
+    assert!(matches!(read_sisbench(&dir.path().join("none.json"), &ReadOptions::rows_only()), Err(ReadError::Io { .. })));
 }
 
 /// A frame folder of `n` small frames whose colour changes with the frame number.

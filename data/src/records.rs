@@ -103,6 +103,14 @@ impl Default for ReadOptions {
     }
 }
 
+impl ReadOptions {
+    /// The rows alone, against the data file's folder: media files are not checked (scoring,
+    /// telling a manifest's benchmark, reading text) and a bad row is an error.
+    pub fn rows_only() -> Self {
+        ReadOptions { media_root: None, check_media: false, skip_bad: false }
+    }
+}
+
 /// Rows read, plus the bad rows left out under [`ReadOptions::skip_bad`].
 #[derive(Debug, Clone)]
 pub struct ReadOutcome<T> {

@@ -9,6 +9,7 @@ use motionvl_data::manifest::{
 };
 use motionvl_data::samples::{ReadError, ReadOptions, RowError, RowProblem, SampleFormat, read_training_samples};
 use motionvl_data::text::Role;
+use motionvl_util::test_support::write_file;
 
 fn data(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data").join(name)
@@ -337,16 +338,6 @@ fn a_json_syntax_error_points_at_its_line_and_column_in_the_file() {
     assert!(err.to_string().contains("at line 1 column "), "{err}");
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
-    let p = dir.join(name);
-    std::fs::write(&p, text).unwrap_or_else(|e| panic!("write {}: {e}", p.display()));
-    p
-}
-
-fn no_media() -> ReadOptions {
-    ReadOptions { check_media: false, ..ReadOptions::default() }
-}
-
 #[test]
 fn sisbench_rows_with_inline_options_parse() {
     let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -358,8 +349,8 @@ fn sisbench_rows_with_inline_options_parse() {
         r#"{"question_id": "q3", "video_path": "a.mp4", "task_type": "Landmark Order", "question": "Which comes first?", "answer": "B"}"#,
         "\n",
     );
-    let path = write(dir.path(), "sis.jsonl", rows);
-    let out = read_sisbench(&path, &ReadOptions { skip_bad: true, ..no_media() }).unwrap_or_else(|e| panic!("{e}"));
+    let path = write_file(dir.path(), "sis.jsonl", rows);
+    let out = read_sisbench(&path, &ReadOptions { skip_bad: true, ..ReadOptions::rows_only() }).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(out.items.len(), 2);
     let q = &out.items[0];
     assert_eq!(q.question, "How does the drone move?");
@@ -386,7 +377,7 @@ fn urbanvideo_mcq_parquet_reads_like_its_json_rows() {
     assert!(from_parquet.skipped.iter().all(|e| e.file == parquet));
 
     let tmp = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-    let broken = write(tmp.path(), "MCQ.parquet", "PAR1 not really");
+    let broken = write_file(tmp.path(), "MCQ.parquet", "PAR1 not really");
     let err = read_urbanvideo(&broken, &opts).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("MCQ.parquet") && err.contains("Parquet"), "{err}");
 }

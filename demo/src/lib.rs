@@ -198,8 +198,8 @@ fn asks_as_evaluated(world: &SynthSummary) -> bool {
 /// The clip each held-out question is asked about (its video), by question id.
 fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
     use motionvl_eval::bench::Bench as _;
-    let opts = motionvl_data::samples::ReadOptions { media_root: None, check_media: false, skip_bad: false };
-    let items = motionvl_eval::bench::SisBench.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
+    let opts = motionvl_data::samples::ReadOptions::rows_only();
+    let items = motionvl_eval::bench::SIS_BENCH.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
     Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }
 
@@ -339,7 +339,7 @@ fn evaluate(
     eprintln!("{name}: evaluating on {}", world.test_manifest().display());
     let summary = match motionvl_eval::run::run(&run, show_progress) {
         // Answers on file from another model or protocol are not continued: asked again.
-        Err(motionvl_eval::EvalError::Resume(why)) => {
+        Err(why @ (motionvl_eval::EvalError::NotResumed { .. } | motionvl_eval::EvalError::OtherRun { .. })) => {
             eprintln!("{name}: {why}; evaluating again from scratch");
             std::fs::remove_dir_all(eval_dir).map_err(|e| fail(format!("clearing {}: {e}", eval_dir.display()).into()))?;
             motionvl_eval::run::run(&RunConfig { resume: false, ..run }, show_progress)

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use candle_core::DType;
 use motionvl_data::manifest::ChoiceAnswer;
 pub use motionvl_data::media_config::ProtocolConfig;
-use motionvl_flow::WeightPrecision;
+use motionvl_flow::{FlowError, MotionChoice, WeightPrecision};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{EvalError, Result};
@@ -168,10 +168,10 @@ impl Default for OfficialConfig {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MotionConfig {
-    /// Flow estimator by registry name (`--motion`); default: the checkpoint's own, or none
-    /// for a visual-only checkpoint.
-    #[serde(default)]
-    pub estimator: Option<String>,
+    /// Flow estimator by registry name (`--motion`), or `none`; default (absent or empty): the
+    /// checkpoint's own, or none for a visual-only checkpoint.
+    #[serde(default, deserialize_with = "given_motion")]
+    pub estimator: Option<MotionChoice>,
     /// Weights of a network estimator (RAFT) when it needs a file.
     #[serde(default)]
     pub weights: Option<PathBuf>,
@@ -197,6 +197,22 @@ pub struct MotionConfig {
     /// each round by their own dtype.
     #[serde(default)]
     pub estimator_weights: Option<motionvl_flow::WeightPrecision>,
+}
+
+/// `--motion` or `[motion] estimator` as given: surrounding space ignored, and an empty name the
+/// same as none given (the checkpoint's own estimator).
+pub fn parse_motion(text: &str) -> std::result::Result<Option<MotionChoice>, FlowError> {
+    match text.trim() {
+        "" => Ok(None),
+        name => name.parse().map(Some),
+    }
+}
+
+fn given_motion<'de, D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Option<MotionChoice>, D::Error> {
+    match Option::<String>::deserialize(d)? {
+        Some(text) => parse_motion(&text).map_err(serde::de::Error::custom),
+        None => Ok(None),
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -408,40 +424,47 @@ impl RunConfig {
     /// like the flags that override them.
     pub fn from_file(path: &Path) -> Result<Self> {
         let text = std::fs::read_to_string(path).map_err(EvalError::io("read", path))?;
-        toml::from_str(&text).map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))
+        toml::from_str(&text).map_err(|e| EvalError::ConfigFile { path: path.to_path_buf(), reason: e.to_string() })
     }
 
     /// Checks that the required keys are set and the numbers make sense.
     pub fn validate(&self) -> Result<()> {
-        let missing = |what: &str, flag: &str| Err(EvalError::Config(format!("no {what}: pass {flag} or set it in the config file")));
+        let missing = |what, flag, key| Err(EvalError::Missing { what, flag, key });
         if self.bench.is_empty() {
-            return missing("benchmark", "--bench");
+            return missing("benchmark", "--bench", "bench");
         }
         if self.manifest.as_os_str().is_empty() {
-            return missing("manifest", "--manifest");
+            return missing("manifest", "--manifest", "manifest");
         }
         if self.out.as_os_str().is_empty() {
-            return missing("output folder", "--out");
+            return missing("output folder", "--out", "out");
         }
-        if self.generation.batch_size == 0 || self.generation.max_new_tokens == 0 {
-            return Err(EvalError::Config("batch_size and max_new_tokens must be at least 1".into()));
+        let bad =
+            |key, value: &dyn std::fmt::Display, problem: &str| Err(EvalError::BadValue { key, value: value.to_string(), problem: problem.into() });
+        let at_least_one = "must be at least 1";
+        for (key, value) in [
+            ("generation.batch_size", self.generation.batch_size),
+            ("generation.max_new_tokens", self.generation.max_new_tokens),
+            ("official.max_frames", self.official.max_frames),
+        ] {
+            if value == 0 {
+                return bad(key, &value, at_least_one);
+            }
         }
         if let Some(p) = self.generation.repetition_penalty
             && !(p.is_finite() && p > 0.0)
         {
-            return Err(EvalError::Config(format!("generation.repetition_penalty {p} must be a positive number")));
+            return bad("generation.repetition_penalty", &p, "must be a positive number");
         }
         if self.protocol_kind() != ProtocolKind::Paper && self.generation.answer == AnswerMode::Likelihood {
-            return Err(EvalError::Config(format!(
-                "the {} protocol decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"",
-                self.protocol_kind().as_str()
-            )));
-        }
-        if self.official.max_frames == 0 {
-            return Err(EvalError::Config("official.max_frames must be at least 1".into()));
+            return Err(EvalError::NotInProtocol {
+                protocol: self.protocol_kind().as_str(),
+                problem: "decodes its answers; use --protocol paper with [generation] answer = \"likelihood\"",
+            });
         }
         if self.protocol.min_pixels > self.protocol.max_pixels {
-            return Err(EvalError::Config(format!("min_pixels {} exceeds max_pixels {}", self.protocol.min_pixels, self.protocol.max_pixels)));
+            let problem = format!("exceeds protocol.max_pixels = {}", self.protocol.max_pixels);
+            return bad("protocol.min_pixels", &self.protocol.min_pixels, &problem);
         }
         Ok(())
     }

@@ -29,14 +29,47 @@ pub enum EvalError {
     BadFile { path: PathBuf, message: String },
     #[error("unknown benchmark `{name}`; known: {known}")]
     UnknownBench { name: String, known: String },
-    /// The output folder already holds a different run, or `--resume` is missing.
-    #[error("{0}")]
-    Resume(String),
+    /// The output folder already holds predictions and `--resume` was not given.
+    #[error("{} already holds predictions; pass --resume to continue that run, or choose another --out", out.display())]
+    NotResumed { out: PathBuf },
+    /// The output folder holds the predictions of a run with other settings (`record` names them).
+    #[error(
+        "{} belongs to a run with different {}; its predictions would be mixed with this run's. Choose another --out",
+        record.display(),
+        differences.join(", ")
+    )]
+    OtherRun { record: PathBuf, differences: Vec<&'static str> },
     /// Stopped on request (a signal) after a batch; every answer so far is on disk.
     #[error("stopped on request with {answered} question(s) answered and {remaining} left; continue with --resume into {}", out.display())]
     Stopped { answered: usize, remaining: usize, out: PathBuf },
-    #[error("configuration: {0}")]
-    Config(String),
+    /// A config or settings file that does not read (the run config, a checkpoint's
+    /// `preprocessor_config.json`, a motion branch's `motion.json`, a package's config).
+    #[error("configuration: {}: {reason}", path.display())]
+    ConfigFile { path: PathBuf, reason: String },
+    /// A setting the run needs and nobody gave.
+    #[error("configuration: no {what}: pass {flag} or set `{key}` in the config file")]
+    Missing { what: &'static str, flag: &'static str, key: &'static str },
+    /// A setting outside what it may be.
+    #[error("configuration: {key} = {value} {problem}")]
+    BadValue { key: &'static str, value: String, problem: String },
+    /// What a protocol does not do, and what to choose instead.
+    /// (`protocol` as `--protocol` spells it: the error type names no other module's type.)
+    #[error("configuration: the {protocol} protocol {problem}")]
+    NotInProtocol { protocol: &'static str, problem: &'static str },
+    #[error("configuration: --no-motion and --motion {motion} contradict each other")]
+    NoMotionAndMotion { motion: motionvl_flow::MotionChoice },
+    /// The motion branch asked for does not fit the model: `problem` says how, and what to pass.
+    #[error("configuration: {}: {problem}", model.display())]
+    MotionBranch { model: PathBuf, problem: String },
+    #[error(
+        "configuration: {} holds no adapter_config.json (nor does its adapter/ folder); pass a PEFT LoRA folder or a trainer checkpoint",
+        dir.display()
+    )]
+    NoAdapter { dir: PathBuf },
+    #[error("configuration: checkpoint {checkpoint} has no tokenizer.json (looked in {})", looked_in.display())]
+    NoTokenizer { checkpoint: String, looked_in: PathBuf },
+    #[error("configuration: cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))]
+    UnknownManifest { manifest: PathBuf, reasons: Vec<String> },
     /// The media of a question cannot be decoded or preprocessed.
     #[error("{file}:{line} ({id}): {message}")]
     Media { file: PathBuf, line: usize, id: String, message: String },

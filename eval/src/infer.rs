@@ -19,7 +19,9 @@ use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
-use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, PseudoImageConfig, estimator_from_spec, settings_without_precision};
+use motionvl_flow::{
+    EstimatorName, EstimatorSpec, FlowCache, FlowEstimator, MotionChoice, PseudoImageConfig, estimator_from_spec, settings_without_precision,
+};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -181,7 +183,10 @@ impl QwenPreparer {
     /// A question as the vLLM baseline asks it: every planned frame of its video a separate
     /// image through [`crate::pil::vllm_frame`], the vLLM prompt.
     fn prepare_vllm(&self, item: &Item) -> Result<PreparedQuestion> {
-        let rows = self.official.as_ref().ok_or_else(|| EvalError::Config("the vLLM baseline reads the manifest's rows as written".into()))?;
+        let rows = self.official.as_ref().ok_or(EvalError::NotInProtocol {
+            protocol: ProtocolKind::VllmBaseline.as_str(),
+            problem: "reads the manifest's rows as written, and none were read",
+        })?;
         let row = rows.row(item)?;
         let mut images = Vec::new();
         for path in &item.videos {
@@ -383,10 +388,7 @@ fn adapter_dir(path: &Path) -> Result<PathBuf> {
             return Ok(dir);
         }
     }
-    Err(EvalError::Config(format!(
-        "{} holds no adapter_config.json (nor does its adapter/ folder); pass a PEFT LoRA folder or a trainer checkpoint",
-        path.display()
-    )))
+    Err(EvalError::NoAdapter { dir: path.to_path_buf() })
 }
 
 /// A file of the checkpoint's folder, fetched from the hub when the checkpoint is a hub id
@@ -408,13 +410,13 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let checkpoint = config.model.checkpoint.as_str();
     let files = checkpoint_files(config)?;
     let tokenizer_path = checkpoint_file(checkpoint, &files, "tokenizer.json")?
-        .ok_or_else(|| EvalError::Config(format!("checkpoint {checkpoint} has no tokenizer.json (looked in {})", files.dir.display())))?;
+        .ok_or_else(|| EvalError::NoTokenizer { checkpoint: checkpoint.to_owned(), looked_in: files.dir.clone() })?;
     let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
     // Settings are checked (and MOFNet loaded) before the model, which takes longest.
     let inputs = inputs_of(config, &files, &device)?;
     let mut model = Qwen25Vl::load(&files, dtype, &device)?;
     if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
-        return Err(EvalError::Config(mismatch));
+        return Err(mismatch.into());
     }
     if let Some(adapter) = &config.model.adapter {
         let lora = LoraWeights::load_peft(&adapter_dir(adapter)?, &device)?;
@@ -491,7 +493,7 @@ pub fn evaluation_inputs(config: &RunConfig, device: &Device) -> Result<Evaluati
 /// The checkpoint's files (config and weights fetched when it is a hub id).
 fn checkpoint_files(config: &RunConfig) -> Result<CheckpointFiles> {
     if config.model.checkpoint.is_empty() {
-        return Err(EvalError::Config("no checkpoint: pass --checkpoint or set [model] checkpoint".into()));
+        return Err(EvalError::Missing { what: "checkpoint", flag: "--checkpoint", key: "model.checkpoint" });
     }
     Ok(CheckpointFiles::resolve(&config.model.checkpoint, &HubOptions::from_env())?)
 }
@@ -499,7 +501,7 @@ fn checkpoint_files(config: &RunConfig) -> Result<CheckpointFiles> {
 fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<EvaluationInputs> {
     // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
     let base = match checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")? {
-        Some(path) => PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::Config(format!("{}: {e}", path.display())))?,
+        Some(path) => PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::ConfigFile { reason: e.to_string(), path })?,
         None => PreprocessConfig::default(),
     };
     let kind = config.protocol_kind();
@@ -516,9 +518,10 @@ fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Re
     };
     let motion = match resolve_motion(config, files, device)? {
         Some(_) if kind == ProtocolKind::VllmBaseline => {
-            return Err(EvalError::Config(
-                "the vLLM baseline evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official".into(),
-            ));
+            return Err(EvalError::NotInProtocol {
+                protocol: kind.as_str(),
+                problem: "evaluates models without a motion branch; evaluate a motion-aware checkpoint with --protocol official",
+            });
         }
         Some(m) => {
             let cache_dir = config.motion.cache_dir.clone().unwrap_or_else(|| config.out.join("flow-cache"));
@@ -588,12 +591,11 @@ fn motion_dir(config: &RunConfig, files: &CheckpointFiles) -> Option<PathBuf> {
 
 /// Resolves the motion branch of a run (see [`crate::config::MotionConfig`] for the rules).
 fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<Option<ResolvedMotion>> {
-    let named = config.motion.estimator.as_deref().map(str::trim).filter(|n| !n.is_empty());
-    let requested = match (config.motion.no_motion, named) {
+    let requested = match (config.motion.no_motion, config.motion.estimator) {
         (false, named) => named,
-        (true, None | Some("none")) => Some("none"),
+        (true, None | Some(MotionChoice::None)) => Some(MotionChoice::None),
         (true, Some(name)) => {
-            return Err(EvalError::Config(format!("--no-motion and --motion {name} contradict each other")));
+            return Err(EvalError::NoMotionAndMotion { motion: name });
         }
     };
     if let Some(adapter) = &config.model.adapter
@@ -607,64 +609,76 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
     };
     let Some((dir, meta)) = found else {
         return match (requested, &config.model.adapter) {
-            (Some("none"), _) | (None, None) => Ok(None),
+            (Some(MotionChoice::None), _) | (None, None) => Ok(None),
             // An adapter without its motion branch is most likely a motion-aware model missing
             // its connector, which would silently be evaluated as a visual-only one.
-            (None, Some(adapter)) => Err(EvalError::Config(format!(
-                "the adapter {} has no motion branch (no motion.json + motion.safetensors beside it, no \
-                 connector_weights.pt of a SIS-Motion package); pass --no-motion to evaluate it visual-only",
-                adapter.display()
-            ))),
-            (Some(name), _) => Err(EvalError::Config(format!(
-                "--motion {name}: the checkpoint has no motion branch (no motion.json beside the adapter or the \
-                 model); evaluate a `train sft --motion` checkpoint, or leave --motion out"
-            ))),
+            (None, Some(adapter)) => Err(EvalError::MotionBranch {
+                model: adapter.clone(),
+                problem: "the adapter has no motion branch (no motion.json + motion.safetensors beside it, no \
+                          connector_weights.pt of a SIS-Motion package); pass --no-motion to evaluate it visual-only"
+                    .into(),
+            }),
+            (Some(name), _) => Err(EvalError::MotionBranch {
+                model: config.model.adapter.clone().unwrap_or_else(|| files.dir.clone()),
+                problem: format!(
+                    "--motion {name}: the checkpoint has no motion branch (no motion.json beside the adapter or the \
+                     model); evaluate a `train sft --motion` checkpoint, or leave --motion out"
+                ),
+            }),
         };
     };
-    if requested == Some("none") {
+    if requested == Some(MotionChoice::None) {
         if config.motion.force {
             return Ok(None);
         }
-        return Err(EvalError::Config(format!(
-            "{} is motion-aware (trained with `{}`); --motion none would drop its motion branch (add --force-motion \
-             to do so anyway)",
-            dir.display(),
-            meta.estimator
-        )));
+        return Err(EvalError::MotionBranch {
+            problem: format!(
+                "motion-aware (trained with `{}`); --motion none would drop its motion branch (add --force-motion to do so anyway)",
+                meta.estimator
+            ),
+            model: dir,
+        });
     }
-    let name = requested.unwrap_or(&meta.estimator);
+    let name = match requested.and_then(MotionChoice::estimator) {
+        Some(name) => name,
+        None => meta.estimator.parse::<EstimatorName>()?,
+    };
     let dtype = config.model_dtype()?;
     // The official default rounds MOFNet, the only network the official code runs; asking for
     // rounded weights of another estimator stays an error of the registry's.
-    let weight_precision = if name == "mofnet" { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
+    let weight_precision =
+        if name == EstimatorName::MofNet { config.estimator_weights(dtype) } else { config.motion.estimator_weights.unwrap_or_default() };
     let spec = EstimatorSpec { name, weights: config.motion.weights.as_deref(), weight_precision, ..EstimatorSpec::default() };
     let estimator: std::sync::Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     if !config.motion.force {
         if estimator.name() != meta.estimator {
-            return Err(EvalError::Config(format!(
-                "{} was trained with the `{}` flow estimator, not `{}`; pass --motion {} (or --force-motion)",
-                dir.display(),
-                meta.estimator,
-                estimator.name(),
-                meta.estimator
-            )));
+            return Err(EvalError::MotionBranch {
+                problem: format!(
+                    "trained with the `{}` flow estimator, not `{}`; pass --motion {} (or --force-motion)",
+                    meta.estimator,
+                    estimator.name(),
+                    meta.estimator
+                ),
+                model: dir,
+            });
         }
         // The weights' rounding is no mismatch: the official code trains and evaluates MOFNet on
         // weights rounded by the dtype each runs in, so a run's evaluation follows its own
         // dtype and protocol (`RunConfig::estimator_weights`), not the training's precision.
         if settings_without_precision(&estimator.settings()) != settings_without_precision(&meta.estimator_settings) {
-            return Err(EvalError::Config(format!(
-                "{}: the `{}` estimator's settings {} differ from those it was trained with, {} (add \
-                 --force-motion to go on)",
-                dir.display(),
-                meta.estimator,
-                estimator.settings(),
-                meta.estimator_settings
-            )));
+            return Err(EvalError::MotionBranch {
+                problem: format!(
+                    "the `{}` estimator's settings {} differ from those it was trained with, {} (add --force-motion to go on)",
+                    meta.estimator,
+                    estimator.settings(),
+                    meta.estimator_settings
+                ),
+                model: dir,
+            });
         }
     }
     let pseudo: PseudoImageConfig = serde_json::from_value(meta.pseudo_images.clone())
-        .map_err(|e| EvalError::Config(format!("{}: pseudo_images: {e}", dir.join(motionvl_models::motion::MOTION_META_FILE).display())))?;
+        .map_err(|e| EvalError::ConfigFile { path: dir.join(motionvl_models::motion::MOTION_META_FILE), reason: format!("pseudo_images: {e}") })?;
     Ok(Some(ResolvedMotion { estimator, pseudo, source: BranchSource::Trained { dir, meta } }))
 }
 
@@ -672,38 +686,39 @@ fn resolve_motion(config: &RunConfig, files: &CheckpointFiles, device: &Device) 
 /// (`connector_weights.pt`, on a copy of the vision tower), and MOFNet with the package's weights
 /// (`MOF_kitti.pth`, or `--motion-weights` as the official `--videoflow_ckpt`), widths
 /// (`"mofnet"`, else the sintel config) and `decoder_depth` iterations.
-fn package_motion(config: &RunConfig, requested: Option<&str>, package: SisPackage, device: &Device) -> Result<Option<ResolvedMotion>> {
+fn package_motion(config: &RunConfig, requested: Option<MotionChoice>, package: SisPackage, device: &Device) -> Result<Option<ResolvedMotion>> {
     match requested {
         None => {}
-        Some("none") if config.motion.force => return Ok(None),
-        Some("none") => {
-            return Err(EvalError::Config(format!(
-                "{} is a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)",
-                package.dir.display()
-            )));
+        Some(MotionChoice::None) if config.motion.force => return Ok(None),
+        Some(MotionChoice::None) => {
+            return Err(EvalError::MotionBranch {
+                model: package.dir,
+                problem: "a SIS-Motion package; --no-motion (or --motion none) would drop its motion branch (add --force-motion to do so anyway)"
+                    .into(),
+            });
         }
-        Some(name) => {
-            return Err(EvalError::Config(format!(
-                "{} is a SIS-Motion package, which brings its own MOFNet; leave out --motion {name}",
-                package.dir.display()
-            )));
+        Some(MotionChoice::Estimator(name)) => {
+            return Err(EvalError::MotionBranch {
+                model: package.dir,
+                problem: format!("a SIS-Motion package, which brings its own MOFNet; leave out --motion {name}"),
+            });
         }
     }
     let config_file = package.dir.join(motionvl_models::sis_package::SIS_CONFIG_FILE);
     let mofnet_config = match &package.config.mofnet {
-        Some(widths) => {
-            serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| EvalError::Config(format!("{}: mofnet: {e}", config_file.display())))?
-        }
+        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone())
+            .map_err(|e| EvalError::ConfigFile { path: config_file.clone(), reason: format!("mofnet: {e}") })?,
         None => MofConfig::default(),
     };
     let weights = config.motion.weights.clone().unwrap_or_else(|| package.videoflow_path());
     if !weights.is_file() {
-        return Err(EvalError::Config(format!(
-            "the SIS-Motion package {} needs MOFNet weights: {} does not exist (bundle them in the package or pass \
-             --motion-weights)",
-            package.dir.display(),
-            weights.display()
-        )));
+        return Err(EvalError::MotionBranch {
+            problem: format!(
+                "the SIS-Motion package needs MOFNet weights: {} does not exist (bundle them in the package or pass --motion-weights)",
+                weights.display()
+            ),
+            model: package.dir,
+        });
     }
     let dtype = config.model_dtype()?;
     let mofnet = MofNetEstimator::from_checkpoint(

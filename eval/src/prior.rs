@@ -42,7 +42,7 @@ impl Default for CvaaPriorConfig {
 impl CvaaPriorConfig {
     pub fn validate(&self) -> Result<()> {
         if self.checkpoint.is_some() && !self.template.contains("{box}") {
-            return Err(EvalError::Config(format!("[cvaa] template must contain {{box}}: \"{}\"", self.template)));
+            return Err(EvalError::BadValue { key: "cvaa.template", value: format!("{:?}", self.template), problem: "must contain {box}".into() });
         }
         Ok(())
     }

@@ -99,7 +99,7 @@ impl RunRecord {
             limit: config.limit,
             max_new_tokens: config.generation.max_new_tokens,
             protocol: config.protocol.clone(),
-            motion: config.motion.estimator.clone(),
+            motion: config.motion.estimator.map(|m| m.to_string()),
             dtype: Some(config.model.dtype.unwrap_or(if config.model.device.is_cpu() { DTypeName::F32 } else { DTypeName::Bf16 }).to_string()),
             device: Some(config.model.device.to_string()),
             weights: weight_digests(config),
@@ -311,10 +311,7 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
     }
     let (mut writer, existing) = if answered {
         if !config.resume {
-            return Err(EvalError::Resume(format!(
-                "{} already holds predictions; pass --resume to continue that run, or choose another --out",
-                out.display()
-            )));
+            return Err(EvalError::NotResumed { out: out.to_path_buf() });
         }
         PredictionWriter::resume(&predictions_path)?
     } else {
@@ -487,11 +484,7 @@ fn check_record(out: &Path, record: &RunRecord) -> Result<()> {
         let old: RunRecord = serde_json::from_str(&text).map_err(|e| EvalError::BadFile { path: path.clone(), message: e.to_string() })?;
         let diff = old.differences(record);
         if !diff.is_empty() {
-            return Err(EvalError::Resume(format!(
-                "{} belongs to a run with different {}; its predictions would be mixed with this run's. Choose another --out",
-                path.display(),
-                diff.join(", ")
-            )));
+            return Err(EvalError::OtherRun { record: path, differences: diff });
         }
         return Ok(());
     }
@@ -554,12 +547,12 @@ mod tests {
     #[test]
     fn a_record_without_a_protocol_is_the_papers_and_another_protocol_is_refused() {
         let config = |kind: Option<ProtocolKind>| RunConfig { bench: "sisbench".into(), protocol_kind: kind, ..RunConfig::default() };
-        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SisBench) };
-        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SisBench);
+        let old = RunRecord { protocol_kind: None, ..RunRecord::of(&config(None), &bench::SIS_BENCH) };
+        let paper = RunRecord::of(&config(Some(ProtocolKind::Paper)), &bench::SIS_BENCH);
         assert!(old.differences(&paper).is_empty(), "{:?}", old.differences(&paper));
-        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SisBench);
+        let official = RunRecord::of(&config(Some(ProtocolKind::Official)), &bench::SIS_BENCH);
         assert_eq!(paper.differences(&official), ["protocol_kind (--protocol)", "official settings"]);
-        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SisBench);
+        let vllm = RunRecord::of(&config(Some(ProtocolKind::VllmBaseline)), &bench::SIS_BENCH);
         assert_eq!(official.differences(&vllm), ["protocol_kind (--protocol)"]);
     }
 }

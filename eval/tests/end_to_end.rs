@@ -199,16 +199,16 @@ fn motion_aware_checkpoint_end_to_end() {
     // The estimator must be the one the checkpoint was trained with, unless forced.
     let mut other = trained.clone();
     other.out = dir.path().join("motion-other");
-    other.motion.estimator = Some("dis-fast".into());
+    other.motion.estimator = Some("dis-fast".parse().expect("a motion choice"));
     let err = run(&other, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("--force-motion"), "{err}");
-    other.motion.estimator = Some("none".into());
+    other.motion.estimator = Some("none".parse().expect("a motion choice"));
     let err = run(&other, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("motion-aware"), "{err}");
 
     // --motion on a visual-only checkpoint has nothing to drive.
     let mut plain = config(dir.path(), &checkpoint, &manifest, "plain-motion", 2);
-    plain.motion.estimator = Some("dis".into());
+    plain.motion.estimator = Some("dis".parse().expect("a motion choice"));
     let err = run(&plain, false).err().map(|e| e.to_string()).unwrap_or_default();
     assert!(err.contains("no motion branch"), "{err}");
 }

@@ -9,26 +9,14 @@
 //! XiaoyuShi97/VideoFlow (`core/`, `configs/`). `PYTHON` picks the interpreter. `--device cuda`
 //! (a `--features cuda` build) runs both sides on GPU 0 and also prints frames per second.
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+
 use std::time::Instant;
 
-use anyhow::{Context, Result, bail};
-use candle_core::{DType, Device, Tensor};
+use anyhow::{Context, Result};
+use candle_core::{Device, Tensor};
+use common::{SIZE, arg, flow_difference, median, moving_frames, reference_ms, reference_script, run_reference};
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
-use ndarray::Array4;
-
-const SIZE: usize = 448;
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 /// CPU time of this process (user + system) in ms, from `/proc/self/stat`: under contention
 /// from other processes it is steadier than wall time. `None` off Linux.
@@ -48,43 +36,33 @@ fn main() -> Result<()> {
     let device = if cuda { Device::new_cuda(0)? } else { Device::Cpu };
     let threads = rayon::current_num_threads();
     let dir = tempfile::tempdir()?;
-    let path = |name: &str| -> PathBuf { dir.path().join(name) };
+    let frames = moving_frames(5, dir.path())?;
 
-    // Smooth frames moving a few pixels per frame, as in the fixtures.
-    let frames = Array4::from_shape_fn((5, SIZE, SIZE, 3), |(t, y, x, c)| {
-        let (xf, yf) = (x as f32 + 3.0 * t as f32, y as f32 - 2.0 * t as f32);
-        (127.5 + 60.0 * (xf / 13.0 + c as f32).sin() + 60.0 * (yf / 17.0 - c as f32).cos()).clamp(0.0, 255.0) as u8
-    });
-    let tensor = Tensor::from_vec(frames.iter().copied().collect::<Vec<u8>>(), (5, SIZE, SIZE, 3), &Device::Cpu)?;
-    candle_core::safetensors::save(&[("frames".to_string(), tensor)].into_iter().collect(), path("frames.safetensors"))?;
-
-    // The checkout this was built in, or MOTIONVL_REPO (a prebuilt bench on a GPU machine).
-    let repo = std::env::var("MOTIONVL_REPO").unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/..").to_string());
-    let script = format!("{repo}/tools/bench/mofnet_torch.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
     eprintln!("PyTorch: {runs} runs + warm-up of a {SIZE}x{SIZE} window, {iters} iterations, {threads} threads…");
-    let out = Command::new(&python)
-        .arg(&script)
-        .args(["--videoflow", &videoflow, "--iters", &iters.to_string(), "--runs", &runs.to_string(), "--threads", &threads.to_string()])
-        .args(["--device", if cuda { "cuda" } else { "cpu" }])
-        .arg("--frames")
-        .arg(path("frames.safetensors"))
-        .arg("--weights-out")
-        .arg(path("weights.safetensors"))
-        .arg("--flows-out")
-        .arg(path("torch_flows.safetensors"))
-        .output()
-        .with_context(|| format!("running {python} {script}"))?;
-    if !out.status.success() {
-        bail!("the PyTorch reference failed:\n{}", String::from_utf8_lossy(&out.stderr));
-    }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let reference: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))?;
-    let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
+    let args = [
+        "--videoflow",
+        &videoflow,
+        "--iters",
+        &iters.to_string(),
+        "--runs",
+        &runs.to_string(),
+        "--threads",
+        &threads.to_string(),
+        "--device",
+        if cuda { "cuda" } else { "cpu" },
+    ]
+    .map(String::from);
+    let reference = run_reference(&reference_script("mofnet_torch.py"), &args, dir.path(), "")?;
+    let torch_ms = reference_ms(&reference)?;
 
     eprintln!("Candle: {runs} runs + warm-up…");
-    let est =
-        MofNetEstimator::from_checkpoint(&path("weights.safetensors"), MofConfig::default(), iters, motionvl_flow::WeightPrecision::F32, &device)?;
+    let est = MofNetEstimator::from_checkpoint(
+        &dir.path().join("weights.safetensors"),
+        MofConfig::default(),
+        iters,
+        motionvl_flow::WeightPrecision::F32,
+        &device,
+    )?;
     let (mut ours_ms, mut ours_cpu) = (Vec::with_capacity(runs), Vec::with_capacity(runs));
     let mut flows = est.window_flows(frames.view())?;
     for _ in 0..runs {
@@ -97,12 +75,7 @@ fn main() -> Result<()> {
         }
     }
     let ours = Tensor::cat(&[&flows.0, &flows.1], 0)?.to_device(&Device::Cpu)?;
-    let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?
-        .remove("window")
-        .context("torch flows")?
-        .to_dtype(DType::F32)?;
-    let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
-    let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
+    let (diff, scale) = flow_difference(ours, dir.path(), "window")?;
 
     let (t, o) = (median(torch_ms.clone()), median(ours_ms.clone()));
     println!(

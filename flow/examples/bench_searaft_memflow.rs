@@ -11,75 +11,41 @@
 //! difference. Needs checkouts of princeton-vl/SEA-RAFT and DQiaole/MemFlow; `PYTHON` picks
 //! the interpreter; both sides use `rayon::current_num_threads()` threads (`RAYON_NUM_THREADS`).
 
-use std::path::PathBuf;
-use std::process::Command;
+mod common;
+
 use std::time::Instant;
 
 use anyhow::{Context, Result, bail};
-use candle_core::{DType, Device, Tensor};
+use candle_core::{Device, Tensor};
+use common::{SIZE, arg, flow_difference, median, moving_frames, reference_ms, reference_script, run_reference};
 use motionvl_flow::FlowEstimator;
 use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
 use motionvl_flow::sea_raft::{SeaRaftEstimator, SeaRaftPreset};
-use ndarray::{Array4, s};
+use ndarray::s;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const SIZE: usize = 448;
 const FRAMES: usize = 3;
-
-fn arg(name: &str) -> Option<String> {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter().position(|a| a == name).and_then(|i| args.get(i + 1).cloned())
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
 
 fn main() -> Result<()> {
     let runs: usize = arg("--runs").map(|s| s.parse()).transpose()?.unwrap_or(3);
     let models = arg("--models").unwrap_or_else(|| "sea_raft_s,sea_raft_m,sea_raft_l,memflow".into());
     let threads = rayon::current_num_threads();
     let dir = tempfile::tempdir()?;
-    let path = |name: &str| -> PathBuf { dir.path().join(name) };
-
-    // Smooth frames moving a few pixels per frame.
-    let frames = Array4::from_shape_fn((FRAMES, SIZE, SIZE, 3), |(t, y, x, c)| {
-        let (xf, yf) = (x as f32 + 3.0 * t as f32, y as f32 - 2.0 * t as f32);
-        (127.5 + 60.0 * (xf / 13.0 + c as f32).sin() + 60.0 * (yf / 17.0 - c as f32).cos()).clamp(0.0, 255.0) as u8
-    });
-    let tensor = Tensor::from_vec(frames.iter().copied().collect::<Vec<u8>>(), (FRAMES, SIZE, SIZE, 3), &Device::Cpu)?;
-    candle_core::safetensors::save(&[("frames".to_string(), tensor)].into_iter().collect(), path("frames.safetensors"))?;
-
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../tools/bench/searaft_memflow_torch.py");
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
+    let frames = moving_frames(FRAMES, dir.path())?;
+    let script = reference_script("searaft_memflow_torch.py");
     let mut rows = Vec::new();
     for model in models.split(',') {
         let (repo_flag, unit) = if model == "memflow" { ("--memflow", "step") } else { ("--sea-raft", "pair") };
         let repo = arg(repo_flag).with_context(|| format!("pass {repo_flag} PATH (a checkout of the official code)"))?;
         eprintln!("{model}: PyTorch at {SIZE}x{SIZE}, {threads} threads…");
-        let out = Command::new(&python)
-            .arg(script)
-            .args(["--model", model, "--repo", &repo, "--runs", &runs.to_string(), "--threads", &threads.to_string()])
-            .arg("--frames")
-            .arg(path("frames.safetensors"))
-            .arg("--weights-out")
-            .arg(path("weights.safetensors"))
-            .arg("--flows-out")
-            .arg(path("torch_flows.safetensors"))
-            .output()
-            .with_context(|| format!("running {python} {script}"))?;
-        if !out.status.success() {
-            bail!("the PyTorch reference for {model} failed:\n{}", String::from_utf8_lossy(&out.stderr));
-        }
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let reference: serde_json::Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or("{}"))?;
-        let torch_ms: Vec<f64> = reference["ms"].as_array().context("no timings from PyTorch")?.iter().filter_map(|v| v.as_f64()).collect();
+        let args = ["--model", model, "--repo", &repo, "--runs", &runs.to_string(), "--threads", &threads.to_string()].map(String::from);
+        let reference = run_reference(&script, &args, dir.path(), &format!("for {model} "))?;
+        let torch_ms = reference_ms(&reference)?;
 
         eprintln!("{model}: Candle…");
-        let weights = path("weights.safetensors");
+        let weights = dir.path().join("weights.safetensors");
         let (ours_ms, flows) = match model {
             "memflow" => {
                 // Whole clip, as the reference: ms per step = clip time / steps.
@@ -110,12 +76,7 @@ fn main() -> Result<()> {
             }
         };
         let ours = Tensor::from_vec(flows.iter().copied().collect::<Vec<f32>>(), flows.shape(), &Device::Cpu)?;
-        let theirs = candle_core::safetensors::load(path("torch_flows.safetensors"), &Device::Cpu)?
-            .remove("flows")
-            .context("torch flows")?
-            .to_dtype(DType::F32)?;
-        let diff = (ours - &theirs)?.abs()?.max_all()?.to_scalar::<f32>()?;
-        let scale = theirs.abs()?.max_all()?.to_scalar::<f32>()?;
+        let (diff, scale) = flow_difference(ours, dir.path(), "flows")?;
         // SEA-RAFT: median (upper, for an even count) of the timed runs; MemFlow: mean per step on
         // both sides (ours times the whole clip, since it computes each frame's features once).
         let t = if unit == "step" { torch_ms.iter().sum::<f64>() / torch_ms.len() as f64 } else { median(torch_ms.clone()) };

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::name::EstimatorName;
 use image::Plane;
 pub use variational::VariationalParams;
 
@@ -88,10 +89,16 @@ pub struct Dis {
 impl Dis {
     pub fn new(params: DisParams) -> Result<Self> {
         if !search::PATCH_SIZES.contains(&params.patch_size) {
-            return Err(FlowError::InvalidParameter(format!("DIS patch size must be one of {:?}, got {}", search::PATCH_SIZES, params.patch_size)));
+            return Err(FlowError::BadSetting {
+                key: "DIS patch size",
+                problem: format!("must be one of {:?}, got {}", search::PATCH_SIZES, params.patch_size),
+            });
         }
         if params.patch_stride == 0 || params.patch_stride > params.patch_size {
-            return Err(FlowError::InvalidParameter(format!("DIS patch stride must be in 1..={}, got {}", params.patch_size, params.patch_stride)));
+            return Err(FlowError::BadSetting {
+                key: "DIS patch stride",
+                problem: format!("must be in 1..={}, got {}", params.patch_size, params.patch_stride),
+            });
         }
         Ok(Dis { params, name: "dis".to_string() })
     }
@@ -99,9 +106,9 @@ impl Dis {
     /// `dis`/`classic`/`dis-medium`, `dis-fast` or `dis-ultrafast`; DIS takes no weights.
     pub fn from_spec(spec: &EstimatorSpec) -> Result<Self> {
         let preset = match spec.name {
-            "dis" | "classic" | "dis-medium" => DisPreset::Medium,
-            "dis-fast" => DisPreset::Fast,
-            "dis-ultrafast" => DisPreset::UltraFast,
+            EstimatorName::Dis | EstimatorName::Classic | EstimatorName::DisMedium => DisPreset::Medium,
+            EstimatorName::DisFast => DisPreset::Fast,
+            EstimatorName::DisUltrafast => DisPreset::UltraFast,
             other => {
                 return Err(FlowError::UnknownEstimator {
                     name: other.to_string(),
@@ -112,7 +119,7 @@ impl Dis {
         if let Some(path) = spec.weights {
             return Err(FlowError::UnexpectedWeights { name: spec.name.to_string(), path: path.to_path_buf() });
         }
-        Ok(Dis::new(preset.params())?.with_name(spec.name))
+        Ok(Dis::new(preset.params())?.with_name(spec.name.as_str()))
     }
 
     /// The same estimator under another registry name (`classic`, `dis-fast`...).
@@ -142,10 +149,10 @@ impl Dis {
         let p = &self.params;
         let (w, h) = (i0.w, i0.h);
         if (i1.w, i1.h) != (w, h) {
-            return Err(FlowError::InvalidInput(format!("frames differ in size: {w}x{h} vs {}x{}", i1.w, i1.h)));
+            return Err(FlowError::Clip { what: "DIS", needs: format!("frames of one size, {w}x{h}"), got: format!("{}x{}", i1.w, i1.h) });
         }
         if w.min(h) < p.patch_size {
-            return Err(FlowError::InvalidInput(format!("frames of {w}x{h} are smaller than the DIS patch ({} px)", p.patch_size)));
+            return Err(FlowError::FramesTooSmall { what: "the DIS patch".into(), min_side: p.patch_size, width: w, height: h });
         }
         // Deepest level: about a quarter of the larger side per 4 patches (OpenCV's rule, so the
         // search range covers motions up to ~W/4), but never smaller than one patch.

@@ -14,6 +14,7 @@ use ndarray::{Array4, ArrayView4, s};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{FlowError, Result};
+use crate::name::EstimatorName;
 
 /// Flow fields of a clip: `[N-1, 2, H, W]`, f32 pixels.
 pub type Flows = Array4<f32>;
@@ -42,10 +43,7 @@ pub trait FlowEstimator: Send + Sync {
     /// (N ≥ 3, sides multiples of 8) → `[N−2,2,H/8,W/8]`. Only multi-frame networks that refine
     /// at 1/8 resolution have it.
     fn coarse_clip_flows(&self, _frames: ArrayView4<f32>) -> Result<Flows> {
-        Err(FlowError::InvalidParameter(format!(
-            "the official SIS-Motion pipeline takes whole-clip 1/8-resolution flows from MOFNet (`--motion mofnet`, or `zero` for its control); `{}` has none",
-            self.name()
-        )))
+        Err(FlowError::NoCoarseFlows { estimator: self.name().to_string() })
     }
 
     /// Flow of a clip of any size: checks the clip, replicate-pads it (centred, as RAFT's
@@ -67,13 +65,13 @@ pub trait FlowEstimator: Send + Sync {
 pub fn check_clip(frames: ArrayView4<u8>) -> Result<()> {
     let (n, h, w, c) = frames.dim();
     if n < 2 {
-        return Err(FlowError::InvalidInput(format!("a clip needs at least 2 frames for flow, got {n}")));
+        return Err(FlowError::Clip { what: "a clip", needs: "at least 2 frames for flow".into(), got: n.to_string() });
     }
     if c != 3 {
-        return Err(FlowError::InvalidInput(format!("frames must be RGB [N,H,W,3], got {c} channels")));
+        return Err(FlowError::Clip { what: "a clip", needs: "RGB frames [N,H,W,3]".into(), got: format!("{c} channels") });
     }
     if h == 0 || w == 0 {
-        return Err(FlowError::InvalidInput(format!("empty frames ({h}x{w})")));
+        return Err(FlowError::Clip { what: "a clip", needs: "non-empty frames".into(), got: format!("{h}x{w}") });
     }
     Ok(())
 }
@@ -121,7 +119,7 @@ impl Padding {
 /// What to build: the `--motion` name plus the knobs the CLI exposes.
 #[derive(Debug, Clone, Default)]
 pub struct EstimatorSpec<'a> {
-    pub name: &'a str,
+    pub name: EstimatorName,
     /// Checkpoint for network estimators (`.safetensors` or PyTorch `.pth`).
     pub weights: Option<&'a Path>,
     /// Refinement iterations for RAFT (default 12, torchvision's default).

@@ -124,7 +124,7 @@ pub fn plan_media(plan: &str) -> Result<QwenMedia> {
             Some(Ok(frames)) if frames >= 2 => {
                 QwenMedia { video_policy: FramePolicy::Uniform { frames }, ..ProtocolConfig::default().media(&PreprocessConfig::default()) }
             }
-            _ => return Err(FlowError::InvalidParameter(format!("unknown plan `{other}`: use training, sisbench, uniform:N (N ≥ 2) or all"))),
+            _ => return Err(FlowError::UnknownPlan { plan: other.to_string() }),
         },
     })
 }
@@ -146,9 +146,7 @@ fn read_videos(manifest: &Path, media_root: Option<&Path>, rows: LlavaRows) -> R
         .iter()
         .find_map(|&b| read_manifest(b, manifest, &opts).ok().filter(|r| !r.items.is_empty()))
         .map(|read| ManifestVideos::Benchmark(read.items.into_iter().flat_map(|q| q.videos).collect()))
-        .ok_or_else(|| {
-            FlowError::InvalidInput(format!("{} is neither training conversations nor a benchmark manifest motionvl reads", manifest.display()))
-        })
+        .ok_or_else(|| FlowError::NotAManifest { path: manifest.to_path_buf() })
 }
 
 /// Every video of a training file or benchmark manifest, each once, in order.
@@ -207,7 +205,7 @@ fn fitted_jobs(samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: &Q
     let loader = DataLoader::new(samples, tokenizer, media.clone(), LoaderConfig { workers: 0, template, ..LoaderConfig::default() });
     let mut jobs = Vec::new();
     for (index, sample) in loader.samples().iter().enumerate() {
-        let limits = match loader.sample_fit(index).map_err(|e| FlowError::InvalidInput(e.to_string()))? {
+        let limits = match loader.sample_fit(index)? {
             Some(SampleFit::Fitted { limits, .. }) => Some(limits),
             // Training drops it: no flow is needed.
             Some(SampleFit::TooLong { .. }) => continue,
@@ -222,7 +220,7 @@ fn fitted_jobs(samples: Vec<TrainingSample>, tokenizer: QwenTokenizer, media: &Q
 /// or a hub id already in the Hugging Face cache), or a fresh model's, trained as `train sft`
 /// trains it when its base model is not built yet.
 fn fitting_tokenizer(settings: Option<&ConfigMedia>, flag: Option<&Path>, samples: &[TrainingSample]) -> Result<Option<QwenTokenizer>> {
-    let load = |path: &Path| QwenTokenizer::from_file(path).map_err(|e| FlowError::InvalidInput(e.to_string()));
+    let load = |path: &Path| QwenTokenizer::from_file(path).map_err(FlowError::from);
     if let Some(path) = flag {
         return load(path).map(Some);
     }
@@ -237,7 +235,7 @@ fn fitting_tokenizer(settings: Option<&ConfigMedia>, flag: Option<&Path>, sample
         TokenizerSource::Fresh { base_dir, vocab } => {
             let built = base_dir.join("tokenizer.json");
             if !built.is_file() {
-                return tokenizer_for_fresh_model(samples, *vocab).map(Some).map_err(|e| FlowError::InvalidInput(e.to_string()));
+                return tokenizer_for_fresh_model(samples, *vocab).map(Some).map_err(FlowError::from);
             }
             Some(built)
         }

@@ -110,7 +110,7 @@ pub fn check_cached(jobs: &[(PathBuf, MotionMedia)], verify: usize, progress: &(
         .par_iter()
         .enumerate()
         .map(|(i, (video, media))| {
-            let (settings, index) = key_settings(media).ok_or_else(|| FlowError::InvalidInput("the run has no flow cache".into()))?;
+            let (settings, index) = key_settings(media).ok_or(FlowError::NoCache)?;
             let indexed = index.lookup(video, &settings);
             let sampled = i % stride == 0 && indexed.is_some();
             let key = match (&indexed, sampled) {

@@ -86,7 +86,7 @@ impl MotionMedia {
     /// The planned frames of `path` as the vision tower sees them, what the flow is computed
     /// on, and its cache key.
     pub fn flow_input(&self, path: &Path) -> Result<FlowInput> {
-        let bad = |e| FlowError::InvalidInput(format!("{}: {e}", path.display()));
+        let bad = |e: motionvl_data::media::BoxError| FlowError::Video { path: path.to_path_buf(), reason: e.to_string() };
         match self.pseudo.pipeline {
             MotionPipeline::Motionvl => {
                 let (plan, frames) = self.qwen.load_video_frames(path).map_err(bad)?;
@@ -104,7 +104,7 @@ impl MotionMedia {
                 let tp = self.qwen.video_config.temporal_patch_size;
                 let count = planned.plan.indices.len().div_ceil(tp) * tp;
                 let mofnet = official::mofnet_frames(planned.decoded.view(), count)
-                    .map_err(|e| FlowError::InvalidInput(format!("{}: {e}", path.display())))?;
+                    .map_err(|e| FlowError::Video { path: path.to_path_buf(), reason: e.to_string() })?;
                 let (_, dh, dw, _) = planned.decoded.dim();
                 let plan = format!("official:{:?}@{dh}x{dw}->{count}x{}x{}", planned.plan.indices, official::MOFNET_HEIGHT, official::MOFNET_WIDTH);
                 let key = CacheKey::of_floats(mofnet.view(), &plan, self.estimator.as_ref());

@@ -122,7 +122,7 @@ impl MofNetEstimator {
     /// An estimator over a model built by the caller, whose weights are taken as they are (f32).
     pub fn from_model(model: MofNet, iters: usize, device: &Device, weights_id: String) -> Result<Self> {
         if iters == 0 {
-            return Err(FlowError::InvalidParameter("MOFNet needs at least one iteration".into()));
+            return Err(FlowError::NoIterations { network: "MOFNet", step: "iteration" });
         }
         Ok(MofNetEstimator { model, iters, device: device.clone(), weights_id, precision: WeightPrecision::F32 })
     }
@@ -162,7 +162,7 @@ impl FlowEstimator for MofNetEstimator {
     fn coarse_clip_flows(&self, frames: ArrayView4<f32>) -> Result<Flows> {
         let (n, c, h, w) = frames.dim();
         if c != 3 {
-            return Err(FlowError::InvalidInput(format!("MOFNet takes RGB frames [N,3,H,W], got {:?}", frames.shape())));
+            return Err(FlowError::Clip { what: "MOFNet", needs: "RGB frames [N,3,H,W]".into(), got: format!("{:?}", frames.shape()) });
         }
         // `2.0 * (images / 255.0) - 1.0` in f32, in the reference's order (not `v·(2/255) − 1`).
         let data: Vec<f32> = frames.iter().map(|&v| 2.0 * (v / 255.0) - 1.0).collect();
@@ -170,7 +170,11 @@ impl FlowEstimator for MofNetEstimator {
         let (forward, _backward) = self.model.forward_coarse(&images, self.iters)?;
         let (m, _, fh, fw) = forward.dims4()?;
         let values = forward.flatten_all()?.to_vec1::<f32>()?;
-        Array4::from_shape_vec((m, 2, fh, fw), values).map_err(|e| FlowError::InvalidInput(format!("MOFNet flows: {e}")))
+        Array4::from_shape_vec((m, 2, fh, fw), values).map_err(|e| FlowError::Clip {
+            what: "MOFNet's flows",
+            needs: format!("[{m},2,{fh},{fw}]"),
+            got: e.to_string(),
+        })
     }
 
     fn estimate_padded(&self, frames: ArrayView4<u8>) -> Result<Flows> {

@@ -118,7 +118,11 @@ pub fn torch_linspace_indices(len: usize, count: usize) -> Vec<usize> {
 pub fn mofnet_frames(decoded: ArrayView4<u8>, frames: usize) -> Result<Array4<f32>> {
     let (n, h, w, c) = decoded.dim();
     if c != 3 || n == 0 || h == 0 || w == 0 {
-        return Err(FlowError::InvalidInput(format!("MOFNet frames need a non-empty RGB clip [N,H,W,3], got {:?}", decoded.shape())));
+        return Err(FlowError::Clip {
+            what: "MOFNet's frames",
+            needs: "a non-empty RGB clip [N,H,W,3]".into(),
+            got: format!("{:?}", decoded.shape()),
+        });
     }
     let indices: Vec<usize> = if n == frames { (0..n).collect() } else { numpy_linspace_indices(n, frames) };
     let chosen = decoded.select(Axis(0), &indices);
@@ -135,7 +139,11 @@ pub fn mofnet_frames(decoded: ArrayView4<u8>, frames: usize) -> Result<Array4<f3
 pub fn clip_flows(middle: ArrayView4<f32>) -> Result<Array4<f32>> {
     let (m, c, h, w) = middle.dim();
     if m == 0 || c != 2 {
-        return Err(FlowError::InvalidInput(format!("expected the middle frames' flows [N-2,2,h,w] with N ≥ 3, got {:?}", middle.shape())));
+        return Err(FlowError::Clip {
+            what: "a clip's flows",
+            needs: "the middle frames' flows [N-2,2,h,w] with N ≥ 3".into(),
+            got: format!("{:?}", middle.shape()),
+        });
     }
     let mut out = Array4::<f32>::zeros((m + 2, 2, h, w));
     out.slice_mut(s![0, .., .., ..]).assign(&middle.slice(s![0, .., .., ..]));
@@ -152,12 +160,12 @@ pub fn clip_flows(middle: ArrayView4<f32>) -> Result<Array4<f32>> {
 pub fn pixel_values_flow(flows: ArrayView4<f32>, grid_thw: [usize; 3], cfg: &PreprocessConfig) -> Result<Array2<f32>> {
     let (t, c, h, w) = flows.dim();
     if t == 0 || c != 2 || h == 0 || w == 0 {
-        return Err(FlowError::InvalidInput(format!("pseudo-images need flows [T,2,h,w], got {:?}", flows.shape())));
+        return Err(FlowError::Clip { what: "a pseudo-image", needs: "flows [T,2,h,w]".into(), got: format!("{:?}", flows.shape()) });
     }
     let [grid_t, grid_h, grid_w] = grid_thw;
     let (p, tp, m) = (cfg.patch_size, cfg.temporal_patch_size, cfg.merge_size);
     if grid_t == 0 || grid_h == 0 || grid_w == 0 || grid_h % m != 0 || grid_w % m != 0 {
-        return Err(FlowError::InvalidInput(format!("grid {grid_thw:?} is not a video grid of merge size {m}")));
+        return Err(FlowError::Clip { what: "a pseudo-image", needs: format!("a video grid of merge size {m}"), got: format!("grid {grid_thw:?}") });
     }
 
     // [magnitude, dx, dy] per frame, then one min-max over the whole video.

@@ -91,10 +91,14 @@ impl PseudoImages {
     pub fn from_flows(flows: ArrayView4<f32>, cfg: &PseudoImageConfig) -> Result<Self> {
         let (t, c, h, w) = flows.dim();
         if t == 0 || c != 2 {
-            return Err(FlowError::InvalidInput(format!("pseudo-images need [N-1,2,H,W] flows with N ≥ 2, got {:?}", flows.shape())));
+            return Err(FlowError::Clip {
+                what: "a pseudo-image",
+                needs: "[N-1,2,H,W] flows with N ≥ 2".into(),
+                got: format!("{:?}", flows.shape()),
+            });
         }
         if !cfg.diagonal_fraction.is_finite() || cfg.diagonal_fraction <= 0.0 {
-            return Err(FlowError::InvalidParameter(format!("diagonal_fraction must be positive, got {}", cfg.diagonal_fraction)));
+            return Err(FlowError::BadSetting { key: "diagonal_fraction", problem: format!("must be positive, got {}", cfg.diagonal_fraction) });
         }
         let scale = cfg.diagonal_fraction * ((h * h + w * w) as f32).sqrt();
         let n = t + 1;

@@ -26,6 +26,7 @@ pub use model::Raft;
 
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, Flows};
+use crate::name::EstimatorName;
 use crate::state_dict::weights_id;
 
 /// Frames whose features are computed in one batch: bounds memory on long clips.
@@ -48,8 +49,8 @@ impl RaftEstimator {
     /// refinement iterations unless `spec.iters` says otherwise (torchvision's default).
     pub fn from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Self> {
         let arch = match spec.name {
-            "raft-small" => RaftArch::Small,
-            "raft-large" => RaftArch::Large,
+            EstimatorName::RaftSmall => RaftArch::Small,
+            EstimatorName::RaftLarge => RaftArch::Large,
             other => return Err(FlowError::UnknownEstimator { name: other.to_string(), known: "raft-small, raft-large".into() }),
         };
         let Some(weights) = spec.weights else {

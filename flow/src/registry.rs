@@ -1,15 +1,16 @@
-//! The estimators behind `--motion NAME`: one line per estimator, naming it and the function
-//! that builds it from an [`EstimatorSpec`]. Adding an estimator is its own file plus one line here.
+//! The estimators behind `--motion NAME`: their names, typed ([`EstimatorName`]), and one line
+//! per estimator naming the function that builds it from an [`EstimatorSpec`]. Adding an
+//! estimator is its own file, one name and one line here.
 
 use std::path::Path;
 
 use candle_core::Device;
 
-use crate::dis::Dis;
 use crate::error::{FlowError, Result};
 use crate::estimator::{EstimatorSpec, FlowEstimator, WeightPrecision};
 use crate::memflow::MemFlowEstimator;
 use crate::mofnet::MofNetEstimator;
+pub use crate::name::{EstimatorName, MotionChoice};
 use crate::raft::RaftEstimator;
 use crate::sea_raft::SeaRaftEstimator;
 use crate::zero::ZeroFlow;
@@ -20,42 +21,38 @@ fn boxed<E: FlowEstimator + 'static>(estimator: Result<E>) -> Result<Box<dyn Flo
     Ok(Box::new(estimator?))
 }
 
-/// `(names, build)`: every name in `names` builds with `build`, which reads `spec.name` for the
-/// variant.
-const REGISTRY: &[(&[&str], Build)] = &[
-    (&["dis", "classic", "dis-ultrafast", "dis-fast", "dis-medium"], |spec, _| boxed(Dis::from_spec(spec))),
-    (&["raft-small", "raft-large"], |spec, device| boxed(RaftEstimator::from_spec(spec, device))),
-    (&["sea-raft-s", "sea-raft-m", "sea-raft-l"], |spec, device| boxed(SeaRaftEstimator::from_spec(spec, device))),
-    (&["mofnet"], |spec, device| boxed(MofNetEstimator::from_spec(spec, device))),
-    (&["memflow"], |spec, device| boxed(MemFlowEstimator::from_spec(spec, device))),
-    (&["zero"], |spec, _| boxed(ZeroFlow::from_spec(spec))),
-];
+/// The function that builds `name`, which reads `spec.name` for the variant: the registry, one
+/// line per estimator (a match, so a name without a builder does not compile).
+fn builder(name: EstimatorName) -> Build {
+    use EstimatorName::*;
+    match name {
+        Dis | Classic | DisUltrafast | DisFast | DisMedium => |spec, _| boxed(crate::dis::Dis::from_spec(spec)),
+        RaftSmall | RaftLarge => |spec, device| boxed(RaftEstimator::from_spec(spec, device)),
+        SeaRaftS | SeaRaftM | SeaRaftL => |spec, device| boxed(SeaRaftEstimator::from_spec(spec, device)),
+        MofNet => |spec, device| boxed(MofNetEstimator::from_spec(spec, device)),
+        MemFlow => |spec, device| boxed(MemFlowEstimator::from_spec(spec, device)),
+        Zero => |spec, _| boxed(ZeroFlow::from_spec(spec)),
+    }
+}
 
 /// Every name [`estimator_by_name`] accepts.
 pub fn known_estimators() -> Vec<&'static str> {
-    REGISTRY.iter().flat_map(|(names, _)| names.iter().copied()).collect()
+    crate::name::known_estimators()
 }
 
-/// The estimator behind `--motion NAME`. `dis` (alias `classic`) needs no weights; the networks
-/// need a checkpoint.
+/// The estimator behind `--motion NAME`, the name read here. `dis` (alias `classic`) needs no
+/// weights; the networks need a checkpoint.
 pub fn estimator_by_name(name: &str, weights: Option<&Path>, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    estimator_from_spec(&EstimatorSpec { name, weights, ..EstimatorSpec::default() }, device)
+    estimator_from_spec(&EstimatorSpec { name: name.parse()?, weights, ..EstimatorSpec::default() }, device)
 }
 
 /// [`estimator_by_name`] with the extra knobs of [`EstimatorSpec`].
 pub fn estimator_from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Box<dyn FlowEstimator>> {
-    let Some((_, build)) = REGISTRY.iter().find(|(names, _)| names.contains(&spec.name)) else {
-        return Err(FlowError::UnknownEstimator { name: spec.name.to_string(), known: known_estimators().join(", ") });
-    };
     // Only MOFNet's rounding is the official code's (SIS-Motion runs no other network).
-    if spec.weight_precision != WeightPrecision::F32 && spec.name != "mofnet" {
-        return Err(FlowError::InvalidParameter(format!(
-            "estimator weights `{}` reproduce the SIS-Motion code's MOFNet; `{}` computes with its weights as stored (use f32)",
-            spec.weight_precision.as_str(),
-            spec.name
-        )));
+    if spec.weight_precision != WeightPrecision::F32 && spec.name != EstimatorName::MofNet {
+        return Err(FlowError::PrecisionNotFor { precision: spec.weight_precision.as_str(), estimator: spec.name.as_str() });
     }
-    build(spec, device)
+    builder(spec.name)(spec, device)
 }
 
 #[cfg(test)]
@@ -73,8 +70,21 @@ mod tests {
         assert!(missing.contains("--weights") && missing.contains("`dis`") && missing.contains("raft_small"), "{missing}");
         let extra = estimator_by_name("dis", Some(Path::new("x.pth")), &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(extra.contains("takes no weights"), "{extra}");
-        let rounded = EstimatorSpec { name: "dis", weight_precision: WeightPrecision::Bf16Rounded, ..EstimatorSpec::default() };
+        let rounded = EstimatorSpec { name: EstimatorName::Dis, weight_precision: WeightPrecision::Bf16Rounded, ..EstimatorSpec::default() };
         let refused = estimator_from_spec(&rounded, &dev).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(refused.contains("bf16-rounded") && refused.contains("`dis`"), "{refused}");
+    }
+
+    #[test]
+    fn names_read_back() {
+        for name in EstimatorName::ALL {
+            assert_eq!(name.as_str().parse::<EstimatorName>().ok(), Some(name));
+        }
+        assert_eq!("none".parse::<MotionChoice>().ok(), Some(MotionChoice::None));
+        assert_eq!("classic".parse::<MotionChoice>().ok(), Some(MotionChoice::Estimator(EstimatorName::Classic)));
+        let json: Vec<MotionChoice> = serde_json::from_str(r#"["none", "sea-raft-m"]"#).expect("reads");
+        assert_eq!(serde_json::to_string(&json).expect("writes"), r#"["none","sea-raft-m"]"#);
+        let err = serde_json::from_str::<EstimatorName>(r#""farneback""#).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains("unknown motion estimator `farneback`") && err.contains("memflow"), "{err}");
     }
 }

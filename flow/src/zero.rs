@@ -42,7 +42,7 @@ impl FlowEstimator for ZeroFlow {
     fn coarse_clip_flows(&self, frames: ArrayView4<f32>) -> Result<Flows> {
         let (n, _, h, w) = frames.dim();
         if n < 3 {
-            return Err(FlowError::InvalidInput(format!("whole-clip flows need at least 3 frames, got {n}")));
+            return Err(FlowError::Clip { what: "a whole-clip flow", needs: "at least 3 frames".into(), got: n.to_string() });
         }
         Ok(Array4::zeros((n - 2, 2, h / 8, w / 8)))
     }

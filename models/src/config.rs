@@ -173,18 +173,20 @@ struct RawConfig {
 
 impl Qwen25VlConfig {
     /// Where this config's vision token ids differ from a tokenizer's (`image_pad`,
-    /// `video_pad`, `vision_start`, `vision_end`, in that order), as a message: the checkpoint and
-    /// the tokenizer come from different models, and vision features would land nowhere.
-    pub fn vision_token_mismatch(&self, tokenizer: [u32; 4]) -> Option<String> {
+    /// `video_pad`, `vision_start`, `vision_end`, in that order), the first that differs: the
+    /// checkpoint and the tokenizer come from different models, and vision features would land
+    /// nowhere.
+    pub fn vision_token_mismatch(&self, tokenizer: [u32; 4]) -> Option<ModelError> {
         let ours = [
             ("image_token_id", self.image_token_id),
             ("video_token_id", self.video_token_id),
             ("vision_start_token_id", self.vision_start_token_id),
             ("vision_end_token_id", self.vision_end_token_id),
         ];
-        ours.into_iter().zip(tokenizer).find(|((_, model_id), tokenizer_id)| model_id != tokenizer_id).map(|((key, model_id), tokenizer_id)| {
-            format!("the model's {key} is {model_id} but the tokenizer gives {tokenizer_id}: they come from different checkpoints")
-        })
+        ours.into_iter()
+            .zip(tokenizer)
+            .find(|((_, model_id), tokenizer_id)| model_id != tokenizer_id)
+            .map(|((key, model), tokenizer)| ModelError::VisionTokens { key, model, tokenizer })
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -360,9 +362,9 @@ mod tests {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../configs/models/tiny.json");
         let cfg = Qwen25VlConfig::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
         let same = [cfg.image_token_id, cfg.video_token_id, cfg.vision_start_token_id, cfg.vision_end_token_id];
-        assert_eq!(cfg.vision_token_mismatch(same), None);
+        assert!(cfg.vision_token_mismatch(same).is_none());
         let shifted = [same[0], same[1] + 7, same[2], same[3] + 1];
-        let said = cfg.vision_token_mismatch(shifted).unwrap_or_default();
+        let said = cfg.vision_token_mismatch(shifted).map(|e| e.to_string()).unwrap_or_default();
         assert_eq!(
             said,
             format!("the model's video_token_id is {} but the tokenizer gives {}: they come from different checkpoints", same[1], same[1] + 7)

@@ -205,7 +205,7 @@ impl Cvaa {
     /// `backbone` addresses hub DINOv2 names, `heads` the head names (`gem.p`, `projector.*`,
     /// `adapter_sat.*`, `adapter_uav.*`, `logit_scale`).
     pub fn new(cfg: &CvaaConfig, backbone: VarBuilder, heads: VarBuilder) -> Result<Self> {
-        cfg.validate().map_err(ModelError::Input)?;
+        cfg.validate().map_err(|problem| ModelError::ModelConfig { model: "CVAA", problem })?;
         Ok(Self {
             backbone: Dinov2Model::new(&cfg.backbone, cfg.interpolation.into(), backbone)?,
             heads: CvaaHeads::new(cfg, heads)?,

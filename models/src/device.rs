@@ -29,8 +29,7 @@ impl DeviceName {
             DeviceName::Cpu => Ok(Device::Cpu),
             DeviceName::Cuda(ordinal) => {
                 let ordinal = ordinal.unwrap_or(0);
-                Device::new_cuda(ordinal)
-                    .map_err(|e| ModelError::Input(format!("device cuda:{ordinal}: {e} (was motionvl built with --features cuda?)")))
+                Device::new_cuda(ordinal).map_err(|e| ModelError::NoDevice { device: format!("cuda:{ordinal}"), reason: e.to_string() })
             }
         }
     }
@@ -40,7 +39,7 @@ impl FromStr for DeviceName {
     type Err = ModelError;
     fn from_str(name: &str) -> Result<Self> {
         let name = name.trim().to_ascii_lowercase();
-        let invalid = || ModelError::Input(format!("device `{name}`: expected cpu, cuda or cuda:N"));
+        let invalid = || ModelError::UnknownName { what: "device", name: name.clone(), expected: "cpu, cuda or cuda:N" };
         match name.as_str() {
             "cpu" => Ok(DeviceName::Cpu),
             "cuda" => Ok(DeviceName::Cuda(None)),
@@ -92,7 +91,7 @@ impl FromStr for DTypeName {
             "f32" | "float32" => Ok(DTypeName::F32),
             "bf16" | "bfloat16" => Ok(DTypeName::Bf16),
             "f16" | "float16" => Ok(DTypeName::F16),
-            other => Err(ModelError::Input(format!("dtype `{other}`: expected f32, bf16 or f16"))),
+            other => Err(ModelError::UnknownName { what: "dtype", name: other.to_string(), expected: "f32, bf16 or f16" }),
         }
     }
 }
@@ -107,24 +106,8 @@ impl fmt::Display for DTypeName {
     }
 }
 
-/// Both names are written as their strings in recipes, configs and records.
-macro_rules! serde_as_string {
-    ($($name:ty),*) => {$(
-        impl serde::Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
-                s.collect_str(self)
-            }
-        }
-
-        impl<'de> serde::Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
-                let text = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-                text.parse().map_err(serde::de::Error::custom)
-            }
-        }
-    )*};
-}
-serde_as_string!(DeviceName, DTypeName);
+// Both names are written as their strings in recipes, configs and records.
+motionvl_util::serde_as_string!(DeviceName, DTypeName);
 
 /// `cpu`, `cuda` or `cuda:N` (case and surrounding space ignored), opened.
 pub fn parse_device(name: &str) -> Result<Device> {

@@ -265,7 +265,9 @@ impl Dinov2Embeddings {
         let (b, c, h, w) = pixel_values.dims4()?;
         let p = self.patch_size;
         if h % p != 0 || w % p != 0 || h == 0 || w == 0 {
-            return Err(ModelError::Input(format!("DINOv2 input is {h}×{w} px; both sides must be positive multiples of the patch size {p}")));
+            return Err(ModelError::Pixels {
+                problem: format!("DINOv2 input is {h}×{w} px; both sides must be positive multiples of the patch size {p}"),
+            });
         }
         let (rows, cols) = (h / p, w / p);
         // The stride-P convolution as a matmul over flattened patches: [B, rows·cols, C·P·P].
@@ -421,7 +423,11 @@ impl Dinov2Model {
     /// A backbone over `vb` in hub names; a fresh `VarMap` builder initialises it as
     /// transformers does (N(0, 0.02²) weights, zero biases, unit norms and LayerScale).
     pub fn new(cfg: &Dinov2Config, interpolation: PosInterpolation, vb: VarBuilder) -> Result<Self> {
-        let act = cfg.activation().map_err(ModelError::Input)?;
+        let act = Activation::parse(&cfg.hidden_act).ok_or_else(|| ModelError::UnknownName {
+            what: "DINOv2 hidden_act",
+            name: cfg.hidden_act.clone(),
+            expected: "silu, swish, gelu, gelu_pytorch_tanh or gelu_new",
+        })?;
         let layers = (0..cfg.num_hidden_layers).map(|i| Dinov2Layer::new(cfg, act, vb.pp(format!("encoder.layer.{i}")))).collect::<Result<_>>()?;
         Ok(Self {
             embeddings: Dinov2Embeddings::new(cfg, interpolation, vb.pp("embeddings"))?,

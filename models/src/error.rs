@@ -35,8 +35,32 @@ pub enum ModelError {
     PlaceholderMismatch { kind: &'static str, tokens: usize, features: usize },
     #[error("{path}: {reason}")]
     Package { path: PathBuf, reason: String },
-    #[error("invalid input: {0}")]
-    Input(String),
+    /// A tokenizer whose vision token ids are not the model config's.
+    #[error("the model's {key} is {model} but the tokenizer gives {tokenizer}: they come from different checkpoints")]
+    VisionTokens { key: &'static str, model: u32, tokenizer: u32 },
+    /// A device or dtype name no spelling matches.
+    #[error("{what} `{name}`: expected {expected}")]
+    UnknownName { what: &'static str, name: String, expected: &'static str },
+    #[error("device {device}: {reason} (was motionvl built with --features cuda?)")]
+    NoDevice { device: String, reason: String },
+    /// A model config (built in code, not read from a file) that cannot build its model.
+    #[error("invalid input: {model} config: {problem}")]
+    ModelConfig { model: &'static str, problem: String },
+    /// A LoRA config that selects nothing or cannot train.
+    #[error("invalid input: LoRA {problem}")]
+    Lora { problem: String },
+    #[error("invalid input: tensor `{tensor}` is {dtype:?}; only f32, bf16 and f16 tensors can be written to a torch file")]
+    TorchDtype { tensor: String, dtype: candle_core::DType },
+    /// Pixels, grids or motion tokens that do not fit one another or the vision tower.
+    #[error("invalid input: {problem}")]
+    Pixels { problem: String },
+    /// A prompt batch whose rows, token kinds or vision blocks do not fit its inputs.
+    #[error("invalid input: {problem}")]
+    Prompt { problem: String },
+    #[error("invalid input: label {label} at row {row}, position {position} is outside the vocabulary of {vocab}")]
+    LabelOutOfVocabulary { label: i64, row: usize, position: usize, vocab: usize },
+    #[error("invalid input: no position has a label: nothing to train on")]
+    NoLabels,
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
 }

@@ -90,7 +90,7 @@ impl LoraWeights {
     /// 1/√in), B zero.
     pub fn init(linears: &[(String, usize, usize)], config: &LoraConfig, seed: u64, device: &Device) -> Result<Self> {
         if config.rank == 0 {
-            return Err(ModelError::Input("LoRA rank must be positive".into()));
+            return Err(ModelError::Lora { problem: "rank must be positive".into() });
         }
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let mut modules = BTreeMap::new();
@@ -106,7 +106,7 @@ impl LoraWeights {
             modules.insert(name.clone(), LoraPair { a, b });
         }
         if modules.is_empty() {
-            return Err(ModelError::Input(format!("LoRA targets {:?} match no layer of the model", config.target_modules)));
+            return Err(ModelError::Lora { problem: format!("targets {:?} match no layer of the model", config.target_modules) });
         }
         Ok(Self { config: config.clone(), modules, runtime: LoraRuntime::default() })
     }
@@ -138,7 +138,7 @@ impl LoraWeights {
             linear.set_adapter(Some(adapter));
         }
         if let Some(name) = remaining.keys().next() {
-            return Err(ModelError::Input(format!("the adapter targets `{name}`, which the model does not have")));
+            return Err(ModelError::AdapterExtraModule { module: name.to_string() });
         }
         Ok(())
     }
@@ -171,7 +171,7 @@ impl LoraWeights {
             linear.set_weight(merged);
         }
         if let Some(name) = remaining.keys().next() {
-            return Err(ModelError::Input(format!("the adapter targets `{name}`, which the model does not have")));
+            return Err(ModelError::AdapterExtraModule { module: name.to_string() });
         }
         Ok(())
     }

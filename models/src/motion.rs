@@ -204,11 +204,13 @@ impl MotionBranch {
     pub fn fuse(&self, visual_tokens: &Tensor, pseudo_pixels: &Tensor, grids: &[[usize; 3]]) -> Result<Tensor> {
         let motion = self.encoder.forward(pseudo_pixels, grids)?;
         if motion.dims() != visual_tokens.dims() {
-            return Err(ModelError::Input(format!(
-                "motion tokens {:?} do not align with visual tokens {:?}: the pseudo-images must use the video's frames and grid",
-                motion.dims(),
-                visual_tokens.dims()
-            )));
+            return Err(ModelError::Pixels {
+                problem: format!(
+                    "motion tokens {:?} do not align with visual tokens {:?}: the pseudo-images must use the video's frames and grid",
+                    motion.dims(),
+                    visual_tokens.dims()
+                ),
+            });
         }
         Ok((visual_tokens + self.connector.forward(&motion)?)?)
     }
@@ -224,10 +226,11 @@ pub fn vision_features(
 ) -> Result<crate::qwen25vl::VisionFeatures> {
     let mut features = model.encode_vision(inputs)?;
     if let (Some(branch), Some(videos)) = (branch, features.videos.as_ref()) {
-        let motion = motion.ok_or_else(|| ModelError::Input("the model is motion-aware but the batch carries no motion pixels".into()))?;
+        let motion =
+            motion.ok_or_else(|| ModelError::Pixels { problem: "the model is motion-aware but the batch carries no motion pixels".into() })?;
         let video_grids = inputs.videos.as_ref().map(|v| v.grids.clone()).unwrap_or_default();
         if motion.grids != video_grids {
-            return Err(ModelError::Input(format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids)));
+            return Err(ModelError::Pixels { problem: format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids) });
         }
         features.videos = Some(branch.fuse(videos, &motion.pixel_values, &motion.grids)?);
     }

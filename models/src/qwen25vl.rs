@@ -75,16 +75,18 @@ impl PromptBatch {
         let len = self.len();
         for (b, ((ids, mask), kinds)) in self.ids.iter().zip(&self.mask).zip(&self.kinds).enumerate() {
             if ids.len() != len || mask.len() != len || kinds.len() != len {
-                return Err(ModelError::Input(format!(
-                    "batch row {b}: {} ids, {} mask entries and {} token kinds; every row must have {len}",
-                    ids.len(),
-                    mask.len(),
-                    kinds.len()
-                )));
+                return Err(ModelError::Prompt {
+                    problem: format!(
+                        "batch row {b}: {} ids, {} mask entries and {} token kinds; every row must have {len}",
+                        ids.len(),
+                        mask.len(),
+                        kinds.len()
+                    ),
+                });
             }
         }
         if self.mask.len() != self.rows() || self.kinds.len() != self.rows() {
-            return Err(ModelError::Input("ids, mask and kinds must have the same number of rows".into()));
+            return Err(ModelError::Prompt { problem: "ids, mask and kinds must have the same number of rows".into() });
         }
         Ok(())
     }
@@ -446,7 +448,9 @@ impl Qwen25Vl {
         if let Some(p) = penalty
             && p.prompt_ids.len() != rows
         {
-            return Err(ModelError::Input(format!("the repetition penalty has prompt ids of {} rows for a batch of {rows}", p.prompt_ids.len())));
+            return Err(ModelError::Prompt {
+                problem: format!("the repetition penalty has prompt ids of {} rows for a batch of {rows}", p.prompt_ids.len()),
+            });
         }
         // The ids each row's sequence holds so far: its prompt, then what it generated.
         let mut seen: Vec<std::collections::HashSet<u32>> = match penalty {
@@ -516,15 +520,15 @@ fn vision_spans(batch: &PromptBatch, inputs: &VisionInputs) -> Result<Vec<Vision
             }
             let (grid, seconds) = if kind == TokenKind::Image {
                 next_image += 1;
-                let grid = *image_grids
-                    .get(next_image - 1)
-                    .ok_or_else(|| ModelError::Input(format!("the prompts hold more image blocks than the {} image inputs", image_grids.len())))?;
+                let grid = *image_grids.get(next_image - 1).ok_or_else(|| ModelError::Prompt {
+                    problem: format!("the prompts hold more image blocks than the {} image inputs", image_grids.len()),
+                })?;
                 (grid, 0.0)
             } else {
                 next_video += 1;
-                let grid = *video_grids
-                    .get(next_video - 1)
-                    .ok_or_else(|| ModelError::Input(format!("the prompts hold more video blocks than the {} video inputs", video_grids.len())))?;
+                let grid = *video_grids.get(next_video - 1).ok_or_else(|| ModelError::Prompt {
+                    problem: format!("the prompts hold more video blocks than the {} video inputs", video_grids.len()),
+                })?;
                 (grid, inputs.video_seconds_per_grid.get(next_video - 1).copied().unwrap_or(1.0))
             };
             spans.push(VisionSpan { grid, seconds_per_grid: seconds });
@@ -559,14 +563,14 @@ impl LabelPicks {
                     continue;
                 }
                 if label < 0 || label as usize >= vocab {
-                    return Err(ModelError::Input(format!("label {label} at row {b}, position {} is outside the vocabulary of {vocab}", i + 1)));
+                    return Err(ModelError::LabelOutOfVocabulary { label, row: b, position: i + 1, vocab });
                 }
                 picks.rows.push((b * len + i) as u32);
                 picks.targets.push(label as u32);
             }
         }
         if picks.rows.is_empty() {
-            return Err(ModelError::Input("no position has a label: nothing to train on".into()));
+            return Err(ModelError::NoLabels);
         }
         Ok(picks)
     }

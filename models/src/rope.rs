@@ -28,7 +28,7 @@ impl TokenKind {
             0 => Ok(Self::Text),
             1 => Ok(Self::Image),
             2 => Ok(Self::Video),
-            other => Err(ModelError::Input(format!("token type {other} is not 0 (text), 1 (image) or 2 (video)"))),
+            other => Err(ModelError::Prompt { problem: format!("token type {other} is not 0 (text), 1 (image) or 2 (video)") }),
         }
     }
 }
@@ -84,7 +84,7 @@ pub fn rope_index(
     let mut spans = spans.iter();
     for (row, (row_kinds, row_mask)) in kinds.iter().zip(mask).enumerate() {
         if row_kinds.len() != row_mask.len() {
-            return Err(ModelError::Input(format!("row {row}: {} token kinds but {} mask entries", row_kinds.len(), row_mask.len())));
+            return Err(ModelError::Prompt { problem: format!("row {row}: {} token kinds but {} mask entries", row_kinds.len(), row_mask.len()) });
         }
         let mut axes: [Vec<i64>; 3] = std::array::from_fn(|_| vec![1; row_kinds.len()]);
         let real: Vec<usize> = (0..row_kinds.len()).filter(|&i| row_mask[i]).collect();
@@ -100,7 +100,9 @@ pub fn rope_index(
                 i += 1;
                 continue;
             }
-            let span = spans.next().ok_or_else(|| ModelError::Input(format!("row {row}: more vision blocks in the prompt than vision inputs")))?;
+            let span = spans
+                .next()
+                .ok_or_else(|| ModelError::Prompt { problem: format!("row {row}: more vision blocks in the prompt than vision inputs") })?;
             let [t, h, w] = span.grid;
             let (h, w) = (h / spatial_merge_size, w / spatial_merge_size);
             let count = t * h * w;
@@ -138,7 +140,7 @@ pub fn rope_index(
         }
     }
     if spans.next().is_some() {
-        return Err(ModelError::Input("more vision inputs than vision blocks in the prompts".into()));
+        return Err(ModelError::Prompt { problem: "more vision inputs than vision blocks in the prompts".into() });
     }
     Ok(RopePositions { positions, deltas, next: next_positions })
 }

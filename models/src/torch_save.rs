@@ -60,7 +60,7 @@ fn storage_class(key: &str, dtype: DType) -> Result<&'static str> {
         DType::F32 => Ok("FloatStorage"),
         DType::BF16 => Ok("BFloat16Storage"),
         DType::F16 => Ok("HalfStorage"),
-        other => Err(ModelError::Input(format!("tensor `{key}` is {other:?}; only f32, bf16 and f16 tensors can be written to a torch file"))),
+        other => Err(ModelError::TorchDtype { tensor: key.to_string(), dtype: other }),
     }
 }
 

@@ -57,10 +57,9 @@ impl VisionLayout {
         let mut units_before = 0;
         for (i, &[t, h, w]) in grids.iter().enumerate() {
             if t == 0 || h == 0 || w == 0 || h % merge != 0 || w % merge != 0 {
-                return Err(ModelError::Input(format!(
-                    "vision grid {i} is {:?}: every side must be positive and h, w multiples of the merge size {merge}",
-                    [t, h, w]
-                )));
+                return Err(ModelError::Pixels {
+                    problem: format!("vision grid {i} is {:?}: every side must be positive and h, w multiples of the merge size {merge}", [t, h, w]),
+                });
             }
             let (mh, mw) = (h / merge, w / merge);
             for _ in 0..t {
@@ -335,7 +334,9 @@ impl VisionTower {
         let layout = VisionLayout::new(grids, &self.cfg)?;
         let expected = [layout.num_patches(), self.cfg.patch_dim()];
         if pixel_values.dims() != expected {
-            return Err(ModelError::Input(format!("pixel values have shape {:?}, the grids {grids:?} need {expected:?}", pixel_values.dims())));
+            return Err(ModelError::Pixels {
+                problem: format!("pixel values have shape {:?}, the grids {grids:?} need {expected:?}", pixel_values.dims()),
+            });
         }
         let device = pixel_values.device();
         let unit = self.cfg.merge_unit();

@@ -65,7 +65,7 @@ fn registry_builds_mofnet_and_handles_short_odd_clips() {
 
     let dir = fixtures_root().join("flow/mofnet/tiny");
     let weights = dir.join("model.safetensors");
-    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(2), ..EstimatorSpec::default() };
+    let spec = EstimatorSpec { name: motionvl_flow::EstimatorName::MofNet, weights: Some(&weights), iters: Some(2), ..EstimatorSpec::default() };
     let est = motionvl_flow::estimator_from_spec(&spec, &Device::Cpu).expect("mofnet from the registry");
     assert_eq!(est.name(), "mofnet");
     let frames = Array4::from_shape_fn((2, 61, 90, 3), |(t, y, x, c)| ((x * 7 + y * 3 + t * 5 + c * 11) % 256) as u8);

@@ -270,7 +270,7 @@ fn official_pipeline_through_motion_media() {
     // iteration keeps the test short (our kernels are not optimised in test builds).
     let video = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data/tiny-sft/right-red.mp4");
     let weights = fixtures_root().join("flow/mofnet/tiny/model.safetensors");
-    let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), iters: Some(1), ..EstimatorSpec::default() };
+    let spec = EstimatorSpec { name: motionvl_flow::EstimatorName::MofNet, weights: Some(&weights), iters: Some(1), ..EstimatorSpec::default() };
     let estimator: Arc<dyn FlowEstimator> = estimator_from_spec(&spec, &Device::Cpu).expect("tiny MOFNet").into();
     let qwen = QwenMedia {
         video_policy: FramePolicy::Uniform { frames: 3 },

@@ -205,7 +205,12 @@ fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
         inputs.motion.unwrap_or_else(|| panic!("no motion branch")).media.estimator.settings()
     };
     for trained in [WeightPrecision::F32, WeightPrecision::Bf16Rounded] {
-        let spec = EstimatorSpec { name: "mofnet", weights: Some(&weights), weight_precision: trained, ..EstimatorSpec::default() };
+        let spec = EstimatorSpec {
+            name: motionvl_flow::EstimatorName::MofNet,
+            weights: Some(&weights),
+            weight_precision: trained,
+            ..EstimatorSpec::default()
+        };
         write_meta(estimator_from_spec(&spec, &Device::Cpu).unwrap_or_else(|e| panic!("{e}")).settings());
         for (protocol, dtype, expected) in
             [(ProtocolKind::Official, "bf16", Some("bf16-rounded")), (ProtocolKind::Official, "f32", None), (ProtocolKind::Paper, "bf16", None)]
@@ -214,9 +219,12 @@ fn evaluation_rounds_mofnet_by_its_own_dtype_not_the_trainings() {
             assert_eq!(settings.get(key).and_then(|v| v.as_str()), expected, "trained {}, {protocol:?} {dtype}: {settings}", trained.as_str());
         }
     }
-    let mut other = estimator_from_spec(&EstimatorSpec { name: "mofnet", weights: Some(&weights), ..EstimatorSpec::default() }, &Device::Cpu)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .settings();
+    let mut other = estimator_from_spec(
+        &EstimatorSpec { name: motionvl_flow::EstimatorName::MofNet, weights: Some(&weights), ..EstimatorSpec::default() },
+        &Device::Cpu,
+    )
+    .unwrap_or_else(|e| panic!("{e}"))
+    .settings();
     other["iters"] = 5.into();
     write_meta(other);
     let err = evaluation_inputs(&config(ProtocolKind::Official, "bf16"), &Device::Cpu).err().map(|e| e.to_string()).unwrap_or_default();

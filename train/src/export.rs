@@ -69,8 +69,9 @@ pub fn export(format: ExportFormat, input: &Path, out: &Path, base_model: Option
     }
 }
 
-fn setup(message: String) -> TrainError {
-    TrainError::Setup(message)
+/// `path` cannot be exported: `problem` says why.
+fn unfit(path: &Path, problem: String) -> TrainError {
+    TrainError::Export { path: path.to_path_buf(), problem }
 }
 
 fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result<ExportSummary, TrainError> {
@@ -78,55 +79,60 @@ fn export_sis_motion(run: &Path, out: &Path, base_model: Option<&str>) -> Result
         (run.to_path_buf(), run.parent().map(Path::to_path_buf).unwrap_or_default())
     } else {
         let latest = ckpt::latest_complete(run)?
-            .ok_or_else(|| setup(format!("{} holds no complete checkpoint-N; pass a run folder or one of its checkpoints", run.display())))?;
+            .ok_or_else(|| unfit(run, "holds no complete checkpoint-N; pass a run folder or one of its checkpoints".into()))?;
         (latest.path, run.to_path_buf())
     };
-    let adapter = hf_layout::adapter_dir(&checkpoint).ok_or_else(|| setup(format!("{} holds no {ADAPTER_CONFIG_FILE}", checkpoint.display())))?;
+    let adapter = hf_layout::adapter_dir(&checkpoint).ok_or_else(|| unfit(&checkpoint, format!("holds no {ADAPTER_CONFIG_FILE}")))?;
     let meta = MotionMeta::read(&checkpoint)?.ok_or_else(|| {
-        setup(format!("{} is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet", checkpoint.display()))
+        unfit(&checkpoint, "is not motion-aware (no motion.json): a SIS-Motion package needs a run trained with --motion mofnet".into())
     })?;
     if meta.estimator != "mofnet" {
-        return Err(setup(format!(
-            "{} was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported",
-            checkpoint.display(),
-            meta.estimator
-        )));
+        return Err(unfit(
+            &checkpoint,
+            format!(
+                "was trained with the `{}` flow estimator; a SIS-Motion package carries MOFNet (MOF_kitti.pth), so only a run trained with --motion mofnet can be exported",
+                meta.estimator
+            ),
+        ));
     }
 
     // The official evaluator feeds the connector the official pseudo-images: a connector that
     // learnt motionvl's would be evaluated on inputs it never saw.
     if meta.pseudo_images.get("pipeline").and_then(|p| p.as_str()) != Some("official") {
-        return Err(setup(format!(
-            "{} was trained on motionvl's pseudo-images; a SIS-Motion package is evaluated through the official motion pipeline, so \
-             train with [motion.pseudo_images] pipeline = \"official\" (the default of configs/sft/sis-motion-7b.toml) to export",
-            checkpoint.display()
-        )));
+        return Err(unfit(
+            &checkpoint,
+            "was trained on motionvl's pseudo-images; a SIS-Motion package is evaluated through the official motion pipeline, so \
+             train with [motion.pseudo_images] pipeline = \"official\" (the default of configs/sft/sis-motion-7b.toml) to export"
+                .into(),
+        ));
     }
 
     // The MOFNet weights: the run's recipe names them, motion.json their digest.
     let recipe_path = run_root.join("config.toml");
-    let recipe = Recipe::load(&recipe_path, &[]).map_err(|e| setup(e.to_string()))?;
-    let weights = recipe.motion.weights.clone().ok_or_else(|| setup(format!("{}: motion.weights is not set", recipe_path.display())))?;
+    let recipe = Recipe::load(&recipe_path, &[])?;
+    let weights = recipe.motion.weights.clone().ok_or_else(|| unfit(&recipe_path, "motion.weights is not set".into()))?;
     let digest = motionvl_flow::state_dict::weights_id(&weights)?;
     if meta.estimator_settings["weights"].as_str() != Some(digest.as_str()) {
-        return Err(setup(format!(
-            "{} is not the MOFNet the run was trained with: its digest is {digest}, {} records {}",
-            weights.display(),
-            checkpoint.join(motionvl_models::motion::MOTION_META_FILE).display(),
-            meta.estimator_settings["weights"]
-        )));
+        return Err(unfit(
+            &weights,
+            format!(
+                "is not the MOFNet the run was trained with: its digest is {digest}, {} records {}",
+                checkpoint.join(motionvl_models::motion::MOTION_META_FILE).display(),
+                meta.estimator_settings["weights"]
+            ),
+        ));
     }
-    let iters = meta.estimator_settings["iters"]
-        .as_u64()
-        .ok_or_else(|| setup(format!("{}: the MOFNet settings lack `iters`", checkpoint.display())))? as usize;
+    let iters = meta.estimator_settings["iters"].as_u64().ok_or_else(|| unfit(&checkpoint, "the MOFNet settings lack `iters`".into()))? as usize;
 
     let connector = read_connector_vars(&checkpoint)?;
     let hidden = Connector::from_vars(&connector)?.hidden()?;
     if hidden != OFFICIAL_CONNECTOR_HIDDEN {
-        return Err(setup(format!(
-            "{}: the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN} (train with [motion] connector_hidden = {OFFICIAL_CONNECTOR_HIDDEN})",
-            checkpoint.display()
-        )));
+        return Err(unfit(
+            &checkpoint,
+            format!(
+                "the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN} (train with [motion] connector_hidden = {OFFICIAL_CONNECTOR_HIDDEN})"
+            ),
+        ));
     }
 
     let lora = LoraWeights::load_peft(&adapter, &Device::Cpu)?;
@@ -177,35 +183,31 @@ fn reexport_package(package: &SisPackage, out: &Path, base_model: Option<&str>) 
 
     let connector_path = package.connector_path();
     let released = motionvl_models::torch_save::read_state_dict(&connector_path, None)
-        .map_err(|e| setup(format!("{}: not a torch.save state dict: {e}", connector_path.display())))?;
+        .map_err(|e| unfit(&connector_path, format!("not a torch.save state dict: {e}")))?;
     let connector_dtype = uniform_dtype(&connector_path, released.iter().map(|(_, t)| t))?;
     let width = released
         .iter()
         .find(|(name, _)| name == "ln.weight")
         .map(|(_, t)| t.dim(0))
         .transpose()?
-        .ok_or_else(|| setup(format!("{}: missing key `ln.weight`", connector_path.display())))?;
+        .ok_or_else(|| unfit(&connector_path, "missing key `ln.weight`".into()))?;
     let connector = package.load_connector(width, &Device::Cpu)?;
     let hidden = Connector::from_vars(&connector)?.hidden()?;
     if hidden != OFFICIAL_CONNECTOR_HIDDEN {
-        return Err(setup(format!(
-            "{}: the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN}",
-            connector_path.display()
-        )));
+        return Err(unfit(
+            &connector_path,
+            format!("the connector's hidden width is {hidden}; the official VisualFlowConnector is fixed at {OFFICIAL_CONNECTOR_HIDDEN}"),
+        ));
     }
 
     let config_path = dir.join(SIS_CONFIG_FILE);
     let mofnet_config = match &package.config.mofnet {
-        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| setup(format!("{}: mofnet: {e}", config_path.display())))?,
+        Some(widths) => serde_json::from_value::<MofConfig>(widths.clone()).map_err(|e| unfit(&config_path, format!("mofnet: {e}")))?,
         None => MofConfig::default(),
     };
     let weights = package.videoflow_path();
     if !weights.is_file() {
-        return Err(setup(format!(
-            "{} does not bundle MOFNet's weights ({} does not exist); a package export carries them",
-            dir.display(),
-            weights.display()
-        )));
+        return Err(unfit(dir, format!("does not bundle MOFNet's weights ({} does not exist); a package export carries them", weights.display())));
     }
     // Reading them as `evaluate` does proves they are MOFNet's at the config's widths.
     MofNetEstimator::from_checkpoint(&weights, mofnet_config, package.config.motion_config.decoder_depth, WeightPrecision::F32, &Device::Cpu)?;
@@ -238,8 +240,8 @@ fn uniform_dtype<'a>(path: &Path, tensors: impl IntoIterator<Item = &'a candle_c
     }
     match dtypes.as_slice() {
         [dtype] => Ok(*dtype),
-        [] => Err(setup(format!("{} holds no tensors", path.display()))),
-        _ => Err(setup(format!("{} mixes dtypes ({dtypes:?}); a package's parts are saved in one", path.display()))),
+        [] => Err(unfit(path, "holds no tensors".into())),
+        _ => Err(unfit(path, format!("mixes dtypes ({dtypes:?}); a package's parts are saved in one"))),
     }
 }
 
@@ -251,7 +253,7 @@ fn read_connector_vars(checkpoint: &Path) -> Result<Vec<(String, Var)>, TrainErr
         .iter()
         .map(|n| {
             let name = format!("connector.{n}");
-            let t = tensors.get(&name).ok_or_else(|| setup(format!("{} has no `{name}`", path.display())))?;
+            let t = tensors.get(&name).ok_or_else(|| unfit(&path, format!("has no `{name}`")))?;
             Ok((name, Var::from_tensor(&t.to_dtype(DType::F32)?)?))
         })
         .collect()
@@ -266,7 +268,7 @@ fn recorded_base_model(adapter: &Path) -> Result<String, TrainError> {
         .as_str()
         .filter(|s| !s.is_empty())
         .map(str::to_owned)
-        .ok_or_else(|| setup(format!("{} records no base_model_name_or_path; pass --base-model", path.display())))
+        .ok_or_else(|| unfit(&path, "records no base_model_name_or_path; pass --base-model".into()))
 }
 
 /// MOFNet's weights as the official loader takes them: a `torch.save` state dict whose keys carry
@@ -298,7 +300,7 @@ fn reduced_mofnet_widths(weights: &Path, iters: usize) -> Result<Option<serde_js
     if value.get("arch").and_then(|a| a.as_str()) != Some("mofnet") {
         return Ok(None);
     }
-    serde_json::from_value::<MofConfig>(value.clone()).map_err(|e| setup(format!("{}: {e}", path.display())))?;
+    serde_json::from_value::<MofConfig>(value.clone()).map_err(|e| unfit(&path, e.to_string()))?;
     // The fixture's `iters` is the count its dump ran; the run's own is `decoder_depth`.
     value["iters"] = iters.into();
     Ok(Some(value))

@@ -53,12 +53,8 @@ pub fn merge(base: &CheckpointFiles, adapter: &Path, out: &Path, max_shard_bytes
     for name in weights.names() {
         tensors.insert(name.to_owned(), weights.load_stored(name, &device)?);
     }
-    let adapter = crate::hf_layout::adapter_dir(adapter).ok_or_else(|| {
-        TrainError::Setup(format!(
-            "{} holds no adapter_config.json (nor does its adapter/ folder); pass a run's checkpoint-N, its root, or a PEFT folder",
-            adapter.display()
-        ))
-    })?;
+    let adapter = crate::hf_layout::adapter_dir(adapter)
+        .ok_or_else(|| TrainError::NoAdapter { dir: adapter.to_path_buf(), hint: "; pass a run's checkpoint-N, its root, or a PEFT folder" })?;
     let lora = LoraWeights::load_peft(&adapter, &device)?;
     lora.merge_into(&mut tensors)?;
 

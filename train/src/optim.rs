@@ -19,8 +19,13 @@ use rayon::prelude::*;
 pub enum OptimError {
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
-    #[error("optimiser state: {0}")]
-    State(String),
+    #[error("optimiser state: trained tensor {param} must be f32, found {dtype:?}")]
+    NotF32 { param: String, dtype: candle_core::DType },
+    /// A checkpoint's optimiser state without the step or one parameter's moments.
+    #[error("optimiser state: checkpoint lacks {what}")]
+    Missing { what: String },
+    #[error("optimiser state: saved state of {param} has the wrong size")]
+    WrongSize { param: String },
 }
 
 /// One trained tensor.
@@ -139,7 +144,7 @@ impl AdamW {
                     .into_iter()
                     .map(|(pname, var)| {
                         if var.dtype() != DType::F32 {
-                            return Err(OptimError::State(format!("trained tensor {pname} must be f32, found {:?}", var.dtype())));
+                            return Err(OptimError::NotF32 { param: pname.clone(), dtype: var.dtype() });
                         }
                         let state = State::new(&var, on_device(&var))?;
                         Ok(Param { decay: decays(&pname), name: pname, var, state, reached: false })
@@ -318,14 +323,14 @@ impl AdamW {
 
     /// Restores what [`state_tensors`](Self::state_tensors) saved, weights included.
     pub fn load_state(&mut self, state: &HashMap<String, Tensor>) -> Result<(), OptimError> {
-        let step = state.get("__step__").ok_or_else(|| OptimError::State("checkpoint lacks the optimiser step".into()))?;
+        let step = state.get("__step__").ok_or_else(|| OptimError::Missing { what: "the optimiser step".into() })?;
         self.step = step.to_vec1::<u32>()?.first().copied().unwrap_or(0) as usize;
         for p in self.params_mut() {
             let get = |which: &str| -> Result<Tensor, OptimError> {
                 let key = format!("{}.{which}", p.name);
-                let t = state.get(&key).ok_or_else(|| OptimError::State(format!("checkpoint lacks `{key}`")))?;
+                let t = state.get(&key).ok_or_else(|| OptimError::Missing { what: format!("`{key}`") })?;
                 if t.elem_count() != p.var.elem_count() {
-                    return Err(OptimError::State(format!("saved state of {} has the wrong size", p.name)));
+                    return Err(OptimError::WrongSize { param: p.name.clone() });
                 }
                 Ok(t.to_dtype(DType::F32)?.reshape(p.var.shape())?.to_device(p.var.device())?)
             };

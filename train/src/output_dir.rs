@@ -14,19 +14,16 @@ fn io(path: &Path) -> impl FnOnce(std::io::Error) -> TrainError + '_ {
 /// A fresh temporary folder beside `out`, once `out` is found fit to be replaced: absent,
 /// empty, or holding only entries `ours` says the command writes (or their digest caches,
 /// `.<file>.sha256`, which loading leaves). `what` names the command's output in the error.
-pub fn prepare(out: &Path, what: &str, ours: impl Fn(&str) -> bool) -> Result<PathBuf, TrainError> {
+pub fn prepare(out: &Path, what: &'static str, ours: impl Fn(&str) -> bool) -> Result<PathBuf, TrainError> {
     if out.is_symlink() || (out.exists() && !out.is_dir()) {
-        return Err(TrainError::Setup(format!("{} is not a folder; choose another --out", out.display())));
+        return Err(TrainError::OutNotAFolder { dir: out.to_path_buf() });
     }
     if out.exists() {
         for entry in std::fs::read_dir(out).map_err(io(out))? {
             let name = entry.map_err(io(out))?.file_name().to_string_lossy().into_owned();
             let cached_digest = name.strip_prefix('.').and_then(|n| n.strip_suffix(".sha256"));
             if !ours(&name) && !cached_digest.is_some_and(&ours) {
-                return Err(TrainError::Setup(format!(
-                    "{} is not empty and not a previous {what} (it holds {name}); choose another --out",
-                    out.display()
-                )));
+                return Err(TrainError::OutNotOurs { dir: out.to_path_buf(), what, holds: name });
             }
         }
     }

@@ -65,18 +65,23 @@ pub enum Scope {
 /// stages, whose words the model must be able to spell).
 pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Result<Pretrained> {
     if recipe.motion.enabled() {
-        return Err(TrainError::Setup("pretraining trains the visual model only: set motion.estimator = \"none\"".into()));
+        return Err(TrainError::Recipe {
+            key: "motion.estimator",
+            problem: "pretraining trains the visual model only: set motion.estimator = \"none\"".into(),
+        });
     }
-    let init_config = recipe
-        .model
-        .init_config
-        .as_deref()
-        .ok_or_else(|| TrainError::Setup("pretraining builds a fresh model: [model] needs `init_config`".into()))?;
+    let init_config = recipe.model.init_config.as_deref().ok_or_else(|| TrainError::Recipe {
+        key: "model.init_config",
+        problem: "pretraining builds a fresh model: [model] needs `init_config`".into(),
+    })?;
     if recipe.model.dtype != DTypeName::F32 {
-        return Err(TrainError::Setup(format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype)));
+        return Err(TrainError::Recipe {
+            key: "model.dtype",
+            problem: format!("pretraining trains every weight in f32; model.dtype is {}", recipe.model.dtype),
+        });
     }
     let out = recipe.output_dir.clone();
-    let _lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
+    let _lock = RunLock::acquire(&out)?;
     for stale in ["trainer_log.jsonl", "train.log"] {
         let path = out.join(stale);
         if path.is_file() {
@@ -89,11 +94,10 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let samples = read_samples(recipe)?;
     let mut corpus = samples.clone();
     for path in tokenizer_text {
-        let read = read_training_samples(path, &ReadOptions { media_root: None, check_media: false, skip_bad: false })
-            .map_err(|e| TrainError::Data(e.to_string()))?;
+        let read = read_training_samples(path, &ReadOptions::rows_only())?;
         corpus.extend(read.items);
     }
-    let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+    let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size)?;
     let cfg = fresh_model_config(init_config, &tokenizer)?;
     let (model, vars) = trainable_model(&cfg, recipe, &device)?;
 
@@ -200,14 +204,14 @@ pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
     let device = recipe.model.device.open()?;
     let files = motionvl_models::CheckpointFiles::from_dir(model_dir)?;
     let model = Qwen25Vl::load(&files, DType::F32, &device)?;
-    let tokenizer = QwenTokenizer::from_model_dir(model_dir).map_err(|e| TrainError::Setup(e.to_string()))?;
+    let tokenizer = QwenTokenizer::from_model_dir(model_dir)?;
     let samples = read_samples(recipe)?;
     let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
     require_usable(&check_loader(&loader, false)?.report, recipe)?;
     let pad_id = tokenizer.special().endoftext;
     let (mut total, mut tokens) = (0.0, 0usize);
     for sample in loader.epoch(0) {
-        let sample = sample.map_err(|e| TrainError::Data(e.to_string()))?;
+        let sample = sample?;
         let batch = collate(std::slice::from_ref(&sample), pad_id, &device)?;
         let answer_tokens = batch.labels.iter().flatten().skip(1).filter(|&&l| l >= 0).count();
         let features = model.encode_vision(&batch.vision)?;
@@ -218,7 +222,7 @@ pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
         tokens += answer_tokens;
     }
     if tokens == 0 {
-        return Err(TrainError::Data(format!("{} holds no answer token to score", recipe.data.train.display())));
+        return Err(TrainError::NoAnswerTokens { file: recipe.data.train.clone() });
     }
     Ok(total / tokens as f64)
 }
@@ -251,8 +255,8 @@ fn save_model(
         std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
     }
     motionvl_models::init::save_checkpoint(&tmp, cfg, tensors)?;
-    tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
-    motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
+    tokenizer.save(tmp.join("tokenizer.json"))?;
+    motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels)?;
     crate::output_dir::replace(&tmp, &dir)?;
     Ok(dir)
 }
@@ -272,11 +276,11 @@ impl<P: motionvl_data::loader::MediaProcessor + 'static> Batches<'_, P> {
         while out.len() < self.size {
             match self.iter.next() {
                 Some(sample) => {
-                    out.push(sample.map_err(|e| TrainError::Data(e.to_string()))?);
+                    out.push(sample?);
                     self.yielded += 1;
                 }
                 None if self.yielded == 0 => {
-                    return Err(TrainError::Data(format!("epoch {} yielded no sample: every one was skipped", self.epoch)));
+                    return Err(TrainError::EmptyEpoch { epoch: self.epoch });
                 }
                 None if !out.is_empty() => break,
                 None => {

@@ -78,7 +78,7 @@ pub struct ModelSection {
 pub struct MotionSection {
     /// Flow estimator by its `--motion` name; `none` trains the visual-only baseline with every
     /// other setting unchanged.
-    pub estimator: String,
+    pub estimator: motionvl_flow::MotionChoice,
     /// Weights of a network estimator (RAFT, …).
     pub weights: Option<PathBuf>,
     /// What MOFNet computes with: `f32` (its weights as stored) or `bf16-rounded` (each weight
@@ -104,7 +104,7 @@ pub struct MotionSection {
 impl Default for MotionSection {
     fn default() -> Self {
         Self {
-            estimator: "none".into(),
+            estimator: motionvl_flow::MotionChoice::None,
             weights: None,
             estimator_weights: motionvl_flow::WeightPrecision::F32,
             connector_lr: 2e-5,
@@ -119,7 +119,7 @@ impl Default for MotionSection {
 
 impl MotionSection {
     pub fn enabled(&self) -> bool {
-        self.estimator != "none"
+        self.estimator != motionvl_flow::MotionChoice::None
     }
 
     /// The connector this section asks for on a model of width `width`.

@@ -11,10 +11,13 @@ use motionvl_data::stop::StopFlag;
 pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &StopFlag) -> std::result::Result<Vec<StepLog>, TrainError> {
     // The threads sum on the host: a GPU recipe would fail at its first exchange.
     if !recipe.model.device.is_cpu() {
-        return Err(TrainError::Setup(format!(
-            "--data-parallel runs ranks as CPU threads, but the recipe trains on `{}`: launch one process per GPU instead (torchrun --no-python --nproc-per-node {world} train sft …, or srun)",
-            recipe.model.device
-        )));
+        return Err(TrainError::Recipe {
+            key: "model.device",
+            problem: format!(
+                "--data-parallel runs ranks as CPU threads, but the recipe trains on `{}`: launch one process per GPU instead (torchrun --no-python --nproc-per-node {world} train sft …, or srun)",
+                recipe.model.device
+            ),
+        });
     }
     let outcomes: Vec<std::result::Result<Vec<StepLog>, TrainError>> = std::thread::scope(|scope| {
         let handles: Vec<_> = ThreadExchange::group(world)
@@ -27,11 +30,7 @@ pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &Sto
                 })
             })
             .collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::Setup(format!("data-parallel rank {rank} panicked")))))
-            .collect()
+        handles.into_iter().enumerate().map(|(rank, h)| h.join().unwrap_or_else(|_| Err(TrainError::RankPanicked { rank }))).collect()
     });
     // A rank that fails releases the others with `PeerGone`: report the cause, not the echo.
     let mut echo = None;
@@ -46,6 +45,6 @@ pub fn train_threads(recipe: &Recipe, start: Start<'_>, world: usize, stop: &Sto
     match (echo, logs) {
         (Some(rank), _) => Err(ParallelError::PeerGone(rank).into()),
         (None, Some(logs)) => Ok(logs),
-        (None, None) => Err(TrainError::Setup("--data-parallel needs at least one rank".into())),
+        (None, None) => Err(TrainError::NoRanks),
     }
 }

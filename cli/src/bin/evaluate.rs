@@ -153,7 +153,7 @@ struct RunArgs {
     /// TOML run file (configs/eval/*.toml); the flags below override its keys.
     #[arg(long)]
     config: Option<PathBuf>,
-    /// Checkpoint folder or hub id (org/name[@revision]).
+    /// Checkpoint folder or hub id (`org/name[@revision]`).
     #[arg(long)]
     checkpoint: Option<String>,
     /// PEFT LoRA adapter folder, or a `train sft` checkpoint folder.
@@ -190,11 +190,11 @@ struct RunArgs {
     /// for sisbench and nav), `paper` (SPEC §2 as motionvl read the paper; the default
     /// elsewhere) or `vllm-baseline` (the released zero-shot vLLM path: one image per frame).
     #[arg(long)]
-    protocol: Option<String>,
+    protocol: Option<ProtocolKind>,
     /// Answer extraction: `official` (the released regex cascade; the official and vLLM
     /// protocols' default) or `motionvl` (the paper protocol's).
     #[arg(long)]
-    extract: Option<String>,
+    extract: Option<ExtractMode>,
     /// Official protocol: leave out questions whose video header counts 1 to N-1 frames (8).
     #[arg(long)]
     min_frames: Option<usize>,
@@ -236,8 +236,8 @@ struct RunArgs {
     /// official code's bf16 model holds them; the default of --protocol official in bf16) or
     /// `f32` (the default otherwise).
     #[arg(long)]
-    estimator_weights: Option<String>,
-    /// Flow cache folder (default: <out>/flow-cache).
+    estimator_weights: Option<WeightPrecision>,
+    /// Flow cache folder (default: `<out>/flow-cache`).
     #[arg(long)]
     flow_cache: Option<PathBuf>,
     /// Every flow must come from the flow cache (filled by `flow extract --config` with this
@@ -279,7 +279,7 @@ struct ScoreArgs {
     /// Answer extraction: `motionvl` (default) or `official` (the released regex cascade, and
     /// uav_accuracy.json beside the reports).
     #[arg(long, default_value = "motionvl")]
-    extract: String,
+    extract: ExtractMode,
 }
 
 fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
@@ -320,10 +320,10 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         cfg.generation.max_new_tokens = v;
     }
     if let Some(v) = args.protocol {
-        cfg.protocol_kind = Some(v.parse::<ProtocolKind>().map_err(anyhow::Error::msg)?);
+        cfg.protocol_kind = Some(v);
     }
     if let Some(v) = args.extract {
-        cfg.extract = Some(v.parse::<ExtractMode>().map_err(anyhow::Error::msg)?);
+        cfg.extract = Some(v);
     }
     if let Some(v) = args.min_frames {
         cfg.official.min_frames = v;
@@ -353,13 +353,13 @@ fn run_config(args: Box<RunArgs>) -> Result<RunConfig> {
         cfg.protocol.max_pixels = v;
     }
     if let Some(v) = args.motion {
-        cfg.motion.estimator = Some(v);
+        cfg.motion.estimator = motionvl_eval::config::parse_motion(&v)?;
     }
     if let Some(v) = args.motion_weights {
         cfg.motion.weights = Some(v);
     }
     if let Some(v) = args.estimator_weights {
-        cfg.motion.estimator_weights = Some(v.parse::<WeightPrecision>().map_err(anyhow::Error::msg)?);
+        cfg.motion.estimator_weights = Some(v);
     }
     if let Some(v) = args.flow_cache {
         cfg.motion.cache_dir = Some(v);
@@ -427,9 +427,8 @@ fn main() -> Result<()> {
             };
             // Scoring needs no media, so their files need not be here.
             let opts = ReadOptions { media_root: None, check_media: false, skip_bad: args.skip_bad };
-            let extract = args.extract.parse::<ExtractMode>().map_err(anyhow::Error::msg)?;
             let (results, reports) =
-                motionvl_eval::run::score_predictions_as(&bench, &args.manifest, &args.predictions, &args.out, args.name, &opts, extract)?;
+                motionvl_eval::run::score_predictions_as(&bench, &args.manifest, &args.predictions, &args.out, args.name, &opts, args.extract)?;
             if results.unmatched > 0 {
                 eprintln!("warning: {} predictions name questions that are not in the manifest", results.unmatched);
             }

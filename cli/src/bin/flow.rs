@@ -32,7 +32,7 @@ use motionvl_data::frames::{EvalProtocol, FramePlan, FramePolicy, TrainingPlan};
 use motionvl_data::video::{DecodeOptions, FolderListing, VideoSource};
 use motionvl_flow::extract::{Shard, manifest_videos, plan_jobs, plan_media};
 use motionvl_flow::media::MotionMedia;
-use motionvl_flow::{EstimatorSpec, estimator_from_spec};
+use motionvl_flow::{EstimatorName, EstimatorSpec, MotionChoice, estimator_from_spec, known_estimators};
 use motionvl_flow::{FlowCache, FlowEstimator, Flows, PseudoImageConfig, viz};
 use motionvl_models::device::DeviceName;
 use motionvl_train::parallel::Ranks;
@@ -126,7 +126,7 @@ struct Motion {
     /// sea-raft-s, sea-raft-m, sea-raft-l, memflow, mofnet (default: the config's
     /// `[motion] estimator`, else dis).
     #[arg(long)]
-    motion: Option<String>,
+    motion: Option<MotionChoice>,
     /// Checkpoint of a network estimator (.safetensors or .pth, as its official code saves it).
     #[arg(long, alias = "motion.weights")]
     weights: Option<PathBuf>,
@@ -183,8 +183,13 @@ fn main() -> Result<()> {
 }
 
 fn build_estimator(m: &Motion) -> Result<Arc<dyn FlowEstimator>> {
-    let spec =
-        EstimatorSpec { name: m.motion.as_deref().unwrap_or("dis"), weights: m.weights.as_deref(), iters: m.iters, ..EstimatorSpec::default() };
+    let name = match m.motion {
+        None => EstimatorName::Dis,
+        Some(choice) => {
+            choice.estimator().with_context(|| format!("--motion none computes no flows; name an estimator: {}", known_estimators().join(", ")))?
+        }
+    };
+    let spec = EstimatorSpec { name, weights: m.weights.as_deref(), iters: m.iters, ..EstimatorSpec::default() };
     Ok(Arc::from(estimator_from_spec(&spec, &m.device()?)?))
 }
 
@@ -213,7 +218,7 @@ fn extract(
             if motion.iters.is_some() {
                 bail!("--iters and --config: the run's estimator decides its iterations, and flows of other settings are not the ones it looks up");
             }
-            let overrides = MotionOverrides { estimator: motion.motion.clone(), weights: motion.weights.clone(), cache_dir: cache.clone() };
+            let overrides = MotionOverrides { estimator: motion.motion, weights: motion.weights.clone(), cache_dir: cache.clone() };
             Some(config_media(path, &overrides, &motion.device()?)?)
         }
         None => None,

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
-use clap::{Parser, Subcommand};
+use clap::{Args, Parser, Subcommand};
 use motionvl_data::stop::EXIT_STOPPED;
 use motionvl_models::{CheckpointFiles, HubOptions};
 use motionvl_train::cvaa::{CvaaRecipe, CvaaTrainer};
@@ -27,31 +27,56 @@ struct Cli {
     command: Command,
 }
 
+/// What every training command takes: the recipe, where the run goes, how far it goes, where it
+/// resumes from, and recipe overrides.
+#[derive(Args)]
+struct RunArgs {
+    /// Recipe (TOML), e.g. configs/sft/visual-3b.toml or configs/cvaa/synth.toml.
+    #[arg(long)]
+    config: PathBuf,
+    /// Run directory (overrides the recipe's `output_dir`).
+    #[arg(long)]
+    output_dir: Option<PathBuf>,
+    /// Stop after this many optimiser steps.
+    #[arg(long)]
+    max_steps: Option<usize>,
+    /// Continue from `auto` (the newest complete checkpoint of the run directory) or a
+    /// checkpoint directory.
+    #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
+    resume: Option<String>,
+    /// `--section.key value` recipe overrides.
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
+    overrides: Vec<String>,
+}
+
+impl RunArgs {
+    /// The recipe overrides: `--section.key value` pairs, then `--output-dir` and `--max-steps`.
+    fn overrides(&self) -> Result<Vec<(String, String)>> {
+        let mut overrides = parse_overrides(&self.overrides)?;
+        if let Some(dir) = &self.output_dir {
+            overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
+        }
+        if let Some(steps) = self.max_steps {
+            overrides.push(("optim.max_steps".into(), steps.to_string()));
+        }
+        Ok(overrides)
+    }
+}
+
 #[derive(Subcommand)]
 enum Command {
     /// Supervised fine-tuning with LoRA.
     Sft {
-        /// Recipe (TOML), e.g. configs/sft/visual-3b.toml.
-        #[arg(long)]
-        config: PathBuf,
-        /// Run directory (overrides the recipe's `output_dir`).
-        #[arg(long)]
-        output_dir: Option<PathBuf>,
-        /// Stop after this many optimiser steps.
-        #[arg(long)]
-        max_steps: Option<usize>,
-        /// Continue from `auto` (the newest complete checkpoint of the run directory) or a
-        /// checkpoint directory.
-        #[arg(long, num_args = 0..=1, default_missing_value = "auto", conflicts_with = "overwrite")]
-        resume: Option<String>,
+        #[command(flatten)]
+        run: RunArgs,
         /// Start over in a run directory that already holds a run, removing its logs and
         /// checkpoints (the flow cache is kept).
-        #[arg(long)]
+        #[arg(long, conflicts_with = "resume")]
         overwrite: bool,
         /// Flow estimator of the motion branch (`none` = visual-only baseline): dis (alias
         /// classic), raft-small, raft-large, …
         #[arg(long)]
-        motion: Option<String>,
+        motion: Option<motionvl_flow::MotionChoice>,
         /// Weights of a network flow estimator (RAFT, SEA-RAFT, MemFlow, MOFNet checkpoints).
         #[arg(long)]
         flow_weights: Option<PathBuf>,
@@ -74,27 +99,11 @@ enum Command {
         /// On GPUs, launch one process per GPU with torchrun or srun instead (`nccl` builds).
         #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..))]
         data_parallel: u16,
-        /// `--section.key value` recipe overrides.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        overrides: Vec<String>,
     },
     /// The cross-view (UAV ↔ satellite) retriever CVAA, with symmetric InfoNCE.
     Cvaa {
-        /// Recipe (TOML), e.g. configs/cvaa/synth.toml.
-        #[arg(long)]
-        config: PathBuf,
-        /// Run directory (overrides the recipe's `output_dir`).
-        #[arg(long)]
-        output_dir: Option<PathBuf>,
-        /// Stop after this many optimiser steps.
-        #[arg(long)]
-        max_steps: Option<usize>,
-        /// Continue from `auto` (the newest complete checkpoint) or a checkpoint directory.
-        #[arg(long, num_args = 0..=1, default_missing_value = "auto")]
-        resume: Option<String>,
-        /// `--section.key value` recipe overrides.
-        #[arg(trailing_var_arg = true, allow_hyphen_values = true, hide = true)]
-        overrides: Vec<String>,
+        #[command(flatten)]
+        run: RunArgs,
     },
     /// Fold a LoRA adapter into its base model and write a hub-layout checkpoint.
     Merge {
@@ -221,32 +230,14 @@ fn main() -> Result<()> {
     motionvl_cli::install_progress_bars();
     motionvl_cli::keep_freed_memory();
     match Cli::parse_from(motionvl_train::recipe::overrides_last(std::env::args())).command {
-        Command::Sft {
-            config,
-            output_dir,
-            max_steps,
-            resume,
-            overwrite,
-            motion,
-            flow_weights,
-            flow_cache_only,
-            check_data,
-            show_samples,
-            data_parallel,
-            overrides,
-        } => {
-            let mut overrides = parse_overrides(&overrides)?;
-            if let Some(dir) = output_dir {
-                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
-            }
+        Command::Sft { run, overwrite, motion, flow_weights, flow_cache_only, check_data, show_samples, data_parallel } => {
+            let mut overrides = run.overrides()?;
+            let (config, resume) = (run.config, run.resume);
             if let Some(name) = motion {
-                overrides.push(("motion.estimator".into(), format!("{name:?}")));
+                overrides.push(("motion.estimator".into(), format!("{:?}", name.as_str())));
             }
             if let Some(weights) = flow_weights {
                 overrides.push(("motion.weights".into(), format!("{:?}", weights.display().to_string())));
-            }
-            if let Some(steps) = max_steps {
-                overrides.push(("optim.max_steps".into(), steps.to_string()));
             }
             if flow_cache_only {
                 overrides.push(("motion.cache_only".into(), "true".into()));
@@ -293,14 +284,9 @@ fn main() -> Result<()> {
             eprintln!("training {} steps into {}", trainer.target_steps(), recipe.output_dir.display());
             report_done(&stopped_or(trainer.run())?);
         }
-        Command::Cvaa { config, output_dir, max_steps, resume, overrides } => {
-            let mut overrides = parse_overrides(&overrides)?;
-            if let Some(dir) = output_dir {
-                overrides.push(("output_dir".into(), format!("{:?}", dir.display().to_string())));
-            }
-            if let Some(steps) = max_steps {
-                overrides.push(("optim.max_steps".into(), steps.to_string()));
-            }
+        Command::Cvaa { run } => {
+            let overrides = run.overrides()?;
+            let (config, resume) = (run.config, run.resume);
             let recipe = CvaaRecipe::load(&config, &overrides).with_context(|| format!("loading recipe {}", config.display()))?;
             let mut trainer = CvaaTrainer::new(&recipe, resume.as_deref()).context("setting up CVAA training")?;
             trainer.stop_on(motionvl_cli::stop_on_signals()?);

@@ -8,8 +8,8 @@
 //! any machine with nothing downloaded, and so that flow estimators have exact ground truth to
 //! be measured against. Read the files in the order data flows:
 //! [`scene`] (world) → [`behaviours`] (flights) → [`camera`] → [`render`] (frames, depth,
-//! flow) → [`annotate`] (ground truth as annotations) → [`qa`] (questions) → [`write`]
-//! (files) → [`generate`] (the pipeline).
+//! flow) → [`annotate`] (ground truth as annotations) → [`qa`] (questions) → [`write`](mod@write)
+//! (files) → [`generate`](mod@generate) (the pipeline).
 
 pub mod annotate;
 pub mod behaviours;

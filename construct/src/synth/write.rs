@@ -9,7 +9,7 @@
 //! | `valid` | u8 | [N−1, H, W] | 1 where the flow is observable (in view, not occluded in t+1) |
 //! | `depth` | f32 | [N, H, W] | z-depth in metres; 0 where the ray meets sky |
 //! | `camera_to_world` | f32 | [N, 3, 4] | `[right | down | forward | position]` per frame |
-//! | `intrinsics` | f32 | [4] | fx, fy, cx, cy in pixels (pixel centres at integer indices) |
+//! | `intrinsics` | f32 | \[4\] | fx, fy, cx, cy in pixels (pixel centres at integer indices) |
 //!
 //! The header holds one metadata entry, `clip`, a JSON object with the clip id, behaviour,
 //! fps and size (one entry only: safetensors writes metadata from a hash map, so more than

@@ -20,7 +20,7 @@
 //! kept under its own name ([`UnlistedTask`]; [`unlisted_tasks`] counts them for the run's
 //! report), as the official scorers group by whatever the row says. A bad row — unknown
 //! task elsewhere, answer not among the options, missing media file, malformed answer — is a
-//! [`RowError`] naming file and line; with
+//! [`RowError`](crate::records::RowError) naming file and line; with
 //! [`ReadOptions::skip_bad`] it is left out and reported in [`ReadOutcome::skipped`].
 //!
 //! Every reader takes JSON, JSONL or Parquet (by extension), so the official UrbanVideo-Bench

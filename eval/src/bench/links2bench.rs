@@ -2,18 +2,18 @@
 //! dimensions, answered by letter, yes/no, number (scored by MRA) or timestamp (ACC@1s). The
 //! UAV video comes before the satellite image in the prompt.
 
-use std::path::Path;
-
 use motionvl_data::manifest::read_links2bench;
-use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, BenchNames, Column, items_from};
-use crate::error::Result;
-use crate::item::Item;
-
-pub struct LinkS2Bench;
+use super::{BenchNames, Column, TableBench, items_from};
 
 const NAMES: BenchNames = BenchNames { name: "links2", aliases: &["links2bench", "links²bench"], title: "LinkS²Bench" };
+
+/// The benchmark: its names, its reader and the columns below.
+pub static LINKS2_BENCH: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_links2bench(manifest, opts)?)),
+    layout: || Column::without_levels(&COLUMNS),
+};
 
 const COLUMNS: [(&str, &str, &str); 12] = [
     ("Target Visibility", "TV", "perception"),
@@ -29,20 +29,6 @@ const COLUMNS: [(&str, &str, &str); 12] = [
     ("Region Interaction", "RI", "reasoning"),
     ("Region Reachability", "RR", "reasoning"),
 ];
-
-impl Bench for LinkS2Bench {
-    fn names(&self) -> &'static BenchNames {
-        &NAMES
-    }
-
-    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
-        Ok(items_from(read_links2bench(manifest, opts)?))
-    }
-
-    fn layout(&self) -> Vec<Column> {
-        Column::without_levels(&COLUMNS)
-    }
-}
 
 #[cfg(test)]
 mod tests {

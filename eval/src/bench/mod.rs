@@ -29,13 +29,13 @@ mod sisbench;
 mod urbanvideo;
 
 pub use dualcog::DualCog;
-pub use links2bench::LinkS2Bench;
+pub use links2bench::LINKS2_BENCH;
 pub use nav::Nav;
-pub use sisbench::SisBench;
-pub use urbanvideo::UrbanVideo;
+pub use sisbench::SIS_BENCH;
+pub use urbanvideo::URBAN_VIDEO;
 
 /// Every benchmark `evaluate --bench` accepts.
-pub static REGISTRY: &[&dyn Bench] = &[&SisBench, &UrbanVideo, &DualCog, &LinkS2Bench, &Nav];
+pub static REGISTRY: &[&dyn Bench] = &[&SIS_BENCH, &URBAN_VIDEO, &DualCog, &LINKS2_BENCH, &Nav];
 
 /// One task column of a benchmark's table, in the paper's order.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -101,6 +101,29 @@ pub trait Bench: Send + Sync {
     }
 }
 
+/// A benchmark that is its manifest's table and no more: names, reader and task columns, with
+/// the default prompts and scoring (they follow each answer's form). SIS-Bench,
+/// UrbanVideo-Bench and LinkS²Bench are each one of these.
+pub struct TableBench {
+    pub names: &'static BenchNames,
+    pub read: fn(&Path, &ReadOptions) -> Result<ReadOutcome<Item>>,
+    pub layout: fn() -> Vec<Column>,
+}
+
+impl Bench for TableBench {
+    fn names(&self) -> &'static BenchNames {
+        self.names
+    }
+
+    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
+        (self.read)(manifest, opts)
+    }
+
+    fn layout(&self) -> Vec<Column> {
+        (self.layout)()
+    }
+}
+
 /// The benchmark registered under `name` (or an alias), compared ignoring case and punctuation.
 pub fn find(name: &str) -> Result<&'static dyn Bench> {
     let key = normalise(name);
@@ -117,7 +140,7 @@ pub fn find(name: &str) -> Result<&'static dyn Bench> {
 /// `task_type`, as the official scorer does) yields to a later reader that knows them all.
 /// For commands where `--bench` is left out.
 pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
-    let opts = ReadOptions { media_root: None, check_media: false, skip_bad: false };
+    let opts = ReadOptions::rows_only();
     let mut reasons = Vec::new();
     let mut with_unlisted_tasks = None;
     for b in REGISTRY {
@@ -133,7 +156,7 @@ pub fn detect(manifest: &Path) -> Result<&'static dyn Bench> {
     if let Some(b) = with_unlisted_tasks {
         return Ok(b);
     }
-    Err(EvalError::Config(format!("cannot tell which benchmark {} belongs to; pass --bench ({})", manifest.display(), reasons.join("; "))))
+    Err(EvalError::UnknownManifest { manifest: manifest.to_path_buf(), reasons })
 }
 
 fn normalise(s: &str) -> String {
@@ -320,32 +343,32 @@ mod tests {
     #[test]
     fn ranking_answers_single_choices_generates_open_questions_and_refuses_the_rest() {
         let two = ["left", "right"];
-        assert!(matches!(ranked(&SisBench, &item(Answer::Choice('B'), &two)), Ok(true)));
-        assert!(matches!(ranked(&SisBench, &item(Answer::YesNo(true), &[])), Ok(false)));
+        assert!(matches!(ranked(&SIS_BENCH, &item(Answer::Choice('B'), &two)), Ok(true)));
+        assert!(matches!(ranked(&SIS_BENCH, &item(Answer::YesNo(true), &[])), Ok(false)));
         let refusal = |bench: &dyn Bench, answer: Answer, options: &[&str]| match ranked(bench, &item(answer, options)) {
             Err(EvalError::NotRankable { bench, question, reason }) => (bench, question, reason),
             other => panic!("not refused: {other:?}"),
         };
         let at = Some("manifest.json:7 (q7)".to_string());
-        assert_eq!(refusal(&SisBench, Answer::Choices(vec!['A', 'B']), &two), ("sisbench", at.clone(), NotRankable::MultiSelect));
-        assert_eq!(refusal(&SisBench, Answer::Number(2.0), &two), ("sisbench", at.clone(), NotRankable::NotAChoice));
+        assert_eq!(refusal(&SIS_BENCH, Answer::Choices(vec!['A', 'B']), &two), ("sisbench", at.clone(), NotRankable::MultiSelect));
+        assert_eq!(refusal(&SIS_BENCH, Answer::Number(2.0), &two), ("sisbench", at.clone(), NotRankable::NotAChoice));
         // UAV-DualCog asks for JSON, even on its single-choice questions.
         assert_eq!(refusal(&DualCog, Answer::Choice('A'), &two), ("dualcog", at, NotRankable::JsonAnswers));
         assert!(matches!(
             check_rankable(&DualCog, &[]),
             Err(EvalError::NotRankable { bench: "dualcog", question: None, reason: NotRankable::JsonAnswers })
         ));
-        assert!(check_rankable(&SisBench, &[item(Answer::Choice('A'), &two), item(Answer::YesNo(false), &[])]).is_ok());
+        assert!(check_rankable(&SIS_BENCH, &[item(Answer::Choice('A'), &two), item(Answer::YesNo(false), &[])]).is_ok());
     }
 
     #[test]
     fn the_single_choice_instruction_asks_for_the_form_requested() {
         let q = item(Answer::Choice('B'), &["left", "right"]);
         let head = "<video>\nWhich way does the drone turn?\nOptions:\nA. left\nB. right\n";
-        assert_eq!(SisBench.prompt(&q), format!("{head}Answer with the option's letter from the given choices directly."));
-        assert_eq!(SisBench.prompt_asking(&q, ChoiceAnswer::Text), format!("{head}Answer with the option's text from the given choices directly."));
+        assert_eq!(SIS_BENCH.prompt(&q), format!("{head}Answer with the option's letter from the given choices directly."));
+        assert_eq!(SIS_BENCH.prompt_asking(&q, ChoiceAnswer::Text), format!("{head}Answer with the option's text from the given choices directly."));
         assert_eq!(
-            SisBench.prompt_asking(&q, ChoiceAnswer::LetterText),
+            SIS_BENCH.prompt_asking(&q, ChoiceAnswer::LetterText),
             format!("{head}Answer with the option's letter and text from the given choices directly.")
         );
     }

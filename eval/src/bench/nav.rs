@@ -25,7 +25,7 @@
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
-use motionvl_data::manifest::nav::Segment;
+use motionvl_data::manifest::nav::{Segment, TASK};
 use motionvl_data::manifest::{Answer, AnswerOption, default_media_dir, resolve_official, split_inline_options};
 use motionvl_data::samples::{ReadOptions, ReadOutcome, RowError, RowProblem, read_records};
 use serde_json::{Map, Value};
@@ -37,9 +37,6 @@ use crate::item::Item;
 pub struct Nav;
 
 const NAMES: BenchNames = BenchNames { name: "nav", aliases: &["navigation", "openuav"], title: "Navigation MCQ" };
-
-/// Task name of rows that give none.
-pub const DEFAULT_TASK: &str = "Navigation MCQ";
 
 impl Bench for Nav {
     fn names(&self) -> &'static BenchNames {
@@ -78,7 +75,7 @@ impl Bench for Nav {
     }
 
     fn layout(&self) -> Vec<Column> {
-        vec![Column { task: DEFAULT_TASK, short: "Nav", dimension: "navigation", level: None }]
+        vec![Column { task: TASK, short: "Nav", dimension: "navigation", level: None }]
     }
 }
 
@@ -133,7 +130,7 @@ fn parse_row(value: &Value, file: &Path, line: usize, root: &Path, check_media: 
     if let Some(segments) = row.get("segments") {
         check_segments(segments).map_err(&fail)?;
     }
-    let task = field_text(row, &["task_type", "task"]).unwrap_or_else(|| DEFAULT_TASK.to_string());
+    let task = field_text(row, &["task_type", "task"]).unwrap_or_else(|| TASK.to_string());
     Ok(Item {
         task,
         dimension: "navigation".to_string(),

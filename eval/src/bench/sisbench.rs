@@ -1,17 +1,17 @@
 //! SIS-Bench: 13 four-option tasks over UAV video, two dimensions × three levels.
 
-use std::path::Path;
-
 use motionvl_data::manifest::read_sisbench;
-use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, BenchNames, Column, items_from};
-use crate::error::Result;
-use crate::item::Item;
-
-pub struct SisBench;
+use super::{BenchNames, Column, TableBench, items_from};
 
 const NAMES: BenchNames = BenchNames { name: "sisbench", aliases: &["sis", "sis-bench"], title: "SIS-Bench" };
+
+/// The benchmark: its names, its reader and the columns below.
+pub static SIS_BENCH: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_sisbench(manifest, opts)?)),
+    layout: || COLUMNS.iter().map(|&(task, short, dimension, level)| Column { task, short, dimension, level: Some(level) }).collect(),
+};
 
 /// The paper's Table 2 order: spatial (perception, memory, reasoning), then self.
 const COLUMNS: [(&str, &str, &str, &str); 13] = [
@@ -30,22 +30,10 @@ const COLUMNS: [(&str, &str, &str, &str); 13] = [
     ("Path Planning", "PP", "self", "reasoning"),
 ];
 
-impl Bench for SisBench {
-    fn names(&self) -> &'static BenchNames {
-        &NAMES
-    }
-
-    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
-        Ok(items_from(read_sisbench(manifest, opts)?))
-    }
-
-    fn layout(&self) -> Vec<Column> {
-        COLUMNS.iter().map(|&(task, short, dimension, level)| Column { task, short, dimension, level: Some(level) }).collect()
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use std::path::Path;
+
     use motionvl_data::manifest::SisTask;
 
     use super::*;

@@ -1,18 +1,18 @@
 //! UrbanVideo-Bench (`MCQ.parquet` exported to JSON): 16 question categories in four abilities,
 //! options inside the question text (up to A–G).
 
-use std::path::Path;
-
 use motionvl_data::manifest::read_urbanvideo;
-use motionvl_data::samples::{ReadOptions, ReadOutcome};
 
-use super::{Bench, BenchNames, Column, items_from};
-use crate::error::Result;
-use crate::item::Item;
-
-pub struct UrbanVideo;
+use super::{BenchNames, Column, TableBench, items_from};
 
 const NAMES: BenchNames = BenchNames { name: "urbanvideo", aliases: &["urbanvideo-bench", "urbanvideobench"], title: "UrbanVideo-Bench" };
+
+/// The benchmark: its names, its reader and the columns below.
+pub static URBAN_VIDEO: TableBench = TableBench {
+    names: &NAMES,
+    read: |manifest, opts| Ok(items_from(read_urbanvideo(manifest, opts)?)),
+    layout: || Column::without_levels(&COLUMNS),
+};
 
 const COLUMNS: [(&str, &str, &str); 16] = [
     ("Trajectory Captioning", "TC", "recall"),
@@ -32,20 +32,6 @@ const COLUMNS: [(&str, &str, &str); 16] = [
     ("High-level Planning", "HP", "navigation"),
     ("Action Generation", "AG", "navigation"),
 ];
-
-impl Bench for UrbanVideo {
-    fn names(&self) -> &'static BenchNames {
-        &NAMES
-    }
-
-    fn read(&self, manifest: &Path, opts: &ReadOptions) -> Result<ReadOutcome<Item>> {
-        Ok(items_from(read_urbanvideo(manifest, opts)?))
-    }
-
-    fn layout(&self) -> Vec<Column> {
-        Column::without_levels(&COLUMNS)
-    }
-}
 
 #[cfg(test)]
 mod tests {

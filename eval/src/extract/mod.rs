@@ -1,6 +1,6 @@
 //! Answer extraction: from a model's free text to an answer of the question's form.
 //!
-//! A model may answer "B", "The answer is (B).", "B. move backward", "Option: [C]" (the
+//! A model may answer "B", "The answer is (B).", "B. move backward", "Option: \[C\]" (the
 //! UrbanVideo-Bench prompt's format), the option's text alone, or a refusal. Scoring must read
 //! all of these the same way for every model — ours and an API model's outputs alike — and must
 //! never guess: an output that does not clearly name one answer is *unanswered*, which is
@@ -16,13 +16,13 @@
 //! (modelled on lmms-eval's `mcq_extract.py`: explicit answers before implicit labels, and
 //! conflicting evidence abstains rather than picking one):
 //! 1. `declared`: the *last* explicit declaration — "the (correct/final/best) answer is",
-//!    "answer:", "option: [C]", "I choose", "答案是" — followed by a letter (optionally wrapped
+//!    "answer:", "option: \[C\]", "I choose", "答案是" — followed by a letter (optionally wrapped
 //!    in `()`, `[]`, quotes or `**`); only without any of those, the last weaker one ("option
 //!    C", "it is C", not negated as in "option C is wrong"). A lower-case letter counts only when
 //!    a label mark or the end follows it ("answer is b." yes, "answer is a left turn" no). A
 //!    declared letter that is not an option ("Answer: E." with four options) or that is
 //!    followed by an alternative ("A or B") makes the output unanswered.
-//! 2. `bare`: the whole output is one letter, however wrapped ("b", "(B)", "[C].").
+//! 2. `bare`: the whole output is one letter, however wrapped ("b", "(B)", "\[C\].").
 //! 3. `leading`: the output starts with a labelled letter — "B. move backward", "(B) ...",
 //!    "B) ...", "B: ...", "B - ...", "B\nbecause ...", "B is correct" — or with the letter
 //!    followed by that option's own text ("B move backward"). "A drone ..." is not a label.

@@ -6,7 +6,7 @@
 //! `E(dW) = Σ δ Ψ((Iz + ∇I·dW)² / |∇I|²) + γ Ψ(‖∇Iz + H dW‖²_norm) + α Ψ(‖∇(W + dW)‖²)`,
 //! `Ψ(s²) = √(s² + ε²)`, derivatives taken on the mean of I0 and the warped I1.
 //!
-//! Everything lives in a red-black layout ([`Board`]): pixels with even `x + y` in one
+//! Everything lives in a red-black layout (`Board`): pixels with even `x + y` in one
 //! half-width plane, odd in the other. A red cell's four neighbours are black, so a half-sweep
 //! updates one plane in parallel while reading only the other, and every loop runs over
 //! contiguous rows that the compiler vectorises.

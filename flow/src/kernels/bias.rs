@@ -14,7 +14,7 @@ use crate::error::{FlowError, Result};
 pub fn add_bias(x: &Tensor, bias: &Tensor, dim: usize) -> Result<Tensor> {
     let c = bias.elem_count();
     if x.dims().get(dim) != Some(&c) {
-        return Err(FlowError::InvalidParameter(format!("add_bias: a bias of {c} does not fit axis {dim} of {:?}", x.dims())));
+        return Err(FlowError::KernelShapes { kernel: "add_bias", problem: format!("a bias of {c} does not fit axis {dim} of {:?}", x.dims()) });
     }
     if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 && bias.dtype() == candle_core::DType::F32 {
         let inner: usize = x.dims()[dim + 1..].iter().product();

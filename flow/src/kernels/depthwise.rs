@@ -22,14 +22,16 @@ pub fn depthwise_conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, pad: usiz
     let (_, c, h, wd) = x.dims4()?;
     let (cw, one, kh, kw) = w.dims4()?;
     if cw != c || one != 1 || kh != kw {
-        return Err(FlowError::InvalidParameter(format!(
-            "depthwise conv: weight {:?} does not fit input {:?} (expected [{c},1,k,k])",
-            w.dims(),
-            x.dims()
-        )));
+        return Err(FlowError::KernelShapes {
+            kernel: "depthwise conv",
+            problem: format!("weight {:?} does not fit input {:?} (expected [{c},1,k,k])", w.dims(), x.dims()),
+        });
     }
     if h + 2 * pad < kh || wd + 2 * pad < kw {
-        return Err(FlowError::InvalidParameter(format!("depthwise conv: {kh}×{kw} kernel larger than the padded {h}×{wd} input (pad {pad})")));
+        return Err(FlowError::KernelShapes {
+            kernel: "depthwise conv",
+            problem: format!("{kh}×{kw} kernel larger than the padded {h}×{wd} input (pad {pad})"),
+        });
     }
     let y = if x.device().is_cpu() { x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &Depthwise { pad })? } else { x.conv2d(w, pad, 1, 1, c)? };
     Ok(match bias {

@@ -23,7 +23,7 @@ pub fn gelu_erf(x: &Tensor) -> Result<Tensor> {
 /// `gelu(x + y)` in one pass (the residual connections of a PCBlock); `x` and `y` of one shape.
 pub fn add_gelu(x: &Tensor, y: &Tensor) -> Result<Tensor> {
     if x.dims() != y.dims() {
-        return Err(FlowError::InvalidParameter(format!("add_gelu: shapes {:?} and {:?} differ", x.dims(), y.dims())));
+        return Err(FlowError::KernelShapes { kernel: "add_gelu", problem: format!("shapes {:?} and {:?} differ", x.dims(), y.dims()) });
     }
     if x.device().is_cpu() && x.dtype() == candle_core::DType::F32 && y.dtype() == candle_core::DType::F32 {
         Ok(x.contiguous()?.apply_op2_no_bwd(&y.contiguous()?, &AddGelu)?)

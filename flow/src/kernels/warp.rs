@@ -15,7 +15,10 @@ pub fn bilinear_sample(feat: &Tensor, coords: &Tensor) -> Result<Tensor> {
     let (b, _, _, _) = feat.dims4()?;
     let (bc, two, _, _) = coords.dims4()?;
     if bc != b || two != 2 {
-        return Err(FlowError::InvalidParameter(format!("bilinear_sample: coords {:?} do not fit features {:?}", coords.dims(), feat.dims())));
+        return Err(FlowError::KernelShapes {
+            kernel: "bilinear_sample",
+            problem: format!("coords {:?} do not fit features {:?}", coords.dims(), feat.dims()),
+        });
     }
     if feat.device().is_cpu() {
         Ok(feat.contiguous()?.apply_op2_no_bwd(&coords.contiguous()?, &BilinearSample)?)

@@ -78,15 +78,16 @@ impl MemFlowConfig {
 
     pub fn validate(&self) -> Result<()> {
         if self.train_avg_length <= 1.0 {
-            return Err(FlowError::InvalidParameter(format!(
-                "MemFlow train_avg_length must exceed 1 (it is a log base), got {}",
-                self.train_avg_length
-            )));
+            return Err(FlowError::NetworkConfig {
+                network: "MemFlow",
+                problem: format!("train_avg_length must exceed 1 (it is a log base), got {}", self.train_avg_length),
+            });
         }
         if self.mem_every == 0 || self.min_mid_term_frames == 0 || self.max_mid_term_frames <= self.min_mid_term_frames {
-            return Err(FlowError::InvalidParameter(format!(
-                "MemFlow memory settings need mem_every ≥ 1 and max_mid_term_frames > min_mid_term_frames ≥ 1, got {self:?}"
-            )));
+            return Err(FlowError::NetworkConfig {
+                network: "MemFlow",
+                problem: format!("memory settings need mem_every ≥ 1 and max_mid_term_frames > min_mid_term_frames ≥ 1, got {self:?}"),
+            });
         }
         Ok(())
     }

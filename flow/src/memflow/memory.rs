@@ -102,10 +102,11 @@ impl Readout {
     pub fn read(&self, value: &Tensor) -> Result<Tensor> {
         let (b, cv, h, w) = value.dims4()?;
         if (h, w) != (self.h, self.w) {
-            return Err(crate::error::FlowError::InvalidInput(format!(
-                "memory read-out: values of {h}x{w} for an attention over {}x{}",
-                self.h, self.w
-            )));
+            return Err(crate::error::FlowError::Clip {
+                what: "MemFlow's memory read-out",
+                needs: format!("values of the attention's {}x{}", self.h, self.w),
+                got: format!("{h}x{w}"),
+            });
         }
         let v = value.reshape((b, cv, h * w))?;
         let values = match &self.remembered {

@@ -84,12 +84,12 @@ impl MemFlowNet {
         let (b, _, h, w) = fmap1.dims4()?;
         let levels = NET.corr_levels;
         if (h >> (levels - 1)) == 0 || (w >> (levels - 1)) == 0 {
-            return Err(FlowError::InvalidInput(format!(
-                "MemFlow's {levels} correlation levels need frames of at least {} px per side, got {}x{}",
-                8 << (levels - 1),
-                8 * w,
-                8 * h
-            )));
+            return Err(FlowError::FramesTooSmall {
+                what: format!("MemFlow's {levels} correlation levels"),
+                min_side: 8 << (levels - 1),
+                width: 8 * w,
+                height: 8 * h,
+            });
         }
         let corr = CorrPyramid::new(fmap1, fmap2, levels, NET.corr_radius)?;
         let coords0 = coords_grid(b, h, w, fmap1.device())?;
@@ -106,7 +106,7 @@ impl MemFlowNet {
             coords1 = (coords1 + delta)?;
             value = Some(current);
         }
-        let value = value.ok_or_else(|| FlowError::InvalidParameter("MemFlow needs at least one refinement (val_decoder_depth ≥ 1)".into()))?;
+        let value = value.ok_or(FlowError::NoIterations { network: "MemFlow", step: "refinement (val_decoder_depth ≥ 1)" })?;
         let flow = upsample_convex(&(&coords1 - &coords0)?, &self.update_block.mask(&net)?)?;
         Ok(StepOutput { flow, value })
     }

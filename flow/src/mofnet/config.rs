@@ -87,7 +87,7 @@ impl MofConfig {
     pub fn from_json(text: &str) -> Result<(Self, Option<usize>)> {
         let file: ConfigFile = serde_json::from_str(text)?;
         if file.arch != "mofnet" {
-            return Err(FlowError::InvalidParameter(format!("config.json is for `{}`, not `mofnet`", file.arch)));
+            return Err(FlowError::NetworkConfig { network: "MOFNet", problem: format!("config.json is for `{}`, not `mofnet`", file.arch) });
         }
         file.cfg.validate()?;
         Ok((file.cfg, file.iters))
@@ -104,7 +104,7 @@ impl MofConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(FlowError::InvalidParameter(m));
+        let bad = |problem: String| Err(FlowError::NetworkConfig { network: "MOFNet", problem });
         if self.feat_dim == 0 || !self.feat_dim.is_multiple_of(2) {
             return bad(format!("feat_dim must be even and positive, got {}", self.feat_dim));
         }

@@ -64,7 +64,7 @@ impl MofNet {
     pub fn forward(&self, images: &Tensor, iters: usize) -> Result<(Tensor, Tensor)> {
         let n = images.dim(0)?;
         if n < 3 {
-            return Err(FlowError::InvalidInput(format!("MOFNet needs windows of at least 3 frames, got {n}")));
+            return Err(FlowError::Clip { what: "MOFNet", needs: "windows of at least 3 frames".into(), got: n.to_string() });
         }
         let fmaps = self.features(images)?;
         self.flows_from_features(&images.narrow(0, 1, n - 2)?, &fmaps, iters)
@@ -85,7 +85,7 @@ impl MofNet {
     pub fn forward_coarse(&self, images: &Tensor, iters: usize) -> Result<(Tensor, Tensor)> {
         let n = images.dim(0)?;
         if n < 3 {
-            return Err(FlowError::InvalidInput(format!("MOFNet needs windows of at least 3 frames, got {n}")));
+            return Err(FlowError::Clip { what: "MOFNet", needs: "windows of at least 3 frames".into(), got: n.to_string() });
         }
         let fmaps = self.features(images)?;
         let (fwd_flow, bwd_flow, _) = self.refine(&images.narrow(0, 1, n - 2)?, &fmaps, iters)?;
@@ -98,10 +98,11 @@ impl MofNet {
         let (m, _, hi, wi) = middle.dims4()?;
         let (_, _, h, w) = fmaps.dims4()?;
         if hi.min(wi) < self.min_side() || hi % DOWN != 0 || wi % DOWN != 0 {
-            return Err(FlowError::InvalidInput(format!(
-                "MOFNet takes frames with sides multiples of 8 and at least {} px, got {wi}x{hi}",
-                self.min_side()
-            )));
+            return Err(FlowError::Clip {
+                what: "MOFNet",
+                needs: format!("frames with sides multiples of 8 and at least {} px", self.min_side()),
+                got: format!("{wi}x{hi}"),
+            });
         }
         let (levels, radius) = (self.cfg.corr_levels, self.cfg.corr_radius);
         let frames = fmaps.narrow(0, 1, m)?;
@@ -139,7 +140,7 @@ impl MofNet {
         }
         let (fwd_flow, bwd_flow) = ((&fwd - &coords0)?, (&bwd - &coords0)?);
         let Some(mask) = mask else {
-            return Err(FlowError::InvalidParameter("MOFNet needs at least one iteration".into()));
+            return Err(FlowError::NoIterations { network: "MOFNet", step: "iteration" });
         };
         Ok((fwd_flow, bwd_flow, mask))
     }

@@ -23,13 +23,7 @@ pub fn is_unused(name: &str) -> bool {
 /// All tensors MOFNet reads, as f32 on `device` at `precision`, names without `module.`.
 pub fn load_checkpoint(path: &Path, precision: WeightPrecision, device: &Device) -> Result<HashMap<String, Tensor>> {
     let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
-    if !path.is_file() {
-        return Err(fail("no such file".into()));
-    }
-    let raw: Vec<(String, Tensor)> = match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| fail(e.to_string()))?.into_iter().collect(),
-        _ => crate::state_dict::read_pth(path).map_err(|e| fail(e.to_string()))?,
-    };
+    let raw = crate::state_dict::read_checkpoint(path)?;
     let mut out = HashMap::with_capacity(raw.len());
     for (name, tensor) in raw {
         let name = name.strip_prefix("module.").map(str::to_string).unwrap_or(name);

@@ -173,16 +173,16 @@ impl RaftConfig {
     pub fn validate(&self) -> Result<()> {
         let context = self.context_encoder_layers[4];
         if context <= self.hidden_size {
-            return Err(FlowError::InvalidParameter(format!(
-                "the context encoder outputs {context} channels but must exceed the hidden state ({})",
-                self.hidden_size
-            )));
+            return Err(FlowError::NetworkConfig {
+                network: "RAFT",
+                problem: format!("the context encoder outputs {context} channels but must exceed the hidden state ({})", self.hidden_size),
+            });
         }
         if self.motion_encoder_corr_layers.is_empty() || self.motion_encoder_corr_layers.len() > 2 {
-            return Err(FlowError::InvalidParameter("motion_encoder_corr_layers needs 1 or 2 entries".into()));
+            return Err(FlowError::NetworkConfig { network: "RAFT", problem: "motion_encoder_corr_layers needs 1 or 2 entries".into() });
         }
         if self.corr_levels == 0 {
-            return Err(FlowError::InvalidParameter("corr_levels must be at least 1".into()));
+            return Err(FlowError::NetworkConfig { network: "RAFT", problem: "corr_levels must be at least 1".into() });
         }
         Ok(())
     }

@@ -61,12 +61,12 @@ impl Raft {
         let (b, _, h, w) = fmap1.dims4()?;
         let levels = self.cfg.corr_levels;
         if (h >> (levels - 1)) == 0 || (w >> (levels - 1)) == 0 {
-            return Err(FlowError::InvalidInput(format!(
-                "RAFT with {levels} correlation levels needs frames of at least {} px per side, got {}x{}",
-                8 << (levels - 1),
-                8 * w,
-                8 * h
-            )));
+            return Err(FlowError::FramesTooSmall {
+                what: format!("RAFT with {levels} correlation levels"),
+                min_side: 8 << (levels - 1),
+                width: 8 * w,
+                height: 8 * h,
+            });
         }
         let corr = CorrPyramid::new(fmap1, fmap2, levels, self.cfg.corr_radius)?;
         let context = self.context_encoder.forward(image1)?; // [B, hidden + ctx, h, w]

@@ -13,16 +13,7 @@ use crate::error::{FlowError, Result};
 /// All tensors of a RAFT checkpoint, under torchvision's names, as f32 on `device`.
 pub fn load_checkpoint(path: &Path, device: &Device) -> Result<HashMap<String, Tensor>> {
     let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
-    if !path.is_file() {
-        return Err(fail("no such file".into()));
-    }
-    let raw: Vec<(String, Tensor)> = match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| fail(e.to_string()))?.into_iter().collect(),
-        _ => crate::state_dict::read_pth(path).map_err(|e| fail(e.to_string()))?,
-    };
-    if raw.is_empty() {
-        return Err(fail("no tensors found (expected a state dict)".into()));
-    }
+    let raw = crate::state_dict::read_checkpoint(path)?;
     let mut out = HashMap::with_capacity(raw.len());
     for (name, tensor) in rename_checkpoint(raw) {
         out.insert(name, tensor.to_dtype(DType::F32)?.to_device(device)?);

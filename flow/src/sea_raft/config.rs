@@ -56,13 +56,13 @@ impl SeaRaftConfig {
 
     pub fn validate(&self) -> Result<()> {
         if self.dim < 4 || !self.dim.is_multiple_of(2) {
-            return Err(FlowError::InvalidParameter(format!(
-                "SEA-RAFT `dim` must be even and at least 4 (the motion encoder uses dim/2 and dim−2), got {}",
-                self.dim
-            )));
+            return Err(FlowError::NetworkConfig {
+                network: "SEA-RAFT",
+                problem: format!("`dim` must be even and at least 4 (the motion encoder uses dim/2 and dim−2), got {}", self.dim),
+            });
         }
         if self.initial_dim == 0 || self.block_dims.contains(&0) || self.radius == 0 || self.num_blocks == 0 {
-            return Err(FlowError::InvalidParameter(format!("SEA-RAFT config has a zero size: {self:?}")));
+            return Err(FlowError::NetworkConfig { network: "SEA-RAFT", problem: format!("a zero size: {self:?}") });
         }
         Ok(())
     }

@@ -44,7 +44,7 @@ impl SeaRaftEstimator {
     /// The registry's constructor: `--motion sea-raft-{s,m,l}` with `--weights` (required) and
     /// an optional iteration override.
     pub fn from_spec(spec: &EstimatorSpec, device: &Device) -> Result<Self> {
-        let preset = SeaRaftPreset::from_name(spec.name)
+        let preset = SeaRaftPreset::from_name(spec.name.as_str())
             .ok_or_else(|| FlowError::UnknownEstimator { name: spec.name.to_string(), known: "sea-raft-s, sea-raft-m, sea-raft-l".into() })?;
         let Some(weights) = spec.weights else {
             return Err(FlowError::MissingWeights { name: spec.name.to_string(), expected: preset.expected_weights().to_string() });

@@ -58,12 +58,12 @@ impl SeaRaft {
     pub fn flow_from_features(&self, image1: &Tensor, image2: &Tensor, fmap1: &Tensor, fmap2: &Tensor, iters: usize) -> Result<Tensor> {
         let (b, _, h, w) = fmap1.dims4()?;
         if (h >> (CORR_LEVELS - 1)) == 0 || (w >> (CORR_LEVELS - 1)) == 0 {
-            return Err(FlowError::InvalidInput(format!(
-                "SEA-RAFT's {CORR_LEVELS} correlation levels need frames of at least {} px per side, got {}x{}",
-                8 << (CORR_LEVELS - 1),
-                8 * w,
-                8 * h
-            )));
+            return Err(FlowError::FramesTooSmall {
+                what: format!("SEA-RAFT's {CORR_LEVELS} correlation levels"),
+                min_side: 8 << (CORR_LEVELS - 1),
+                width: 8 * w,
+                height: 8 * h,
+            });
         }
         let d = self.cfg.dim;
         let context = self.init_conv.forward(&self.cnet.forward(&Tensor::cat(&[image1, image2], 1)?)?)?;

@@ -14,17 +14,7 @@ use crate::error::{FlowError, Result};
 /// dropped. `required` is a tensor name that proves the file is the right network's (the error
 /// names `network`).
 pub fn load_state_dict(path: &Path, device: &Device, network: &str, required: &str) -> Result<HashMap<String, Tensor>> {
-    let fail = |reason: String| FlowError::Checkpoint { path: path.to_path_buf(), reason };
-    if !path.is_file() {
-        return Err(fail("no such file".into()));
-    }
-    let raw: Vec<(String, Tensor)> = match path.extension().and_then(|e| e.to_str()) {
-        Some("safetensors") => candle_core::safetensors::load(path, &Device::Cpu).map_err(|e| fail(e.to_string()))?.into_iter().collect(),
-        _ => crate::state_dict::read_pth(path).map_err(|e| fail(format!("not a readable PyTorch checkpoint ({e})")))?,
-    };
-    if raw.is_empty() {
-        return Err(fail("no tensors found (expected a state dict, bare or under `model` / `state_dict`)".into()));
-    }
+    let raw = crate::state_dict::read_checkpoint(path)?;
     let mut out = HashMap::with_capacity(raw.len());
     for (name, tensor) in raw {
         if name.ends_with("num_batches_tracked") {
@@ -34,7 +24,7 @@ pub fn load_state_dict(path: &Path, device: &Device, network: &str, required: &s
         out.insert(name, tensor.to_dtype(DType::F32)?.to_device(device)?);
     }
     if !out.contains_key(required) {
-        return Err(fail(format!("not a {network} checkpoint: it has no `{required}`")));
+        return Err(FlowError::Checkpoint { path: path.to_path_buf(), reason: format!("not a {network} checkpoint: it has no `{required}`") });
     }
     Ok(out)
 }

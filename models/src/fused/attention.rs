@@ -2,8 +2,8 @@
 //!
 //! The composed attention ([`crate::ops::attention`]) materialises `[.., L, Lk]` scores, an
 //! additive mask and every softmax intermediate, and keeps them all for the backward pass. Here
-//! queries are processed in tiles of [`QUERY_TILE`] rows against key tiles of [`KEY_TILE`]
-//! columns with an online softmax (running row maximum and sum, FlashAttention's rescaling), so
+//! queries are processed in tiles of `QUERY_TILE` rows against key tiles of `KEY_TILE`
+//! columns (64 each) with an online softmax (running row maximum and sum, FlashAttention's rescaling), so
 //! at most one `QUERY_TILE × KEY_TILE` score tile per thread exists at a time. The forward pass
 //! keeps the output and each row's log-sum-exp; the backward pass is FlashAttention-2's: it
 //! recomputes each probability tile from q, k and the log-sum-exp, with `D = rowsum(dO ∘ O)`.

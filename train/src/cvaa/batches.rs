@@ -27,7 +27,7 @@ impl ImageCache {
         if let Some(hit) = self.images.lock().ok().and_then(|m| m.get(path).cloned()) {
             return Ok(hit);
         }
-        let image = Arc::new(load_image(path).map_err(|e| TrainError::Data(e.to_string()))?);
+        let image = Arc::new(load_image(path)?);
         if let Ok(mut m) = self.images.lock() {
             m.insert(path.to_path_buf(), image.clone());
         }
@@ -93,7 +93,7 @@ impl CvaaTrainer {
             .enumerate()
             .map(|(slot, &i)| {
                 let pair = &self.pairs[i];
-                let uav = pair.uav.load().map_err(|e| TrainError::Data(format!("pair {}: {e}", pair.id)))?;
+                let uav = pair.uav.load().map_err(|source| TrainError::Pair { pair: pair.id.clone(), source: Box::new(source) })?;
                 let satellite = self.images.get(&pair.satellite)?;
                 let crop_box = pair.footprint.map(|b| {
                     let mut rng = rand::rngs::StdRng::seed_from_u64(mix(mix(self.recipe.seed, step as u64), slot as u64));

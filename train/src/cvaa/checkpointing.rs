@@ -51,14 +51,16 @@ impl CvaaTrainer {
         let found = ckpt::resolve_resume(arg, &self.recipe.output_dir)?;
         let state: CvaaState = ckpt::load_json(found.path.join("trainer_state.json"))?;
         if state.seed != self.recipe.seed || state.pairs != self.pairs.len() {
-            return Err(TrainError::Setup(format!(
-                "{} was trained with seed {} on {} pairs; the recipe says seed {} and its data holds {} pairs",
-                found.path.display(),
-                state.seed,
-                state.pairs,
-                self.recipe.seed,
-                self.pairs.len()
-            )));
+            return Err(TrainError::CheckpointMismatch {
+                checkpoint: found.path,
+                problem: format!(
+                    "was trained with seed {} on {} pairs; the recipe says seed {} and its data holds {} pairs",
+                    state.seed,
+                    state.pairs,
+                    self.recipe.seed,
+                    self.pairs.len()
+                ),
+            });
         }
         let saved = ckpt::load_tensors(found.path.join(WEIGHTS_FILE), &self.device)?;
         self.weights.restore(&saved, &found.path)?;

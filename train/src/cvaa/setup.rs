@@ -23,9 +23,9 @@ impl CvaaTrainer {
     /// Sets the run up (model, data, optimiser), then restores a checkpoint when `resume` is
     /// `auto` or a directory.
     pub fn new(recipe: &CvaaRecipe, resume: Option<&str>) -> Result<Self> {
-        recipe.validate().map_err(TrainError::Setup)?;
+        recipe.validate().map_err(|problem| TrainError::Recipe { key: "recipe", problem })?;
         let out = recipe.output_dir.clone();
-        let lock = motionvl_data::run_dir::RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let lock = motionvl_data::run_dir::RunLock::acquire(&out)?;
         ckpt::write_atomic(out.join("config.toml"), recipe.to_toml().as_bytes())?;
         let device = recipe.model.device.open()?;
 
@@ -33,10 +33,9 @@ impl CvaaTrainer {
             (Some(manifest), _) => read_pairs(manifest),
             (None, Some(root)) => read_university1652(root, "train"),
             (None, None) => unreachable!("validated"),
-        }
-        .map_err(|e| TrainError::Data(e.to_string()))?;
+        }?;
         if pairs.len() < recipe.optim.batch_size {
-            return Err(TrainError::Data(format!("{} pairs are fewer than one batch of {}", pairs.len(), recipe.optim.batch_size)));
+            return Err(TrainError::TooFewPairs { pairs: pairs.len(), batch_size: recipe.optim.batch_size });
         }
 
         let m = &recipe.model;
@@ -54,7 +53,7 @@ impl CvaaTrainer {
                 }
             }
             (None, Some(init)) => {
-                init.validate().map_err(|e| TrainError::Setup(format!("[model.init]: {e}")))?;
+                init.validate().map_err(|problem| TrainError::Recipe { key: "model.init", problem })?;
                 let vars = SeededVars::new(mix(recipe.seed, 0xbac6));
                 (init.clone(), Interpolation::Transformers, vars.var_builder(&device), Some(vars), HashMap::new())
             }
@@ -70,14 +69,17 @@ impl CvaaTrainer {
             uav_size: m.uav_size,
             satellite_size: m.satellite_size,
         };
-        cfg.validate().map_err(|e| TrainError::Setup(format!("[model]: {e}")))?;
+        cfg.validate().map_err(|problem| TrainError::Recipe { key: "model", problem })?;
         let heads = SeededVars::new(mix(recipe.seed, 0x4ead));
         let model = Cvaa::new(&cfg, backbone_vb, heads.var_builder(&device))?;
         let weights = Weights { backbone: backbone_vars, frozen_backbone, heads };
         if let Some(dir) = &m.init_from {
             let saved = CvaaConfig::from_file(&dir.join(CONFIG_FILE))?;
             if saved != cfg {
-                return Err(TrainError::Setup(format!("{}: its cvaa.json differs from the recipe's model", dir.display())));
+                return Err(TrainError::CheckpointMismatch {
+                    checkpoint: dir.clone(),
+                    problem: "holds a cvaa.json that differs from the recipe's model".into(),
+                });
             }
             weights.restore(&ckpt::load_tensors(dir.join(WEIGHTS_FILE), &device)?, dir)?;
         }
@@ -112,7 +114,7 @@ impl CvaaTrainer {
             stop: StopFlag::new(),
         };
         if trainer.groups().iter().all(|g| g.len() < o.batch_size) {
-            return Err(TrainError::Data(format!("no satellite image has {} pairs for a batch of its own (data.same_image_batches)", o.batch_size)));
+            return Err(TrainError::NoImageBatch { batch_size: o.batch_size });
         }
         trainer.total_steps = trainer.batches_per_epoch() * o.epochs.max(1);
         trainer.warmup = warmup_steps(o.warmup_ratio, trainer.total_steps);

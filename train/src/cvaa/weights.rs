@@ -38,7 +38,9 @@ impl Weights {
             trained.extend(Self::named(map, "backbone."));
         }
         for (name, var) in trained {
-            let value = saved.get(&name).ok_or_else(|| TrainError::Setup(format!("{}: the checkpoint lacks `{name}`", origin.display())))?;
+            let value = saved
+                .get(&name)
+                .ok_or_else(|| TrainError::CheckpointMismatch { checkpoint: origin.to_path_buf(), problem: format!("lacks `{name}`") })?;
             var.set(value)?;
         }
         Ok(())

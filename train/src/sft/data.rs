@@ -20,10 +20,9 @@ pub(crate) fn read_samples(recipe: &Recipe) -> Result<Vec<TrainingSample>> {
         &recipe.data.train,
         &ReadOptions { media_root: recipe.data.media_root.clone(), check_media: true, skip_bad: recipe.data.skip_bad },
         recipe.data.llava_rows,
-    )
-    .map_err(|e| TrainError::Data(e.to_string()))?;
+    )?;
     if read.items.is_empty() {
-        return Err(TrainError::Data(format!("{} holds no usable sample", recipe.data.train.display())));
+        return Err(TrainError::NoUsableSample { file: recipe.data.train.clone() });
     }
     Ok(read.items)
 }
@@ -48,7 +47,7 @@ pub(super) fn loader_config(recipe: &Recipe) -> LoaderConfig {
 /// Fits every sample to `max_seq_len` from its headers, with a progress bar.
 pub(crate) fn check_loader<P: MediaProcessor + 'static>(loader: &DataLoader<P>, show: bool) -> Result<DataCheck> {
     let bar = progress::bar(loader.len() as u64, "samples checked", show);
-    let check = loader.check_data(&|| bar.inc(1)).map_err(|e| TrainError::Data(e.to_string()))?;
+    let check = loader.check_data(&|| bar.inc(1))?;
     bar.finish();
     Ok(check)
 }
@@ -58,17 +57,15 @@ pub(crate) fn require_usable(report: &DataReport, recipe: &Recipe) -> Result<()>
     if report.usable() > 0 {
         return Ok(());
     }
-    let longest =
-        report.longest.as_ref().map(|(id, at, tokens)| format!("; the longest is sample {id} ({at}) at {tokens} tokens")).unwrap_or_default();
-    Err(TrainError::Data(format!(
-        "no sample of {} fits max_seq_len {} even at min_pixels {} and min_frames {} ({} too long, {} failed){longest}",
-        recipe.data.train.display(),
-        recipe.data.max_seq_len,
-        recipe.data.min_pixels,
-        recipe.data.min_frames,
-        report.dropped,
-        report.failed
-    )))
+    Err(TrainError::NothingFits {
+        file: recipe.data.train.clone(),
+        max_seq_len: recipe.data.max_seq_len,
+        min_pixels: recipe.data.min_pixels,
+        min_frames: recipe.data.min_frames,
+        too_long: report.dropped,
+        failed: report.failed,
+        longest: report.longest.clone().map(Box::new),
+    })
 }
 
 /// Every flow a `--flow-cache-only` run will read is in the cache, checked before the first
@@ -94,7 +91,7 @@ pub(super) fn check_flow_cache(media: &MotionMedia, samples: &[TrainingSample], 
     match check.missing.into_iter().next() {
         None => Ok(check.decoded),
         Some(first) if count == 1 => Err(first.into()),
-        Some(first) => Err(TrainError::Data(format!("{count} of {} flows are not in the cache; the first: {first}", jobs.len()))),
+        Some(first) => Err(TrainError::FlowsNotCached { missing: count, total: jobs.len(), first: Box::new(first) }),
     }
 }
 

@@ -36,9 +36,9 @@ fn data_tokenizer(recipe: &Recipe, samples: &[TrainingSample]) -> Result<QwenTok
         }
         (None, Some(dir)) if Path::new(dir).is_dir() => QwenTokenizer::from_model_dir(dir),
         (None, Some(id)) => QwenTokenizer::from_model_dir(&CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir),
-        (None, None) => return Err(TrainError::Setup("[model] needs `checkpoint` or `init_config`".into())),
+        (None, None) => return Err(TrainError::NoModel),
     }
-    .map_err(|e| TrainError::Setup(e.to_string()))
+    .map_err(TrainError::from)
 }
 
 /// One training sample as the model receives it: what `train sft --show-samples` prints, one
@@ -85,9 +85,9 @@ pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut 
     let stdout_err = |e: std::io::Error| TrainError::Io { path: PathBuf::from("<stdout>"), source: e };
     let mut iter = loader.epoch(0);
     for loaded in iter.by_ref() {
-        let loaded = loaded.map_err(|e| TrainError::Data(e.to_string()))?;
+        let loaded = loaded?;
         let sample = &loader.samples()[loaded.dataset_index];
-        let limited = match loader.sample_fit(loaded.dataset_index).map_err(|e| TrainError::Data(e.to_string()))? {
+        let limited = match loader.sample_fit(loaded.dataset_index)? {
             Some(SampleFit::Fitted { limits, .. }) => plain(sample).limited(limits),
             _ => plain(sample),
         };
@@ -96,7 +96,7 @@ pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut 
             .iter()
             .map(|video| limited.load_video_frames(video).map(|(plan, _)| plan.indices))
             .collect::<std::result::Result<Vec<_>, _>>()
-            .map_err(|e| TrainError::Data(format!("{}: {e}", sample.location())))?;
+            .map_err(|source| TrainError::SampleMedia { location: sample.location(), source })?;
         let shape = |items: &[motionvl_data::loader::PixelInput]| {
             let rows: usize = items.iter().map(|p| p.pixel_values.nrows()).sum();
             items.first().map(|p| [rows, p.pixel_values.ncols()])
@@ -115,7 +115,7 @@ pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut 
             image_grid_thw: loaded.images.iter().map(|i| i.grid_thw).collect(),
             image_pixel_values_shape: shape(&loaded.images),
         };
-        let line = serde_json::to_string(&shown).map_err(|e| TrainError::Data(e.to_string()))?;
+        let line = serde_json::to_string(&shown)?;
         writeln!(out, "{line}").map_err(stdout_err)?;
     }
     for skipped in iter.skipped() {

@@ -75,11 +75,11 @@ fn media_without_motion(recipe: &Recipe) -> QwenMedia {
 /// cache it keeps the flows in (`[motion] cache_dir`, else `<output_dir>/flow-cache`); `None`
 /// for a visual-only recipe. `flow extract --config` fills the same cache through this.
 pub fn motion_media(recipe: &Recipe, device: &Device) -> Result<Option<MotionMedia>> {
-    if !recipe.motion.enabled() {
+    let Some(name) = recipe.motion.estimator.estimator() else {
         return Ok(None);
-    }
+    };
     let spec = EstimatorSpec {
-        name: &recipe.motion.estimator,
+        name,
         weights: recipe.motion.weights.as_deref(),
         weight_precision: recipe.motion.estimator_weights,
         ..EstimatorSpec::default()

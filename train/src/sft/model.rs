@@ -20,20 +20,20 @@ use crate::recipe::Recipe;
 /// the training text, built once in `<output_dir>/base-model`.
 pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> Result<CheckpointFiles> {
     let Some(init_config) = &recipe.model.init_config else {
-        let id = recipe.model.checkpoint.as_deref().ok_or_else(|| TrainError::Setup("[model] needs `checkpoint` or `init_config`".into()))?;
+        let id = recipe.model.checkpoint.as_deref().ok_or(TrainError::NoModel)?;
         return Ok(CheckpointFiles::resolve(id, &HubOptions::from_env())?);
     };
     let dir = recipe.output_dir.join("base-model");
     if !dir.join("model.safetensors").is_file() {
-        let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size)?;
         let cfg = fresh_model_config(init_config, &tokenizer)?;
         let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
         let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
         motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
-        tokenizer.save(tmp.join("tokenizer.json")).map_err(|e| TrainError::Setup(e.to_string()))?;
+        tokenizer.save(tmp.join("tokenizer.json"))?;
         let pixels = recipe.data.media().image_config;
-        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels).map_err(|e| TrainError::Setup(e.to_string()))?;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels)?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
@@ -43,7 +43,8 @@ pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> R
 /// tokenizer trained for it.
 pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<Qwen25VlConfig> {
     let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
-    let mut json: serde_json::Value = serde_json::from_str(&text).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))?;
+    let mut json: serde_json::Value =
+        serde_json::from_str(&text).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })?;
     let special = tokenizer.special();
     json["vocab_size"] = tokenizer.vocab_size().into();
     json["image_token_id"] = special.image_pad.into();
@@ -54,7 +55,7 @@ pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) 
     // Qwen's own: `<|endoftext|>` begins and pads.
     json["bos_token_id"] = special.endoftext.into();
     json["pad_token_id"] = special.endoftext.into();
-    Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::Setup(format!("{}: {e}", init_config.display())))
+    Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })
 }
 
 /// What the adapter names as its base: the hub id when the model came from the hub (what PEFT
@@ -77,7 +78,7 @@ pub(super) fn load_with_lora(
 ) -> Result<(Qwen25Vl, LoraWeights, Option<RecomputedGrads>)> {
     let mut model = Qwen25Vl::load(files, recipe.model.dtype.dtype(), device)?;
     if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
-        return Err(TrainError::Setup(mismatch));
+        return Err(mismatch.into());
     }
     let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
     let lora = LoraWeights::init(&model.linear_shapes(), &recipe.lora, recipe.seed, device)?;

@@ -23,8 +23,10 @@ use crate::recipe::Recipe;
 pub fn changes_since_checkpoint(recipe: &Recipe, dir: &Path) -> Result<Vec<String>> {
     let saved_recipe = dir.join("config.toml");
     let text = std::fs::read_to_string(&saved_recipe).map_err(io(&saved_recipe))?;
-    let saved: Recipe = toml::from_str(&text)
-        .map_err(|e| TrainError::Setup(format!("{}: the recipe saved with the checkpoint does not read: {e}", saved_recipe.display())))?;
+    let saved: Recipe = toml::from_str(&text).map_err(|e| TrainError::CheckpointMismatch {
+        checkpoint: saved_recipe.clone(),
+        problem: format!("(the recipe saved with the checkpoint) does not read: {e}"),
+    })?;
     let mut changed = recipe.unsafe_changes(&saved);
     let state: TrainerState = hf_layout::read_resume_state(dir)?;
     if let Some(then) = state.data_sha256 {
@@ -43,27 +45,32 @@ impl Trainer {
         let found = ckpt::resolve_resume(arg, &self.recipe.output_dir)?;
         let changed = changes_since_checkpoint(&self.recipe, &found.path)?;
         if !changed.is_empty() {
-            return Err(TrainError::Setup(format!(
-                "{} was trained with another recipe; changed since: {} — resume with the recipe and data it was saved with, or train into a new --output-dir",
-                found.path.display(),
-                changed.join("; ")
-            )));
+            return Err(TrainError::CheckpointMismatch {
+                checkpoint: found.path,
+                problem: format!(
+                    "was trained with another recipe; changed since: {} — resume with the recipe and data it was saved with, or train into a new --output-dir",
+                    changed.join("; ")
+                ),
+            });
         }
-        let adapter_dir = hf_layout::adapter_dir(&found.path)
-            .ok_or_else(|| TrainError::Setup(format!("{} holds no adapter_config.json (nor does its adapter/ folder)", found.path.display())))?;
+        let adapter_dir = hf_layout::adapter_dir(&found.path).ok_or_else(|| TrainError::NoAdapter { dir: found.path.clone(), hint: "" })?;
         let adapter = LoraWeights::load_peft(&adapter_dir, &self.device)?;
         let adapter_file = adapter_dir.join(hf_layout::ADAPTER_FILES[0]);
         for (name, pair) in &self.lora.modules {
-            let saved =
-                adapter.modules.get(name).ok_or_else(|| TrainError::Setup(format!("{}: the adapter lacks {name}", adapter_file.display())))?;
+            let saved = adapter.modules.get(name).ok_or_else(|| TrainError::CheckpointMismatch {
+                checkpoint: adapter_file.clone(),
+                problem: format!("lacks the adapter of {name}"),
+            })?;
             for (which, now, then) in [("lora_A", &pair.a, &saved.a), ("lora_B", &pair.b, &saved.b)] {
                 if now.shape() != then.shape() {
-                    return Err(TrainError::Setup(format!(
-                        "{}: tensor {name}.{which} is {:?}, but this recipe's model needs {:?} (another LoRA rank or model size)",
-                        adapter_file.display(),
-                        then.dims(),
-                        now.dims()
-                    )));
+                    return Err(TrainError::CheckpointMismatch {
+                        checkpoint: adapter_file,
+                        problem: format!(
+                            "holds tensor {name}.{which} as {:?}, but this recipe's model needs {:?} (another LoRA rank or model size)",
+                            then.dims(),
+                            now.dims()
+                        ),
+                    });
                 }
                 now.set(then.as_tensor())?;
             }
@@ -72,41 +79,35 @@ impl Trainer {
         let saved_motion = MotionMeta::read(&found.path)?;
         match (&self.motion, &saved_motion) {
             (Some(now), Some(saved)) if now.meta.estimator != saved.estimator || now.meta.estimator_settings != saved.estimator_settings => {
-                return Err(TrainError::Setup(format!(
-                    "{} was trained with flow estimator {} {}, the recipe asks for {} {}",
-                    found.path.display(),
-                    saved.estimator,
-                    saved.estimator_settings,
-                    now.meta.estimator,
-                    now.meta.estimator_settings
-                )));
+                return Err(TrainError::CheckpointMismatch {
+                    checkpoint: found.path,
+                    problem: format!(
+                        "was trained with flow estimator {} {}, the recipe asks for {} {}",
+                        saved.estimator, saved.estimator_settings, now.meta.estimator, now.meta.estimator_settings
+                    ),
+                });
             }
             (Some(_), None) | (None, Some(_)) => {
-                return Err(TrainError::Setup(format!(
-                    "{} and the recipe disagree on the motion branch (recipe motion.estimator = {})",
-                    found.path.display(),
-                    self.recipe.motion.estimator
-                )));
+                return Err(TrainError::CheckpointMismatch {
+                    checkpoint: found.path,
+                    problem: format!("disagrees with the recipe on the motion branch (recipe motion.estimator = {})", self.recipe.motion.estimator),
+                });
             }
             _ => {}
         }
         let state: TrainerState = hf_layout::read_resume_state(&found.path)?;
         if state.seed != self.recipe.seed {
-            return Err(TrainError::Setup(format!(
-                "{} was trained with seed {}, the recipe says {}",
-                found.path.display(),
-                state.seed,
-                self.recipe.seed
-            )));
+            return Err(TrainError::CheckpointMismatch {
+                checkpoint: found.path,
+                problem: format!("was trained with seed {}, the recipe says {}", state.seed, self.recipe.seed),
+            });
         }
         self.step = state.step;
         if state.position.index > self.loader.len() {
-            return Err(TrainError::Data(format!(
-                "{}: position {} is past the {} samples",
-                found.path.display(),
-                state.position.index,
-                self.loader.len()
-            )));
+            return Err(TrainError::CheckpointMismatch {
+                checkpoint: found.path,
+                problem: format!("resumes at sample {}, past the {} samples of the training data", state.position.index, self.loader.len()),
+            });
         }
         // The position is a sample, not a rank's place: any world size continues from it.
         self.micro = self.batches.plan().micro_at(&self.loader, state.position);

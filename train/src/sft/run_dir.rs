@@ -30,16 +30,12 @@ impl Trainer {
     /// clear, refuse), the recipe beside it, the data and the base model.
     pub(super) fn prepare<'a>(recipe: &Recipe, start: Start<'a>) -> Result<Prepared<'a>> {
         let out = recipe.output_dir.clone();
-        let lock = RunLock::acquire(&out).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let lock = RunLock::acquire(&out)?;
         let mut note = None;
         let resume = match start {
             Start::Fresh => {
                 if let Some(found) = run_artefacts(&out).iter().find(|p| is_progress(p)) {
-                    return Err(TrainError::Setup(format!(
-                        "{} already holds a run ({}): pass --resume auto to continue it, --overwrite to start it over, or choose another --output-dir",
-                        out.display(),
-                        found.display()
-                    )));
+                    return Err(TrainError::RunExists { dir: out.clone(), found: found.clone() });
                 }
                 clear_run(&out)?;
                 None

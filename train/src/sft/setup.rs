@@ -41,7 +41,7 @@ impl Trainer {
         if let Some(exchange) = &exchange {
             let failed = vote(exchange.as_ref(), prepared.is_ok())?;
             if failed > 0 && prepared.is_ok() {
-                return Err(TrainError::Setup(format!("{failed} data-parallel rank(s) failed to start; their errors are above")));
+                return Err(TrainError::RanksFailed { failed });
             }
         }
         let Prepared { lock, resume, note, samples, files } = prepared?;
@@ -54,10 +54,7 @@ impl Trainer {
         if let Some(exchange) = &exchange {
             let failed = vote(exchange.as_ref(), true)?;
             if failed > 0 {
-                return Err(TrainError::Setup(format!(
-                    "rank 0 failed to prepare {} (its error is in its output); this rank stops too",
-                    recipe.output_dir.display()
-                )));
+                return Err(TrainError::RankZeroFailed { dir: recipe.output_dir.clone() });
             }
         }
         // Rank 0 has cleared a run that `--resume auto` found without a checkpoint.
@@ -90,15 +87,18 @@ impl Trainer {
         if recipe.motion.enabled() && recipe.optim.batch_size > 1 {
             let with_videos = |motion: bool| samples.iter().find(|s| !s.videos.is_empty() && s.with_motion == motion);
             if let (Some(moving), Some(still)) = (with_videos(true), with_videos(false)) {
-                return Err(TrainError::Setup(format!(
-                    "optim.batch_size {} would batch rows with motion ({}) and without ({}, read with data.llava_rows = \"official\"); use batch_size 1",
-                    recipe.optim.batch_size,
-                    moving.location(),
-                    still.location()
-                )));
+                return Err(TrainError::Recipe {
+                    key: "optim.batch_size",
+                    problem: format!(
+                        "{} would batch rows with motion ({}) and without ({}, read with data.llava_rows = \"official\"); use batch_size 1",
+                        recipe.optim.batch_size,
+                        moving.location(),
+                        still.location()
+                    ),
+                });
             }
         }
-        let tokenizer = QwenTokenizer::from_model_dir(&files.dir).map_err(|e| TrainError::Setup(e.to_string()))?;
+        let tokenizer = QwenTokenizer::from_model_dir(&files.dir)?;
         let (model, lora, recomputed) = load_with_lora(recipe, &files, &tokenizer, &device)?;
 
         let adam =
@@ -202,12 +202,6 @@ impl Trainer {
         if all_agree(exchange.as_ref(), fingerprint)? {
             return Ok(());
         }
-        Err(TrainError::Setup(format!(
-            "the data-parallel ranks start from different states (rank {}: step {}, next micro-batch {}, data sha256 {}): every rank must read the same output_dir (a shared filesystem, not a node-local one) and the same data",
-            exchange.rank(),
-            self.step,
-            self.micro,
-            data.chars().take(12).collect::<String>()
-        )))
+        Err(TrainError::RanksDisagree { rank: exchange.rank(), step: self.step, micro: self.micro, data: data.chars().take(12).collect() })
     }
 }

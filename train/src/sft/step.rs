@@ -61,7 +61,7 @@ impl Trainer {
         let per_step = self.batches.plan().per_step();
         let Some(micro) = self.batches.plan().rank_micros(self.micro).next() else { return Ok(()) };
         let mut reader = RankBatches::new(self.batches.plan().clone(), self.micro);
-        let read = reader.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
+        let read = reader.take(&self.loader, micro)?;
         if read.samples.is_empty() {
             return Ok(());
         }
@@ -95,7 +95,7 @@ impl Trainer {
         // each one's weight needs the step's trained-token count over every rank.
         let mut reads = Vec::new();
         for micro in self.batches.plan().rank_micros(self.micro) {
-            let read = self.batches.take(&self.loader, micro).map_err(|e| TrainError::Data(e.to_string()))?;
+            let read = self.batches.take(&self.loader, micro)?;
             for s in &read.skipped {
                 self.log_line(&format!("skipped sample {} ({}): {}", s.sample_id, s.location, s.reason))?;
             }
