@@ -117,20 +117,6 @@ fn both_stages_from_handoff_files() {
     assert!(!bad.status.success() && err.contains("valid_instances.json") && err.contains("`x1`") && err.contains("castle"), "{err}");
 }
 
-/// Every file under `root`, links included (not followed).
-fn files_under(root: &Path) -> Vec<std::path::PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(root).unwrap() {
-        let path = entry.unwrap().path();
-        if path.symlink_metadata().unwrap().is_dir() {
-            found.extend(files_under(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
-}
-
 /// An `instance_id` that climbs out of `--out` or is an absolute path is refused by both stages,
 /// with the id named, and nothing is written outside `--out` (nor inside it).
 #[test]
@@ -150,7 +136,7 @@ fn both_stages_refuse_instance_ids_that_leave_the_output_folder() {
             assert!(!run.status.success() && err.contains(&bad) && err.contains("instance_id"), "{stage} with {bad}: {err}");
         }
     }
-    let mut written = files_under(dir.path());
+    let mut written = motionvl_util::test_support::files_under(dir.path());
     written.sort();
     let made = [dir.path().join("cloud.xyz"), dir.path().join("valid_instances.json")];
     assert_eq!(written, made, "a refused stage wrote files");

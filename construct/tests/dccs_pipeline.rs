@@ -244,20 +244,6 @@ fn ids_and_request_paths_that_leave_the_output_folder_are_refused() {
     }
 }
 
-/// Every file under `root`, links included (not followed).
-fn files_under(root: &Path) -> Vec<PathBuf> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(root).unwrap() {
-        let path = entry.unwrap().path();
-        if path.symlink_metadata().unwrap().is_dir() {
-            found.extend(files_under(&path));
-        } else {
-            found.push(path);
-        }
-    }
-    found
-}
-
 /// The stages' own writers refuse a landmark id that would leave the output folder, even for
 /// landmarks made in code rather than read by `read_instances` (which refuses them first):
 /// Stage 3 before writing any trajectory, Stage 4 before building; and a Stage 4 request whose
@@ -294,6 +280,6 @@ fn stage_writers_refuse_ids_that_leave_the_output_folder() {
     };
     let err = write_stage4(&out, &climbing, &s4).expect_err("a climbing request").to_string();
     assert!(err.contains("request `x`") && err.contains("../escaped.jpg"), "{err}");
-    let written = files_under(dir.path());
+    let written = motionvl_util::test_support::files_under(dir.path());
     assert!(written.is_empty(), "refused stages wrote {written:?}");
 }
