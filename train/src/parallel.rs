@@ -40,8 +40,18 @@ pub enum ParallelError {
     Link { peer: usize, source: std::io::Error },
     #[error(transparent)]
     Rendezvous(#[from] crate::rendezvous::RendezvousError),
-    #[error("data parallel: {0}")]
-    Setup(String),
+    #[error("data parallel: all_reduce_sum takes a contiguous 1-D f32 tensor, got {dtype:?} {dims:?}")]
+    NotFlat { dtype: DType, dims: Vec<usize> },
+    #[error("data parallel: rank {from} sent {got} values to sum, rank {to} has {expected}: the ranks run different recipes or data")]
+    SizeMismatch { from: usize, to: usize, got: usize, expected: usize },
+    #[error("data parallel: rank {from} sent a frame only rank 0 sends")]
+    UnexpectedFrame { from: usize },
+    #[error("data parallel: configuring the connection to the group: {0}")]
+    Socket(std::io::Error),
+    #[error("data parallel: NCCL needs a CUDA device, the recipe gives {device}")]
+    NcclNeedsCuda { device: String },
+    #[error("data parallel: NCCL, {what}: {detail}")]
+    Nccl { what: &'static str, detail: String },
 }
 
 type Result<T> = std::result::Result<T, ParallelError>;
@@ -232,7 +242,7 @@ impl GradExchange for ThreadExchange {
 
 fn check_flat(flat: &Tensor) -> Result<()> {
     if flat.dtype() != DType::F32 || flat.rank() != 1 || !flat.is_contiguous() {
-        return Err(ParallelError::Setup(format!("all_reduce_sum takes a contiguous 1-D f32 tensor, got {:?} {:?}", flat.dtype(), flat.dims())));
+        return Err(ParallelError::NotFlat { dtype: flat.dtype(), dims: flat.dims().to_vec() });
     }
     Ok(())
 }

@@ -91,20 +91,24 @@ impl NcclExchange {
     /// collective still running after `timeout` aborts the communicator and fails the rank.
     pub fn connect(launch: &Launch, device: &Device, timeout: Duration) -> Result<Self> {
         let Device::Cuda(cuda) = device else {
-            return Err(ParallelError::Setup(format!("NCCL needs a CUDA device, the recipe gives {device:?}")));
+            return Err(ParallelError::NcclNeedsCuda { device: format!("{device:?}") });
         };
-        let nccl = |e| ParallelError::Setup(format!("NCCL: {e:?}"));
-        let own = if launch.rank == 0 { Some(result::get_uniqueid().map_err(nccl)?.internal.map(|c| c as u8)) } else { None };
+        let nccl = |what: &'static str| move |e: result::NcclError| ParallelError::Nccl { what, detail: format!("{e:?}") };
+        let own =
+            if launch.rank == 0 { Some(result::get_uniqueid().map_err(nccl("the group's unique id"))?.internal.map(|c| c as u8)) } else { None };
         let bytes = share_unique_id(launch, own)?;
         let id = sys::ncclUniqueId { internal: bytes.map(|b| b as std::ffi::c_char) };
         let (world, rank) = (i32::try_from(launch.world_size), i32::try_from(launch.rank));
         let (Ok(world), Ok(rank)) = (world, rank) else {
-            return Err(ParallelError::Setup(format!("NCCL: rank {} of {} does not fit NCCL's int", launch.rank, launch.world_size)));
+            return Err(ParallelError::Nccl {
+                what: "ranks",
+                detail: format!("rank {} of {} does not fit NCCL's int", launch.rank, launch.world_size),
+            });
         };
         let mut comm = std::mem::MaybeUninit::uninit();
         // SAFETY: `comm` is written by NCCL before it is read; the id is the group's (rank 0's).
         let comm = unsafe {
-            result::comm_init_rank(comm.as_mut_ptr(), world, id, rank).map_err(nccl)?;
+            result::comm_init_rank(comm.as_mut_ptr(), world, id, rank).map_err(nccl("joining the communicator"))?;
             comm.assume_init()
         };
         let watch = Arc::new(Watch { comm: Handle(comm), state: Mutex::new(WatchState::default()), wake: Condvar::new() });
@@ -113,7 +117,7 @@ impl NcclExchange {
             std::thread::Builder::new()
                 .name("nccl-watchdog".into())
                 .spawn(move || watch.run())
-                .map_err(|e| ParallelError::Setup(format!("NCCL watchdog thread: {e}")))?
+                .map_err(|e| ParallelError::Nccl { what: "starting the watchdog thread", detail: e.to_string() })?
         };
         Ok(Self {
             watch,

@@ -45,7 +45,7 @@ impl TcpExchange {
                 .set_read_timeout(Some(timeout))
                 .and_then(|()| stream.set_write_timeout(Some(timeout)))
                 .and_then(|()| stream.set_nodelay(true))
-                .map_err(|e| ParallelError::Setup(format!("configuring the connection to the group: {e}")))?;
+                .map_err(ParallelError::Socket)?;
         }
         Ok(Self { rank: launch.rank, world: launch.world_size, star, timeout, device: Device::Cpu })
     }
@@ -68,12 +68,8 @@ impl TcpExchange {
             let peer = i + 1;
             let received = read_frame(&mut stream).map_err(|e| self.lost(peer, e)).and_then(|frame| match frame {
                 Frame::Sum(v) if v.len() == values.len() => Ok(v),
-                Frame::Sum(v) => Err(ParallelError::Setup(format!(
-                    "rank {peer} sent {} values to sum, rank 0 has {}: the ranks run different recipes or data",
-                    v.len(),
-                    values.len()
-                ))),
-                Frame::Gone(_) => Err(ParallelError::Setup(format!("rank {peer} sent rank 0 a frame only rank 0 sends"))),
+                Frame::Sum(v) => Err(ParallelError::SizeMismatch { from: peer, to: 0, got: v.len(), expected: values.len() }),
+                Frame::Gone(_) => Err(ParallelError::UnexpectedFrame { from: peer }),
             });
             match received {
                 Ok(v) => gathered.push(v),
@@ -111,7 +107,7 @@ impl TcpExchange {
                 values.copy_from_slice(&sum);
                 Ok(())
             }
-            Frame::Sum(sum) => Err(ParallelError::Setup(format!("rank 0 returned {} summed values for {}", sum.len(), values.len()))),
+            Frame::Sum(sum) => Err(ParallelError::SizeMismatch { from: 0, to: self.rank, got: sum.len(), expected: values.len() }),
             Frame::Gone(rank) => Err(ParallelError::PeerGone(rank)),
         }
     }
