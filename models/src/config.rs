@@ -87,12 +87,47 @@ pub struct TextConfig {
     pub rope_theta: f64,
     /// Split of the rotary frequencies between the t, h and w positions.
     pub mrope_section: [usize; 3],
+    /// How that split is laid out: Qwen2.5-VL's contiguous blocks, or Qwen3-VL's interleaving.
+    pub mrope_layout: MropeLayout,
     pub hidden_act: Activation,
+    /// `head_dim` when the config sets it apart from `hidden_size / num_attention_heads` (Qwen3).
+    pub explicit_head_dim: Option<usize>,
+    /// Biases on q/k/v (Qwen2: yes) and on o (Qwen2: no); Qwen3's `attention_bias` sets all four.
+    pub qkv_bias: bool,
+    pub o_bias: bool,
+    /// RMSNorm of each query and key head before the rotary embedding (Qwen3).
+    pub qk_norm: bool,
 }
 
 impl TextConfig {
     pub fn head_dim(&self) -> usize {
-        self.hidden_size / self.num_attention_heads
+        self.explicit_head_dim.unwrap_or(self.hidden_size / self.num_attention_heads)
+    }
+}
+
+/// Which rotary frequencies turn with the t, h and w positions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MropeLayout {
+    /// Frequencies `[0, s_t)` follow t, the next `s_h` h, the last `s_w` w (Qwen2.5-VL).
+    Chunked,
+    /// Frequency `j` follows h when `j % 3 == 1` and `j < 3·s_h`, w when `j % 3 == 2` and
+    /// `j < 3·s_w`, else t (Qwen3-VL's `mrope_interleaved`).
+    Interleaved,
+}
+
+impl MropeLayout {
+    /// The axis (0 t, 1 h, 2 w) of each of the `head_dim / 2` frequencies.
+    pub fn axis_of_freq(self, section: [usize; 3]) -> Vec<usize> {
+        match self {
+            Self::Chunked => section.iter().enumerate().flat_map(|(axis, &n)| std::iter::repeat_n(axis, n)).collect(),
+            Self::Interleaved => (0..section.iter().sum::<usize>())
+                .map(|j| match j % 3 {
+                    1 if j < 3 * section[1] => 1,
+                    2 if j < 3 * section[2] => 2,
+                    _ => 0,
+                })
+                .collect(),
+        }
     }
 }
 
@@ -113,29 +148,32 @@ pub struct Qwen25VlConfig {
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawRope {
+pub(crate) struct RawRope {
     mrope_section: Option<Vec<usize>>,
-    rope_theta: Option<f64>,
+    mrope_interleaved: Option<bool>,
+    pub(crate) rope_theta: Option<f64>,
 }
 
 #[derive(Deserialize, Default)]
 #[serde(default)]
-struct RawText {
-    vocab_size: Option<usize>,
-    hidden_size: Option<usize>,
-    intermediate_size: Option<usize>,
-    num_hidden_layers: Option<usize>,
-    num_attention_heads: Option<usize>,
-    num_key_value_heads: Option<usize>,
-    rms_norm_eps: Option<f64>,
-    rope_theta: Option<f64>,
-    rope_scaling: Option<RawRope>,
-    rope_parameters: Option<RawRope>,
-    hidden_act: Option<String>,
-    eos_token_id: Option<Value>,
-    bos_token_id: Option<u32>,
-    pad_token_id: Option<u32>,
-    tie_word_embeddings: Option<bool>,
+pub(crate) struct RawText {
+    pub(crate) vocab_size: Option<usize>,
+    pub(crate) hidden_size: Option<usize>,
+    pub(crate) intermediate_size: Option<usize>,
+    pub(crate) num_hidden_layers: Option<usize>,
+    pub(crate) num_attention_heads: Option<usize>,
+    pub(crate) num_key_value_heads: Option<usize>,
+    pub(crate) rms_norm_eps: Option<f64>,
+    pub(crate) rope_theta: Option<f64>,
+    pub(crate) rope_scaling: Option<RawRope>,
+    pub(crate) rope_parameters: Option<RawRope>,
+    pub(crate) hidden_act: Option<String>,
+    pub(crate) head_dim: Option<usize>,
+    pub(crate) attention_bias: Option<bool>,
+    pub(crate) eos_token_id: Option<Value>,
+    pub(crate) bos_token_id: Option<u32>,
+    pub(crate) pad_token_id: Option<u32>,
+    pub(crate) tie_word_embeddings: Option<bool>,
 }
 
 #[derive(Deserialize, Default)]
@@ -197,49 +235,10 @@ impl Qwen25VlConfig {
     /// Parses either config layout; the error names the first missing or invalid key.
     pub fn from_json(text: &str) -> std::result::Result<Self, String> {
         let raw: RawConfig = serde_json::from_str(text).map_err(|e| e.to_string())?;
-        // Nested layout: text keys live in `text_config`; a key missing there may still sit at the top.
         let nested = raw.text_config.unwrap_or_default();
         let top = raw.top;
-        macro_rules! text_key {
-            ($key:ident) => {
-                nested.$key.clone().or(top.$key.clone()).ok_or_else(|| format!("missing `{}`", stringify!($key)))?
-            };
-        }
-        let rope = nested.rope_parameters.as_ref().or(nested.rope_scaling.as_ref()).or(top.rope_parameters.as_ref()).or(top.rope_scaling.as_ref());
-        let mrope = rope.and_then(|r| r.mrope_section.clone()).ok_or("missing `mrope_section` (in rope_scaling or rope_parameters)")?;
-        let mrope_section: [usize; 3] =
-            mrope.try_into().map_err(|v: Vec<usize>| format!("`mrope_section` must have 3 entries, found {}", v.len()))?;
-        let rope_theta = rope.and_then(|r| r.rope_theta).or(nested.rope_theta).or(top.rope_theta).ok_or("missing `rope_theta`")?;
-        let act = |name: Option<String>| -> std::result::Result<Activation, String> {
-            let name = name.unwrap_or_else(|| "silu".into());
-            Activation::parse(&name).ok_or(format!("unsupported activation `{name}`"))
-        };
-        let text_cfg = TextConfig {
-            vocab_size: text_key!(vocab_size),
-            hidden_size: text_key!(hidden_size),
-            intermediate_size: text_key!(intermediate_size),
-            num_hidden_layers: text_key!(num_hidden_layers),
-            num_attention_heads: text_key!(num_attention_heads),
-            num_key_value_heads: text_key!(num_key_value_heads),
-            rms_norm_eps: nested.rms_norm_eps.or(top.rms_norm_eps).unwrap_or(1e-6),
-            rope_theta,
-            mrope_section,
-            hidden_act: act(nested.hidden_act.clone().or(top.hidden_act.clone()))?,
-        };
-        if text_cfg.num_attention_heads == 0
-            || !text_cfg.hidden_size.is_multiple_of(text_cfg.num_attention_heads)
-            || text_cfg.num_key_value_heads == 0
-            || !text_cfg.num_attention_heads.is_multiple_of(text_cfg.num_key_value_heads)
-        {
-            return Err("text heads must divide hidden_size and be a multiple of num_key_value_heads".into());
-        }
-        if 2 * mrope_section.iter().sum::<usize>() != text_cfg.head_dim() {
-            return Err(format!(
-                "mrope_section {mrope_section:?} sums to {}, but head_dim/2 is {}",
-                mrope_section.iter().sum::<usize>(),
-                text_cfg.head_dim() / 2
-            ));
-        }
+        let text_cfg = parse_text(&nested, &top, TextFamily::Qwen2)?;
+        let act = parse_activation;
         let v = raw.vision_config.ok_or("missing `vision_config`")?;
         macro_rules! vision_key {
             ($key:ident) => {
@@ -269,11 +268,7 @@ impl Qwen25VlConfig {
         if !vision.window_size.is_multiple_of(vision.patch_size * vision.spatial_merge_size) {
             return Err("vision window_size must be a multiple of patch_size × spatial_merge_size".into());
         }
-        let eos_token_ids = match top.eos_token_id.clone().or(nested.eos_token_id.clone()) {
-            Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
-            Some(Value::Array(ids)) => ids.iter().filter_map(|n| n.as_u64()).map(|n| n as u32).collect(),
-            _ => Vec::new(),
-        };
+        let eos_token_ids = eos_token_ids(&nested, &top);
         Ok(Self {
             text: text_cfg,
             vision,
@@ -286,6 +281,81 @@ impl Qwen25VlConfig {
             pad_token_id: nested.pad_token_id.or(top.pad_token_id),
             tie_word_embeddings: top.tie_word_embeddings.or(nested.tie_word_embeddings).unwrap_or(false),
         })
+    }
+}
+
+/// Which decoder a text config describes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TextFamily {
+    /// Qwen2 (Qwen2.5-VL): q/k/v biases, chunked M-RoPE.
+    Qwen2,
+    /// Qwen3 (Qwen3-VL): q/k norms, `attention_bias` on all four projections, explicit
+    /// `head_dim`, interleaved M-RoPE where `mrope_interleaved` says so.
+    Qwen3,
+}
+
+/// The text config from either layout: keys live in `text_config` (nested) and a key missing
+/// there may still sit at the top (flat); the error names the first missing or invalid key.
+pub(crate) fn parse_text(nested: &RawText, top: &RawText, family: TextFamily) -> std::result::Result<TextConfig, String> {
+    macro_rules! text_key {
+        ($key:ident) => {
+            nested.$key.clone().or(top.$key.clone()).ok_or_else(|| format!("missing `{}`", stringify!($key)))?
+        };
+    }
+    let rope = nested.rope_parameters.as_ref().or(nested.rope_scaling.as_ref()).or(top.rope_parameters.as_ref()).or(top.rope_scaling.as_ref());
+    let mrope = rope.and_then(|r| r.mrope_section.clone()).ok_or("missing `mrope_section` (in rope_scaling or rope_parameters)")?;
+    let mrope_section: [usize; 3] = mrope.try_into().map_err(|v: Vec<usize>| format!("`mrope_section` must have 3 entries, found {}", v.len()))?;
+    let rope_theta = rope.and_then(|r| r.rope_theta).or(nested.rope_theta).or(top.rope_theta).ok_or("missing `rope_theta`")?;
+    let attention_bias = nested.attention_bias.or(top.attention_bias);
+    let interleaved = rope.and_then(|r| r.mrope_interleaved).unwrap_or(family == TextFamily::Qwen3);
+    let cfg = TextConfig {
+        vocab_size: text_key!(vocab_size),
+        hidden_size: text_key!(hidden_size),
+        intermediate_size: text_key!(intermediate_size),
+        num_hidden_layers: text_key!(num_hidden_layers),
+        num_attention_heads: text_key!(num_attention_heads),
+        num_key_value_heads: text_key!(num_key_value_heads),
+        rms_norm_eps: nested.rms_norm_eps.or(top.rms_norm_eps).unwrap_or(1e-6),
+        rope_theta,
+        mrope_section,
+        mrope_layout: if interleaved { MropeLayout::Interleaved } else { MropeLayout::Chunked },
+        hidden_act: parse_activation(nested.hidden_act.clone().or(top.hidden_act.clone()))?,
+        explicit_head_dim: match family {
+            TextFamily::Qwen2 => None,
+            TextFamily::Qwen3 => nested.head_dim.or(top.head_dim),
+        },
+        qkv_bias: attention_bias.unwrap_or(family == TextFamily::Qwen2),
+        o_bias: attention_bias.unwrap_or(false),
+        qk_norm: family == TextFamily::Qwen3,
+    };
+    let heads_fit = cfg.num_attention_heads > 0
+        && cfg.num_key_value_heads > 0
+        && cfg.num_attention_heads.is_multiple_of(cfg.num_key_value_heads)
+        && (cfg.explicit_head_dim.is_some() || cfg.hidden_size.is_multiple_of(cfg.num_attention_heads));
+    if !heads_fit {
+        return Err("text heads must divide hidden_size (or head_dim be given) and be a multiple of num_key_value_heads".into());
+    }
+    if 2 * mrope_section.iter().sum::<usize>() != cfg.head_dim() {
+        return Err(format!(
+            "mrope_section {mrope_section:?} sums to {}, but head_dim/2 is {}",
+            mrope_section.iter().sum::<usize>(),
+            cfg.head_dim() / 2
+        ));
+    }
+    Ok(cfg)
+}
+
+pub(crate) fn parse_activation(name: Option<String>) -> std::result::Result<Activation, String> {
+    let name = name.unwrap_or_else(|| "silu".into());
+    Activation::parse(&name).ok_or(format!("unsupported activation `{name}`"))
+}
+
+/// `eos_token_id` as one id or a list, at the top or in `text_config`.
+pub(crate) fn eos_token_ids(nested: &RawText, top: &RawText) -> Vec<u32> {
+    match top.eos_token_id.clone().or(nested.eos_token_id.clone()) {
+        Some(Value::Number(n)) => n.as_u64().map(|n| vec![n as u32]).unwrap_or_default(),
+        Some(Value::Array(ids)) => ids.iter().filter_map(|n| n.as_u64()).map(|n| n as u32).collect(),
+        _ => Vec::new(),
     }
 }
 

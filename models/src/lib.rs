@@ -1,4 +1,4 @@
-//! motionvl's models in Candle: Qwen2.5-VL (vision tower, multimodal-RoPE decoder, generation)
+//! motionvl's models in Candle: Qwen2.5-VL and Qwen3-VL (vision towers, multimodal-RoPE decoders, generation)
 //! and the checkpoint loading that feeds it.
 
 pub mod checkpoint;
@@ -10,13 +10,16 @@ pub mod error;
 pub mod flash;
 pub mod flops;
 pub mod fused;
+pub mod generate;
 pub mod init;
 pub mod lora;
 pub mod lora_adapter;
 pub mod machine;
 pub mod motion;
 pub mod ops;
+pub mod prompt;
 pub mod qwen25vl;
+pub mod qwen3vl;
 pub mod recompute;
 pub mod rope;
 pub mod seeded;

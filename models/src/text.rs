@@ -12,8 +12,8 @@ use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary, attention};
 use crate::recompute::{RecomputedGrads, checkpointed};
 use crate::rope::RopePositions;
 
-/// M-RoPE angles: frequency `j` of the `head_dim/2` turns with the t, h or w position according to
-/// which contiguous block of `mrope_section` it falls in; cos/sin repeat for rotate-half.
+/// M-RoPE angles: frequency `j` of the `head_dim/2` turns with the t, h or w position that
+/// `mrope_layout` gives it; cos/sin repeat for rotate-half.
 #[derive(Debug, Clone)]
 pub struct MultimodalRotary {
     inv_freq: Vec<f32>,
@@ -24,7 +24,7 @@ impl MultimodalRotary {
     pub fn new(cfg: &TextConfig) -> Self {
         let half = cfg.head_dim() / 2;
         let inv_freq = (0..half).map(|i| 1.0 / (cfg.rope_theta as f32).powf((2 * i) as f32 / cfg.head_dim() as f32)).collect();
-        let axis_of_freq = cfg.mrope_section.iter().enumerate().flat_map(|(axis, &n)| std::iter::repeat_n(axis, n)).collect();
+        let axis_of_freq = cfg.mrope_layout.axis_of_freq(cfg.mrope_section);
         Self { inv_freq, axis_of_freq }
     }
 
@@ -82,6 +82,9 @@ pub struct TextAttention {
     k_proj: Linear,
     v_proj: Linear,
     o_proj: Linear,
+    /// Qwen3's per-head RMSNorm of queries and keys, before the rotary embedding.
+    q_norm: Option<RmsNorm>,
+    k_norm: Option<RmsNorm>,
     num_heads: usize,
     num_kv_heads: usize,
     head_dim: usize,
@@ -92,10 +95,12 @@ impl TextAttention {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim());
         let (nh, nkv) = (cfg.num_attention_heads, cfg.num_key_value_heads);
         Ok(Self {
-            q_proj: Linear::new(h, nh * hd, true, vb.pp("q_proj"))?,
-            k_proj: Linear::new(h, nkv * hd, true, vb.pp("k_proj"))?,
-            v_proj: Linear::new(h, nkv * hd, true, vb.pp("v_proj"))?,
-            o_proj: Linear::new(nh * hd, h, false, vb.pp("o_proj"))?,
+            q_proj: Linear::new(h, nh * hd, cfg.qkv_bias, vb.pp("q_proj"))?,
+            k_proj: Linear::new(h, nkv * hd, cfg.qkv_bias, vb.pp("k_proj"))?,
+            v_proj: Linear::new(h, nkv * hd, cfg.qkv_bias, vb.pp("v_proj"))?,
+            o_proj: Linear::new(nh * hd, h, cfg.o_bias, vb.pp("o_proj"))?,
+            q_norm: cfg.qk_norm.then(|| RmsNorm::new(hd, cfg.rms_norm_eps, vb.pp("q_norm"))).transpose()?,
+            k_norm: cfg.qk_norm.then(|| RmsNorm::new(hd, cfg.rms_norm_eps, vb.pp("k_norm"))).transpose()?,
             num_heads: nh,
             num_kv_heads: nkv,
             head_dim: hd,
@@ -103,7 +108,8 @@ impl TextAttention {
     }
 
     fn parameters(&self) -> Vec<&Tensor> {
-        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj].into_iter().flat_map(Linear::parameters).collect()
+        let norms = [&self.q_norm, &self.k_norm].into_iter().flatten().flat_map(RmsNorm::parameters);
+        [&self.q_proj, &self.k_proj, &self.v_proj, &self.o_proj].into_iter().flat_map(Linear::parameters).chain(norms).collect()
     }
 
     fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
@@ -115,11 +121,18 @@ impl TextAttention {
 
     fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, cache: Option<&mut Option<(Tensor, Tensor)>>) -> Result<Tensor> {
         let (b, l, _) = xs.dims3()?;
-        let heads =
-            |proj: &Linear, n: usize| -> Result<Tensor> { proj.forward(xs)?.reshape((b, l, n, self.head_dim))?.transpose(1, 2)?.contiguous() };
-        let q = apply_rotary(&heads(&self.q_proj, self.num_heads)?, cos, sin)?;
-        let mut k = apply_rotary(&heads(&self.k_proj, self.num_kv_heads)?, cos, sin)?;
-        let mut v = heads(&self.v_proj, self.num_kv_heads)?;
+        // [B, L, n·hd] → [B, n, L, hd], each head normed first where the model says so.
+        let heads = |proj: &Linear, n: usize, norm: &Option<RmsNorm>| -> Result<Tensor> {
+            let xs = proj.forward(xs)?.reshape((b, l, n, self.head_dim))?;
+            let xs = match norm {
+                Some(norm) => norm.forward(&xs)?,
+                None => xs,
+            };
+            xs.transpose(1, 2)?.contiguous()
+        };
+        let q = apply_rotary(&heads(&self.q_proj, self.num_heads, &self.q_norm)?, cos, sin)?;
+        let mut k = apply_rotary(&heads(&self.k_proj, self.num_kv_heads, &self.k_norm)?, cos, sin)?;
+        let mut v = heads(&self.v_proj, self.num_kv_heads, &None)?;
         if let Some(slot) = cache {
             if let Some((past_k, past_v)) = slot.as_ref() {
                 k = Tensor::cat(&[past_k, &k], 2)?;
@@ -256,7 +269,21 @@ impl TextModel {
     }
 
     /// Runs the decoder on `embeds` [B, L, hidden] and applies the final norm.
-    pub fn forward(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, mut cache: Option<&mut KvCache>) -> Result<Tensor> {
+    pub fn forward(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask, cache: Option<&mut KvCache>) -> Result<Tensor> {
+        self.forward_stacked(embeds, cos, sin, mask, cache, None)
+    }
+
+    /// [`Self::forward`] with DeepStack: after decoder layer `k`, the `k`-th vision feature level
+    /// is added at the vision positions (Qwen3-VL).
+    pub fn forward_stacked(
+        &self,
+        embeds: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &CausalMask,
+        mut cache: Option<&mut KvCache>,
+        deepstack: Option<&Deepstack>,
+    ) -> Result<Tensor> {
         let mut xs = embeds.clone();
         for (i, layer) in self.layers.iter().enumerate() {
             xs = match (&self.checkpointing, cache.as_deref_mut()) {
@@ -268,21 +295,61 @@ impl TextModel {
                 }
                 (_, cache) => layer.forward(&xs, cos, sin, mask, cache.map(|c| &mut c.layers[i]))?,
             };
+            if let Some(stack) = deepstack {
+                xs = stack.add_after_layer(i, &xs)?;
+            }
         }
         self.norm.forward(&xs)
     }
 
     /// The decoder's hidden states as transformers returns them: the input embeddings, each
-    /// layer's output, with the last replaced by the final norm's output.
-    pub fn forward_traced(&self, embeds: &Tensor, cos: &Tensor, sin: &Tensor, mask: &CausalMask) -> Result<Vec<Tensor>> {
+    /// layer's output (before its DeepStack addition), with the last replaced by the final
+    /// norm's output.
+    pub fn forward_traced(
+        &self,
+        embeds: &Tensor,
+        cos: &Tensor,
+        sin: &Tensor,
+        mask: &CausalMask,
+        deepstack: Option<&Deepstack>,
+    ) -> Result<Vec<Tensor>> {
         let mut states = vec![embeds.clone()];
-        for layer in &self.layers {
-            let next = layer.forward(&states[states.len() - 1], cos, sin, mask, None)?;
-            states.push(next);
+        let mut xs = embeds.clone();
+        for (i, layer) in self.layers.iter().enumerate() {
+            let out = layer.forward(&xs, cos, sin, mask, None)?;
+            xs = match deepstack {
+                Some(stack) => stack.add_after_layer(i, &out)?,
+                None => out.clone(),
+            };
+            states.push(out);
         }
         let last = states.len() - 1;
         states[last] = self.norm.forward(&states[last])?;
         Ok(states)
+    }
+}
+
+/// Qwen3-VL's DeepStack: vision features of intermediate tower blocks, one level per early
+/// decoder layer, added to the hidden states at the vision positions.
+#[derive(Debug, Clone)]
+pub struct Deepstack {
+    /// Flattened `b · L + i` rows of the vision positions, in prompt order.
+    rows: Tensor,
+    /// Per level, `[rows, hidden]` features in the same order.
+    levels: Vec<Tensor>,
+}
+
+impl Deepstack {
+    pub fn new(rows: Tensor, levels: Vec<Tensor>) -> Self {
+        Self { rows, levels }
+    }
+
+    /// `xs` [B, L, hidden] plus level `layer`'s features at the vision rows (unchanged past the
+    /// last level).
+    fn add_after_layer(&self, layer: usize, xs: &Tensor) -> Result<Tensor> {
+        let Some(level) = self.levels.get(layer) else { return Ok(xs.clone()) };
+        let (b, l, hidden) = xs.dims3()?;
+        xs.reshape((b * l, hidden))?.index_add(&self.rows, &level.to_dtype(xs.dtype())?, 0)?.reshape((b, l, hidden))
     }
 }
 

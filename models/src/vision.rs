@@ -53,28 +53,11 @@ impl VisionLayout {
         let merge = cfg.spatial_merge_size;
         let unit = cfg.merge_unit();
         let window = cfg.window_size / cfg.spatial_merge_size / cfg.patch_size;
-        let mut layout = Self { window_index: vec![], cu_window_seqlens: vec![0], cu_seqlens: vec![0], rot_pos_ids: vec![] };
+        let frames = FramePatches::new(grids, merge)?;
+        let mut layout = Self { window_index: vec![], cu_window_seqlens: vec![0], cu_seqlens: frames.cu_seqlens, rot_pos_ids: frames.rot_pos_ids };
         let mut units_before = 0;
-        for (i, &[t, h, w]) in grids.iter().enumerate() {
-            if t == 0 || h == 0 || w == 0 || h % merge != 0 || w % merge != 0 {
-                return Err(ModelError::Pixels {
-                    problem: format!("vision grid {i} is {:?}: every side must be positive and h, w multiples of the merge size {merge}", [t, h, w]),
-                });
-            }
+        for &[t, h, w] in grids {
             let (mh, mw) = (h / merge, w / merge);
-            for _ in 0..t {
-                for bh in 0..mh {
-                    for bw in 0..mw {
-                        for dh in 0..merge {
-                            for dw in 0..merge {
-                                layout.rot_pos_ids.push([bh * merge + dh, bw * merge + dw]);
-                            }
-                        }
-                    }
-                }
-                let frame_end = layout.cu_seqlens.last().copied().unwrap_or(0) + h * w;
-                layout.cu_seqlens.push(frame_end);
-            }
             // Windows of `window × window` merge units, tiled from the top-left of every frame.
             for ti in 0..t {
                 for wy in (0..mh).step_by(window) {
@@ -101,9 +84,74 @@ impl VisionLayout {
     }
 }
 
+/// The patches of a list of `[t, h, w]` grids in the processor's order (every `merge²`
+/// consecutive rows one merge unit): each patch's `(row, column)` and the frames' boundaries.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FramePatches {
+    pub rot_pos_ids: Vec<[usize; 2]>,
+    /// Cumulative per-frame lengths in patches (attention never crosses a frame).
+    pub cu_seqlens: Vec<usize>,
+}
+
+impl FramePatches {
+    pub fn new(grids: &[[usize; 3]], merge: usize) -> std::result::Result<Self, ModelError> {
+        let mut out = Self { rot_pos_ids: vec![], cu_seqlens: vec![0] };
+        for (i, &[t, h, w]) in grids.iter().enumerate() {
+            if t == 0 || h == 0 || w == 0 || h % merge != 0 || w % merge != 0 {
+                return Err(ModelError::Pixels {
+                    problem: format!("vision grid {i} is {:?}: every side must be positive and h, w multiples of the merge size {merge}", [t, h, w]),
+                });
+            }
+            for _ in 0..t {
+                for bh in 0..h / merge {
+                    for bw in 0..w / merge {
+                        for dh in 0..merge {
+                            for dw in 0..merge {
+                                out.rot_pos_ids.push([bh * merge + dh, bw * merge + dw]);
+                            }
+                        }
+                    }
+                }
+                let frame_end = out.cu_seqlens.last().copied().unwrap_or(0) + h * w;
+                out.cu_seqlens.push(frame_end);
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// cos/sin `[N, 1, head_dim]` (f32) of the towers' 2D rotary embedding for patches at `(row,
+/// column)`: the first quarter of the frequencies rotates by row, the second by column, and the
+/// pattern repeats (rotate-half).
+pub(crate) fn rotary_2d(
+    head_dim: usize,
+    theta: f64,
+    positions: impl ExactSizeIterator<Item = [usize; 2]>,
+    device: &Device,
+) -> Result<(Tensor, Tensor)> {
+    let quarter = head_dim / 4;
+    let inv_freq: Vec<f32> = (0..quarter).map(|i| 1.0 / (theta as f32).powf((2 * i) as f32 / (head_dim / 2) as f32)).collect();
+    let n = positions.len();
+    let mut cos = Vec::with_capacity(n * head_dim);
+    let mut sin = Vec::with_capacity(n * head_dim);
+    let mut angles = vec![0f32; head_dim / 2];
+    for [h, w] in positions {
+        for (i, f) in inv_freq.iter().enumerate() {
+            angles[i] = h as f32 * f;
+            angles[quarter + i] = w as f32 * f;
+        }
+        for _ in 0..2 {
+            cos.extend(angles.iter().map(|a| a.cos()));
+            sin.extend(angles.iter().map(|a| a.sin()));
+        }
+    }
+    let shape = (n, 1, head_dim);
+    Ok((Tensor::from_vec(cos, shape, device)?, Tensor::from_vec(sin, shape, device)?))
+}
+
 /// Rows of a sequence split into independent attention segments. Segments of equal length are
 /// batched together, so a video with hundreds of windows costs a handful of matmuls.
-struct Segments {
+pub(crate) struct Segments {
     /// Cumulative row offsets of the segments, as the layout gives them.
     cu_seqlens: Vec<usize>,
     /// Row order that lays the segments out group by group; `None` when already in that order.
@@ -115,7 +163,7 @@ struct Segments {
 }
 
 impl Segments {
-    fn new(cu_seqlens: &[usize], device: &Device) -> Result<Self> {
+    pub(crate) fn new(cu_seqlens: &[usize], device: &Device) -> Result<Self> {
         let mut lengths: Vec<usize> = cu_seqlens.windows(2).map(|w| w[1] - w[0]).filter(|&l| l > 0).collect();
         lengths.sort_unstable();
         lengths.dedup();
@@ -153,22 +201,26 @@ pub struct VisionAttention {
 
 impl VisionAttention {
     pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> Result<Self> {
-        let dim = cfg.hidden_size;
+        Self::with_width(cfg.hidden_size, cfg.num_heads, vb)
+    }
+
+    /// Attention of `num_heads` heads over a `dim`-wide stream (both towers' `attn`).
+    pub fn with_width(dim: usize, num_heads: usize, vb: VarBuilder) -> Result<Self> {
         Ok(Self {
             qkv: Linear::new(dim, 3 * dim, true, vb.pp("qkv"))?,
             proj: Linear::new(dim, dim, true, vb.pp("proj"))?,
-            num_heads: cfg.num_heads,
-            head_dim: cfg.head_dim(),
+            num_heads,
+            head_dim: dim / num_heads,
         })
     }
 
-    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+    pub(crate) fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
         out.push((format!("{prefix}.qkv"), &mut self.qkv));
         out.push((format!("{prefix}.proj"), &mut self.proj));
     }
 
     /// `xs`: [N, dim]; `cos`/`sin`: [N, 1, head_dim].
-    fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, segments: &Segments) -> Result<Tensor> {
+    pub(crate) fn forward(&self, xs: &Tensor, cos: &Tensor, sin: &Tensor, segments: &Segments) -> Result<Tensor> {
         let n = xs.dim(0)?;
         let qkv = self.qkv.forward(xs)?.reshape((n, 3, self.num_heads, self.head_dim))?;
         let part = |i: usize| qkv.narrow(1, i, 1)?.squeeze(1)?.contiguous();
@@ -370,27 +422,8 @@ impl VisionTower {
         Ok(VisionTrace { patch_embed: embedded, blocks: block_outputs, output })
     }
 
-    /// cos/sin of the 2D rotary embedding, [N, 1, head_dim] in window order: the first quarter of
-    /// the frequencies rotates by row, the second by column, and the pattern repeats (rotate-half).
+    /// cos/sin of the 2D rotary embedding, [N, 1, head_dim] in window order.
     fn rotary(&self, layout: &VisionLayout, patch_order: &[u32], device: &Device) -> Result<(Tensor, Tensor)> {
-        let head_dim = self.cfg.head_dim();
-        let quarter = head_dim / 4;
-        let inv_freq: Vec<f32> = (0..quarter).map(|i| 1.0 / (self.cfg.rope_theta as f32).powf((2 * i) as f32 / (head_dim / 2) as f32)).collect();
-        let mut cos = Vec::with_capacity(patch_order.len() * head_dim);
-        let mut sin = Vec::with_capacity(patch_order.len() * head_dim);
-        let mut angles = vec![0f32; head_dim / 2];
-        for &row in patch_order {
-            let [h, w] = layout.rot_pos_ids[row as usize];
-            for (i, f) in inv_freq.iter().enumerate() {
-                angles[i] = h as f32 * f;
-                angles[quarter + i] = w as f32 * f;
-            }
-            for _ in 0..2 {
-                cos.extend(angles.iter().map(|a| a.cos()));
-                sin.extend(angles.iter().map(|a| a.sin()));
-            }
-        }
-        let shape = (patch_order.len(), 1, head_dim);
-        Ok((Tensor::from_vec(cos, shape, device)?.to_dtype(DType::F32)?, Tensor::from_vec(sin, shape, device)?.to_dtype(DType::F32)?))
+        rotary_2d(self.cfg.head_dim(), self.cfg.rope_theta, patch_order.iter().map(|&row| layout.rot_pos_ids[row as usize]), device)
     }
 }

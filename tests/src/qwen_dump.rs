@@ -1,8 +1,10 @@
-//! A Qwen2.5-VL reference dump (`tests/fixtures/qwen2_5_vl/<name>/`) read into the model's
-//! input types, for the parity, LoRA and loading tests.
+//! A Qwen2.5-VL or Qwen3-VL reference dump (`tests/fixtures/qwen2_5_vl/<name>/`,
+//! `tests/fixtures/qwen3_vl/<name>/`) read into the models' input types, for the parity, LoRA and
+//! loading tests.
 
 use candle_core::{DType, Device};
 use motionvl_models::CheckpointFiles;
+use motionvl_models::qwen3vl::Qwen3Vl;
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::{RopePositions, TokenKind};
 
@@ -16,9 +18,16 @@ pub struct QwenDump {
 
 impl QwenDump {
     pub const FAMILY: &'static str = "qwen2_5_vl";
+    pub const QWEN3_FAMILY: &'static str = "qwen3_vl";
 
+    /// Every Qwen2.5-VL dump.
     pub fn all() -> Vec<QwenDump> {
         dumps(Self::FAMILY).into_iter().map(QwenDump::open).collect()
+    }
+
+    /// Every Qwen3-VL dump.
+    pub fn all_qwen3() -> Vec<QwenDump> {
+        dumps(Self::QWEN3_FAMILY).into_iter().map(QwenDump::open).collect()
     }
 
     pub fn open(dump: Dump) -> Self {
@@ -28,6 +37,11 @@ impl QwenDump {
     pub fn model(&self) -> Qwen25Vl {
         let files = CheckpointFiles::from_dir(&self.dump.dir).unwrap_or_else(|e| panic!("{}: {e}", self.dump.label));
         Qwen25Vl::load(&files, DType::F32, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", self.dump.label))
+    }
+
+    pub fn qwen3_model(&self) -> Qwen3Vl {
+        let files = CheckpointFiles::from_dir(&self.dump.dir).unwrap_or_else(|e| panic!("{}: {e}", self.dump.label));
+        Qwen3Vl::load(&files, DType::F32, &Device::Cpu).unwrap_or_else(|e| panic!("{}: {e}", self.dump.label))
     }
 
     pub fn grid(&self, name: &str) -> Vec<[usize; 3]> {
@@ -43,7 +57,9 @@ impl QwenDump {
     }
 
     pub fn video_inputs(&self) -> VisionInputs {
-        VisionInputs { images: None, videos: Some(self.video()), video_seconds_per_grid: self.inputs.f64_flat("second_per_grid_ts") }
+        // Qwen3-VL's dumps have no seconds per grid: its videos' time is in the prompt's text.
+        let seconds = if self.inputs.has("second_per_grid_ts") { self.inputs.f64_flat("second_per_grid_ts") } else { Vec::new() };
+        VisionInputs { images: None, videos: Some(self.video()), video_seconds_per_grid: seconds }
     }
 
     /// The batch's inputs: row 0 holds the video, row 1 the image.
