@@ -56,6 +56,19 @@ impl VideoBudget {
             .collect()
     }
 
+    /// The `<t seconds>` of every temporal step of each video under `limits` (see
+    /// [`crate::frames::FramePlan::grid_seconds`]).
+    pub fn grid_seconds(&self, limits: VideoLimits) -> Result<Vec<Vec<f64>>, String> {
+        let policy = self.policy.with_max_frames(limits.max_frames);
+        self.videos
+            .iter()
+            .map(|&(_, _, timing)| {
+                let plan = policy.plan(timing).map_err(|e| e.to_string())?;
+                Ok(plan.grid_seconds(self.config.temporal_patch_size, policy.presamples()))
+            })
+            .collect()
+    }
+
     /// Candidate limits from the processor's own down to the smallest allowed, in the order
     /// they are tried: pixels first (full frames), then frames (at `min_pixels`).
     pub fn candidates(&self) -> Vec<VideoLimits> {

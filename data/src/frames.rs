@@ -94,6 +94,20 @@ impl FramePlan {
     pub fn second_per_grid(&self, temporal_patch_size: usize) -> f64 {
         temporal_patch_size as f64 / self.fps
     }
+
+    /// The time of each temporal grid step as Qwen3-VL's processor computes it
+    /// (`_calculate_timestamps`): frame times padded with the last to whole steps, then the mean
+    /// of each step's first and last. `presampled` frames (the official code hands its kept
+    /// frames over with `frames_indices = 0..n` at the processor's rate) are timed `k / fps`;
+    /// otherwise each frame keeps its time in the clip, as when the processor samples itself.
+    pub fn grid_seconds(&self, temporal_patch_size: usize, presampled: bool) -> Vec<f64> {
+        let step = temporal_patch_size.max(1);
+        let mut times: Vec<f64> = if presampled { (0..self.len()).map(|k| k as f64 / self.fps).collect() } else { self.timestamps.clone() };
+        if let Some(&last) = times.last() {
+            times.resize(times.len().div_ceil(step) * step, last);
+        }
+        times.chunks(step).map(|c| (c[0] + c[c.len() - 1]) / 2.0).collect()
+    }
 }
 
 /// The SIS-Motion training plan: a target rate clamped to a frame range, the count
@@ -176,6 +190,13 @@ pub enum FramePolicy {
 }
 
 impl FramePolicy {
+    /// Whether this policy hands its frames to the processor already sampled, timed by their
+    /// position at the processor's rate (the official code's `frames_indices = 0..n`), rather
+    /// than by their time in the clip; see [`FramePlan::grid_seconds`].
+    pub fn presamples(&self) -> bool {
+        matches!(self, Self::Official { .. })
+    }
+
     /// The frames this policy keeps, chosen by its sampler (see [`crate::sampling`]).
     pub fn plan(&self, clip: ClipTiming) -> Result<FramePlan, PlanError> {
         self.plan_with(self.sampling(), clip)

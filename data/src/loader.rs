@@ -142,17 +142,17 @@ impl<P: MediaProcessor> Context<P> {
 
     /// How `sample`, whose media have `grids`, meets `max_seq_len` (headers only, no decoding).
     fn fit(&self, sample: &TrainingSample, grids: &MediaGrids, max_seq_len: usize) -> Result<SampleFit, LoadError> {
-        let encode = |videos: &[[usize; 3]], template: &TemplateOptions| {
-            self.tokenizer.encode_chat(&sample.id, &sample.messages, &grids.images, videos, template)
+        let encode = |videos: &[[usize; 3]], seconds: &[Vec<f64>], template: &TemplateOptions| {
+            self.tokenizer.encode_chat_timed(&sample.id, &sample.messages, &grids.images, videos, seconds, template)
         };
         let text_error = |source| LoadError::Text { location: sample.location(), source };
-        match encode(&grids.videos, &self.template) {
+        match encode(&grids.videos, &grids.video_seconds, &self.template) {
             Ok(encoded) => return Ok(SampleFit::Fits { tokens: encoded.input_ids.len() }),
             Err(e) if e.is_skip() => {}
             Err(source) => return Err(text_error(source)),
         }
         let whole = TemplateOptions { max_seq_len: None, ..self.template.clone() };
-        let full = encode(&grids.videos, &whole).map_err(text_error)?.input_ids.len();
+        let full = encode(&grids.videos, &grids.video_seconds, &whole).map_err(text_error)?.input_ids.len();
         let merge = self.template.merge_size;
         let video_tokens = |videos: &[[usize; 3]]| videos.iter().map(|g| vision_tokens(*g, merge)).sum::<usize>();
         let others = full - video_tokens(&grids.videos);
@@ -168,7 +168,8 @@ impl<P: MediaProcessor> Context<P> {
             return Ok(SampleFit::TooLong { tokens: others + video_tokens(&smallest) });
         };
         let videos = budget.grids(limits).map_err(|reason| self.media_error(sample, reason.into()))?;
-        match encode(&videos, &self.template) {
+        let seconds = budget.grid_seconds(limits).map_err(|reason| self.media_error(sample, reason.into()))?;
+        match encode(&videos, &seconds, &self.template) {
             Ok(encoded) => Ok(SampleFit::Fitted { limits, tokens: encoded.input_ids.len() }),
             Err(e) if e.is_skip() => Ok(SampleFit::TooLong { tokens: others + video_tokens(&videos) }),
             Err(source) => Err(text_error(source)),
@@ -226,7 +227,8 @@ impl<P: MediaProcessor> Context<P> {
         }
         let image_grids: Vec<[usize; 3]> = media.images.iter().map(|p| p.grid_thw).collect();
         let video_grids: Vec<[usize; 3]> = media.videos.iter().map(|p| p.grid_thw).collect();
-        match self.tokenizer.encode_chat(&sample.id, &sample.messages, &image_grids, &video_grids, &self.template) {
+        let video_seconds: Vec<Vec<f64>> = media.videos.iter().map(|p| p.grid_seconds.clone()).collect();
+        match self.tokenizer.encode_chat_timed(&sample.id, &sample.messages, &image_grids, &video_grids, &video_seconds, &self.template) {
             Ok(encoded) => Ok(Outcome::Sample(Box::new(LoadedSample {
                 position,
                 dataset_index,

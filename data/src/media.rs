@@ -36,10 +36,12 @@ pub struct ProcessedMedia {
 }
 
 /// Grids of a sample's media, each list in the sample's order.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct MediaGrids {
     pub images: Vec<[usize; 3]>,
     pub videos: Vec<[usize; 3]>,
+    /// Per video, the `<t seconds>` of each temporal step (what a timestamped layout writes).
+    pub video_seconds: Vec<Vec<f64>>,
 }
 
 /// Turns a sample's media into pixel arrays. Called from worker threads.
@@ -150,6 +152,7 @@ impl QwenMedia {
             pixel_values: vision.pixel_values,
             grid_thw: vision.grid_thw,
             second_per_grid: Some(plan.second_per_grid(self.video_config.temporal_patch_size)),
+            grid_seconds: self.grid_seconds(&plan),
         })
     }
 
@@ -176,7 +179,7 @@ impl QwenMedia {
     pub fn load_image(&self, path: &Path) -> Result<PixelInput, BoxError> {
         let image = load_image(path)?;
         let vision = preprocess_image(image.view(), &self.image_config)?;
-        Ok(PixelInput { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid: None })
+        Ok(PixelInput { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid: None, grid_seconds: Vec::new() })
     }
 }
 
@@ -206,8 +209,9 @@ impl MediaProcessor for QwenMedia {
     fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
         let grids = || -> Result<MediaGrids, BoxError> {
             let images = sample.images.iter().map(|p| self.image_grid(p)).collect::<Result<_, _>>()?;
-            let videos = sample.videos.iter().map(|p| self.video_grid(p)).collect::<Result<_, _>>()?;
-            Ok(MediaGrids { images, videos })
+            let (videos, video_seconds) =
+                sample.videos.iter().map(|p| self.planned_video_grid(p)).collect::<Result<Vec<_>, _>>()?.into_iter().unzip();
+            Ok(MediaGrids { images, videos, video_seconds })
         };
         Some(grids())
     }
@@ -216,12 +220,23 @@ impl MediaProcessor for QwenMedia {
 impl QwenMedia {
     /// The grid [`QwenMedia::load_video`] will produce, from the container header and the plan.
     pub fn video_grid(&self, path: &Path) -> Result<[usize; 3], BoxError> {
+        Ok(self.planned_video_grid(path)?.0)
+    }
+
+    /// [`QwenMedia::video_grid`] and the `<t seconds>` of each of its temporal steps.
+    fn planned_video_grid(&self, path: &Path) -> Result<([usize; 3], Vec<f64>), BoxError> {
         let source = self.source(path);
         let info = source.probe()?;
         let plan = self.video_policy.plan(info.timing_for(&self.video_policy))?;
         let cfg = &self.video_config;
         let (h, w) = video_size(self.video_policy.sampling(), info.height, info.width, plan.len(), cfg)?;
-        Ok([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size])
+        Ok(([plan.len().div_ceil(cfg.temporal_patch_size), h / cfg.patch_size, w / cfg.patch_size], self.grid_seconds(&plan)))
+    }
+
+    /// The `<t seconds>` of each temporal grid step of a video planned as `plan` (see
+    /// [`FramePlan::grid_seconds`]; the official plan's frames are presampled).
+    pub fn grid_seconds(&self, plan: &FramePlan) -> Vec<f64> {
+        plan.grid_seconds(self.video_config.temporal_patch_size, self.video_policy.presamples())
     }
 
     /// The grid [`QwenMedia::load_image`] will produce, from the image header.

@@ -73,6 +73,19 @@ pub struct PreprocessConfig {
     pub image_std: [f32; 3],
     /// Multiplier applied before normalisation (1/255).
     pub rescale_factor: f64,
+    /// What `min_pixels`/`max_pixels` bound in a video: each frame (Qwen2-VL's processors) or
+    /// the whole clip, frames × height × width (Qwen3-VL's video processor).
+    pub video_bound: VideoBound,
+}
+
+/// What a video's pixel bounds apply to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum VideoBound {
+    #[default]
+    PerFrame,
+    /// `t̄ · h · w` with `t̄` the frame count rounded to temporal pairs (Qwen3-VL).
+    Clip,
 }
 
 impl Default for PreprocessConfig {
@@ -87,6 +100,7 @@ impl Default for PreprocessConfig {
             image_mean: OPENAI_CLIP_MEAN,
             image_std: OPENAI_CLIP_STD,
             rescale_factor: 1.0 / 255.0,
+            video_bound: VideoBound::PerFrame,
         }
     }
 }
@@ -103,6 +117,7 @@ struct RawConfig {
     image_mean: Option<[f32; 3]>,
     image_std: Option<[f32; 3]>,
     rescale_factor: Option<f64>,
+    video_bound: Option<VideoBound>,
 }
 
 #[derive(Deserialize)]
@@ -126,6 +141,7 @@ impl<'de> Deserialize<'de> for PreprocessConfig {
             image_mean: raw.image_mean.unwrap_or(d.image_mean),
             image_std: raw.image_std.unwrap_or(d.image_std),
             rescale_factor: raw.rescale_factor.unwrap_or(d.rescale_factor),
+            video_bound: raw.video_bound.unwrap_or(d.video_bound),
         };
         cfg.validate().map_err(serde::de::Error::custom)?;
         Ok(cfg)
@@ -141,6 +157,21 @@ impl PreprocessConfig {
     /// The SIS-Bench evaluation protocol: 256·28·28 to 512·28·28 pixels per frame.
     pub fn sisbench_eval() -> Self {
         Self { min_pixels: 256 * 28 * 28, max_pixels: 512 * 28 * 28, ..Self::default() }
+    }
+
+    /// Qwen3-VL's image processor (`preprocessor_config.json` of the hub checkpoints): patch 16,
+    /// merge 2 (sides multiples of 32), mean and std 0.5, 65,536 to 16,777,216 pixels; its video
+    /// processor bounds the whole clip.
+    pub fn qwen3_vl() -> Self {
+        Self {
+            patch_size: 16,
+            min_pixels: 65_536,
+            max_pixels: 16_777_216,
+            image_mean: [0.5; 3],
+            image_std: [0.5; 3],
+            video_bound: VideoBound::Clip,
+            ..Self::default()
+        }
     }
 
     /// Reads a checkpoint's `preprocessor_config.json`.
@@ -207,6 +238,50 @@ pub fn smart_resize(height: usize, width: usize, factor: usize, min_pixels: usiz
         w_bar = (w * beta / f).ceil() * f;
     }
     // Both are whole multiples of `factor` well inside f64's exact-integer range.
+    Ok((h_bar as usize, w_bar as usize))
+}
+
+/// Qwen3-VL's video `smart_resize`: like [`smart_resize`], but the bounds hold `t̄ · h · w`, the
+/// clip's pixels with `t̄` the frame count rounded (half to even) to `temporal_factor`; a side
+/// below `factor` is first scaled up (truncating) as the reference does. Fewer frames than one
+/// temporal patch are refused, as there.
+pub fn smart_resize_clip(
+    frames: usize,
+    height: usize,
+    width: usize,
+    temporal_factor: usize,
+    factor: usize,
+    min_pixels: usize,
+    max_pixels: usize,
+) -> Result<(usize, usize), PreprocessError> {
+    if height == 0 || width == 0 || factor == 0 || temporal_factor == 0 {
+        return Err(PreprocessError::Empty { height, width });
+    }
+    if frames < temporal_factor {
+        return Err(PreprocessError::Config(format!("a clip of {frames} frame(s) is shorter than one temporal patch of {temporal_factor}")));
+    }
+    let (mut h, mut w, f) = (height as f64, width as f64, factor as f64);
+    if height < factor || width < factor {
+        let scale = (f / h).max(f / w);
+        h = (h * scale).trunc();
+        w = (w * scale).trunc();
+    }
+    if h.max(w) / h.min(w) > MAX_ASPECT_RATIO {
+        return Err(PreprocessError::AspectRatio { height, width });
+    }
+    let mut h_bar = (h / f).round_ties_even() * f;
+    let mut w_bar = (w / f).round_ties_even() * f;
+    let t_bar = (frames as f64 / temporal_factor as f64).round_ties_even() * temporal_factor as f64;
+    let t = frames as f64;
+    if t_bar * h_bar * w_bar > max_pixels as f64 {
+        let beta = ((t * h * w) / max_pixels as f64).sqrt();
+        h_bar = f.max((h / beta / f).floor() * f);
+        w_bar = f.max((w / beta / f).floor() * f);
+    } else if t_bar * h_bar * w_bar < min_pixels as f64 {
+        let beta = (min_pixels as f64 / (t * h * w)).sqrt();
+        h_bar = (h * beta / f).ceil() * f;
+        w_bar = (w * beta / f).ceil() * f;
+    }
     Ok((h_bar as usize, w_bar as usize))
 }
 

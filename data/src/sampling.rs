@@ -20,7 +20,9 @@
 use ndarray::{Array3, Array4, ArrayView3, ArrayView4};
 use serde::{Deserialize, Serialize};
 
-use crate::preprocess::{PreprocessConfig, PreprocessError, bicubic_aa_kernel, resize_each, resize_frames, smart_resize};
+use crate::preprocess::{
+    PreprocessConfig, PreprocessError, VideoBound, bicubic_aa_kernel, resize_each, resize_frames, smart_resize, smart_resize_clip,
+};
 
 /// Which pipeline's frame choice and resize a video gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -130,6 +132,11 @@ pub fn sampled_indices(sampling: Sampling, element: Element, total: usize, video
 /// processor's paths take the config's bounds as they are.
 pub fn video_size(sampling: Sampling, height: usize, width: usize, frames: usize, cfg: &PreprocessConfig) -> Result<(usize, usize), PreprocessError> {
     let factor = cfg.factor();
+    if cfg.video_bound == VideoBound::Clip {
+        // Qwen3-VL's processor resizes the frames it is given (`do_sample_frames` false), with
+        // its own rule over the whole clip.
+        return smart_resize_clip(frames, height, width, cfg.temporal_patch_size, factor, cfg.min_pixels, cfg.max_pixels);
+    }
     let max_pixels = match sampling {
         Sampling::QwenVlUtils => {
             let f2 = (factor * factor) as f64;

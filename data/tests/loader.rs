@@ -46,7 +46,12 @@ fn fake_media(sample: &TrainingSample) -> Result<ProcessedMedia, BoxError> {
     let videos = sample
         .videos
         .iter()
-        .map(|_| PixelInput { pixel_values: Array2::from_elem((n, 4), sample.line as f32), grid_thw: grid, second_per_grid: Some(1.0) })
+        .map(|_| PixelInput {
+            pixel_values: Array2::from_elem((n, 4), sample.line as f32),
+            grid_thw: grid,
+            second_per_grid: Some(1.0),
+            grid_seconds: Vec::new(),
+        })
         .collect();
     Ok(ProcessedMedia { images: Vec::new(), videos, motion: Vec::new() })
 }
@@ -152,7 +157,7 @@ impl MediaProcessor for Predicting {
 
     fn grids(&self, sample: &TrainingSample) -> Option<Result<MediaGrids, BoxError>> {
         let grid = if sample.id.starts_with("huge") { [8, 16, 16] } else { [2, 2, 2] };
-        Some(Ok(MediaGrids { images: Vec::new(), videos: vec![grid; sample.videos.len()] }))
+        Some(Ok(MediaGrids { images: Vec::new(), videos: vec![grid; sample.videos.len()], video_seconds: Vec::new() }))
     }
 }
 
@@ -299,7 +304,10 @@ fn qwen_media_decodes_real_videos_frame_folders_and_images() {
     assert_eq!(img.grid_thw[0], 1);
     assert!(img.second_per_grid.is_none());
 
-    assert_eq!(predicted, MediaGrids { images: vec![img.grid_thw], videos: vec![v.grid_thw, f.grid_thw] });
+    // Predicted from headers, equal to what decoding gave: grids and the steps' times alike.
+    let seconds = vec![v.grid_seconds.clone(), f.grid_seconds.clone()];
+    assert_eq!(predicted, MediaGrids { images: vec![img.grid_thw], videos: vec![v.grid_thw, f.grid_thw], video_seconds: seconds });
+    assert_eq!(f.grid_seconds.len(), f.grid_thw[0], "one time per temporal step");
     let enc = &loaded.encoded;
     assert_eq!(enc.video_grids, vec![v.grid_thw, f.grid_thw]);
     assert_eq!(enc.image_grids, vec![img.grid_thw]);

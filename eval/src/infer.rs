@@ -200,7 +200,12 @@ impl QwenPreparer {
             for frame in decoded.frames.outer_iter() {
                 let resized = crate::pil::vllm_frame(frame).map_err(|e| media_error(&e))?;
                 let vision = normalize_image_resized(resized.view(), &self.media.image_config).map_err(|e| media_error(&e))?;
-                images.push(DataPixels { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid: None });
+                images.push(DataPixels {
+                    pixel_values: vision.pixel_values,
+                    grid_thw: vision.grid_thw,
+                    second_per_grid: None,
+                    grid_seconds: Vec::new(),
+                });
             }
         }
         let prompt_text = crate::official::vllm_prompt(&row, images.len());

@@ -127,7 +127,7 @@ fn tiny_checkpoint_end_to_end() {
     let mut tensors = candle_core::safetensors::load(checkpoint.join("model.safetensors"), &Device::Cpu).expect("base weights");
     lora.merge_into(&mut tensors).expect("merges");
     let merged = dir.path().join("merged-model");
-    motionvl_models::init::save_checkpoint(&merged, model.config(), &tensors).expect("merged checkpoint saved");
+    motionvl_models::init::save_checkpoint(&merged, &model.config().to_hub_json(), &tensors).expect("merged checkpoint saved");
     std::fs::copy(checkpoint.join("tokenizer.json"), merged.join("tokenizer.json")).expect("tokenizer copied");
     let folded = config(dir.path(), &merged, &manifest, "merged", 2);
     run(&folded, false).expect("run of the merged model");

@@ -170,6 +170,7 @@ impl MotionMedia {
         let input = self.flow_input(path)?;
         let cfg = &self.qwen.video_config;
         let second_per_grid = Some(input.plan.second_per_grid(cfg.temporal_patch_size));
+        let grid_seconds = self.qwen.grid_seconds(&input.plan);
         let vision = normalize_patchify(input.frames.view(), cfg)?;
         let flows = self.flows(path, &input)?;
         let motion_pixels = match self.pseudo.pipeline {
@@ -186,8 +187,8 @@ impl MotionMedia {
             MotionPipeline::Official => official::pixel_values_flow(official::clip_flows(flows.view())?.view(), vision.grid_thw, cfg)?,
         };
         Ok((
-            PixelInput { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid },
-            PixelInput { pixel_values: motion_pixels, grid_thw: vision.grid_thw, second_per_grid },
+            PixelInput { pixel_values: vision.pixel_values, grid_thw: vision.grid_thw, second_per_grid, grid_seconds: grid_seconds.clone() },
+            PixelInput { pixel_values: motion_pixels, grid_thw: vision.grid_thw, second_per_grid, grid_seconds },
         ))
     }
 

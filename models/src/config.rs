@@ -210,21 +210,10 @@ struct RawConfig {
 }
 
 impl Qwen25VlConfig {
-    /// Where this config's vision token ids differ from a tokenizer's (`image_pad`,
-    /// `video_pad`, `vision_start`, `vision_end`, in that order), the first that differs: the
-    /// checkpoint and the tokenizer come from different models, and vision features would land
-    /// nowhere.
+    /// Where this config's vision token ids differ from a tokenizer's (see
+    /// [`vision_token_mismatch`]).
     pub fn vision_token_mismatch(&self, tokenizer: [u32; 4]) -> Option<ModelError> {
-        let ours = [
-            ("image_token_id", self.image_token_id),
-            ("video_token_id", self.video_token_id),
-            ("vision_start_token_id", self.vision_start_token_id),
-            ("vision_end_token_id", self.vision_end_token_id),
-        ];
-        ours.into_iter()
-            .zip(tokenizer)
-            .find(|((_, model_id), tokenizer_id)| model_id != tokenizer_id)
-            .map(|((key, model), tokenizer)| ModelError::VisionTokens { key, model, tokenizer })
+        vision_token_mismatch([self.image_token_id, self.video_token_id, self.vision_start_token_id, self.vision_end_token_id], tokenizer)
     }
 
     pub fn from_file(path: &Path) -> Result<Self> {
@@ -282,6 +271,18 @@ impl Qwen25VlConfig {
             tie_word_embeddings: top.tie_word_embeddings.or(nested.tie_word_embeddings).unwrap_or(false),
         })
     }
+}
+
+/// Where a model's vision token ids (`image_pad`, `video_pad`, `vision_start`, `vision_end`, in
+/// that order) differ from a tokenizer's, the first that differs: the checkpoint and the
+/// tokenizer come from different models, and vision features would land nowhere.
+pub fn vision_token_mismatch(model: [u32; 4], tokenizer: [u32; 4]) -> Option<ModelError> {
+    ["image_token_id", "video_token_id", "vision_start_token_id", "vision_end_token_id"]
+        .into_iter()
+        .zip(model)
+        .zip(tokenizer)
+        .find(|((_, model_id), tokenizer_id)| model_id != tokenizer_id)
+        .map(|((key, model), tokenizer)| ModelError::VisionTokens { key, model, tokenizer })
 }
 
 /// Which decoder a text config describes.
@@ -365,7 +366,7 @@ fn whole(x: f64) -> Option<u32> {
 }
 
 impl Activation {
-    fn name(self) -> &'static str {
+    pub(crate) fn name(self) -> &'static str {
         match self {
             Self::Silu => "silu",
             Self::Gelu => "gelu",

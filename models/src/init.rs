@@ -1,5 +1,5 @@
-//! Fresh Qwen2.5-VL-shaped models: seeded random weights laid out like a hub checkpoint, for
-//! small models trained from scratch (the demo, tests) and for benchmarks.
+//! Fresh Qwen2.5-VL- and Qwen3-VL-shaped models: seeded random weights laid out like a hub
+//! checkpoint, for small models trained from scratch (the demo, tests) and for benchmarks.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -12,6 +12,7 @@ use rand::{Rng, SeedableRng};
 
 use crate::config::Qwen25VlConfig;
 use crate::error::{ModelError, Result};
+use crate::qwen3vl::{Qwen3Vl, Qwen3VlConfig};
 use crate::qwen25vl::Qwen25Vl;
 
 /// Hands out weights as transformers initialises them: N(0, std²) for matrices and
@@ -62,17 +63,28 @@ impl SimpleBackend for SeededInit {
 
 /// A randomly initialised model and its weights by hub name.
 pub fn random_model(cfg: &Qwen25VlConfig, std: f32, seed: u64, device: &Device) -> Result<(Qwen25Vl, HashMap<String, Tensor>)> {
+    seeded(|vb| Qwen25Vl::new(cfg, vb), std, seed, device)
+}
+
+/// A randomly initialised Qwen3-VL and its weights by hub name.
+pub fn random_qwen3(cfg: &Qwen3VlConfig, std: f32, seed: u64, device: &Device) -> Result<(Qwen3Vl, HashMap<String, Tensor>)> {
+    seeded(|vb| Qwen3Vl::new(cfg, vb), std, seed, device)
+}
+
+/// The model `build` makes from seeded weights, and those weights.
+fn seeded<M>(build: impl FnOnce(VarBuilder) -> candle_core::Result<M>, std: f32, seed: u64, device: &Device) -> Result<(M, HashMap<String, Tensor>)> {
     let made = Arc::new(Mutex::new(HashMap::new()));
     let backend = SeededInit { std, seed, made: made.clone() };
-    let model = Qwen25Vl::new(cfg, VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone()))?;
+    let model = build(VarBuilder::from_backend(Box::new(backend), DType::F32, device.clone()))?;
     let tensors = made.lock().map(|m| m.clone()).unwrap_or_default();
     Ok((model, tensors))
 }
 
-/// Writes `config.json` (hub layout) and `model.safetensors` so the loader reads them back.
-pub fn save_checkpoint(dir: &Path, cfg: &Qwen25VlConfig, tensors: &HashMap<String, Tensor>) -> Result<()> {
+/// Writes `config.json` (`config`, a hub layout) and `model.safetensors` so the loader reads
+/// them back.
+pub fn save_checkpoint(dir: &Path, config: &serde_json::Value, tensors: &HashMap<String, Tensor>) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|source| ModelError::Io { path: dir.to_path_buf(), source })?;
-    motionvl_util::files::write_json_atomic(&dir.join("config.json"), &cfg.to_hub_json())?;
+    motionvl_util::files::write_json_atomic(&dir.join("config.json"), config)?;
     candle_core::safetensors::save(tensors, dir.join("model.safetensors"))?;
     motionvl_util::files::apply_default_mode(&dir.join("model.safetensors"))
         .map_err(|source| ModelError::Io { path: dir.join("model.safetensors"), source })?;

@@ -1,6 +1,7 @@
 //! motionvl's models in Candle: Qwen2.5-VL and Qwen3-VL (vision towers, multimodal-RoPE decoders, generation)
 //! and the checkpoint loading that feeds it.
 
+pub mod backbone;
 pub mod checkpoint;
 pub mod config;
 pub mod cvaa;

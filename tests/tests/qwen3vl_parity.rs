@@ -185,6 +185,8 @@ fn both_config_layouts_and_weight_namings_give_the_same_model() {
         let nested = config(&fx);
         let hub = Qwen3VlConfig::from_file(&fx.dump.path("config.hub_style.json")).unwrap();
         assert_eq!(hub, nested, "{}: hub-style and transformers-5 configs", fx.dump.label);
+        let written = Qwen3VlConfig::from_json(&nested.to_hub_json().to_string()).unwrap();
+        assert_eq!(written, nested, "{}: the config motionvl writes reads back the same", fx.dump.label);
 
         let old_names = tempfile::tempdir().unwrap();
         let tensors = Tensors::load(&fx.dump.path("model.safetensors"));

@@ -254,7 +254,7 @@ fn save_model(
     if tmp.exists() {
         std::fs::remove_dir_all(&tmp).map_err(io(&tmp))?;
     }
-    motionvl_models::init::save_checkpoint(&tmp, cfg, tensors)?;
+    motionvl_models::init::save_checkpoint(&tmp, &cfg.to_hub_json(), tensors)?;
     tokenizer.save(tmp.join("tokenizer.json"))?;
     motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels)?;
     crate::output_dir::replace(&tmp, &dir)?;

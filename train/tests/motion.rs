@@ -91,7 +91,7 @@ fn only_lora_and_connector_learn_and_the_checkpoint_round_trips() {
     let meta = MotionMeta::read(&checkpoint).unwrap().expect("motion.json");
     assert_eq!(meta.estimator, "dis");
     assert!(!meta.own_encoder);
-    let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().visual(), &Device::Cpu).unwrap();
+    let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().qwen25().expect("a Qwen2.5-VL run").visual(), &Device::Cpu).unwrap();
     let probe = seeded::randn((5, 96), 1.0, 3, &Device::Cpu).unwrap();
     let live = Connector::from_vars(connector).unwrap();
     assert_eq!(

@@ -13,4 +13,7 @@ pub struct PixelInput {
     /// Seconds per temporal grid slot (`second_per_grid_ts`), from the frame plan's *actual*
     /// rate; `None` for images.
     pub second_per_grid: Option<f64>,
+    /// Per temporal grid step, the time Qwen3-VL's processor writes before its frames
+    /// (`<t seconds>`): the mean of the step's frame times. Empty for images.
+    pub grid_seconds: Vec<f64>,
 }

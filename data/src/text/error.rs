@@ -26,6 +26,11 @@ pub enum TextError {
     MediaOutsideUserTurn { sample_id: String, message_index: usize, role: Role, kind: MediaKind },
     #[error("sample {sample_id}: {kind} {index} has grid {grid:?}; t must be ≥ 1 and h, w multiples of the merge size {merge_size}")]
     BadGrid { sample_id: String, kind: MediaKind, index: usize, grid: [usize; 3], merge_size: usize },
+    /// A timestamped video layout (Qwen3-VL) without one time per temporal grid step.
+    #[error(
+        "sample {sample_id}: video {index} has {got} frame time(s) for {expected} temporal grid step(s); Qwen3-VL writes one `<t seconds>` per step"
+    )]
+    VideoTimes { sample_id: String, index: usize, expected: usize, got: usize },
     #[error("sample {sample_id}: text contains the reserved token {token}; vision tokens may only come from media")]
     ReservedTokenInText { sample_id: String, token: &'static str },
     #[error("sample {sample_id}: message {index} has role {found}, expected {expected}")]

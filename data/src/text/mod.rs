@@ -48,6 +48,8 @@ mod tokens;
 pub use bpe::train_tokenizer;
 pub use error::TextError;
 pub use message::{IMAGE_TAG, MediaKind, Message, Role, VIDEO_TAG};
-pub use template::{DEFAULT_SYSTEM_PROMPT, LabelMask, SPATIAL_MERGE_SIZE, TemplateOptions, check_conversation, pad_count, render_chat};
+pub use template::{
+    DEFAULT_SYSTEM_PROMPT, LabelMask, SPATIAL_MERGE_SIZE, TemplateOptions, VideoLayout, check_conversation, pad_count, render_chat, render_chat_timed,
+};
 pub use tokenizer::{ASSISTANT_TOKEN, EncodedPrompt, EncodedSample, IGNORE_INDEX, MediaSpan, QwenTokenizer, SpecialTokens};
 pub use tokens::{ENDOFTEXT, IM_END, IM_START, IMAGE_PAD, QWEN_SPECIAL_TOKENS, VIDEO_PAD, VISION_END, VISION_PAD, VISION_START};

@@ -30,11 +30,24 @@ pub enum LabelMask {
     Official,
 }
 
+/// How a video's block is written into the prompt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum VideoLayout {
+    /// `<|vision_start|>` + all pads + `<|vision_end|>` (Qwen2.5-VL).
+    #[default]
+    Whole,
+    /// What Qwen3-VL's processor makes of the template's block: inside it, per temporal grid
+    /// step, `<{t:.1} seconds>` then `<|vision_start|>` + that step's pads + `<|vision_end|>`.
+    Timestamped,
+}
+
 /// How a conversation is laid out and bounded.
 #[derive(Debug, Clone, PartialEq)]
 pub struct TemplateOptions {
-    /// Inserted as the system turn when the conversation has none.
-    pub system_prompt: String,
+    /// Inserted as the system turn when the conversation has none; `None` writes no system
+    /// turn then (Qwen3-VL's template).
+    pub system_prompt: Option<String>,
+    pub video_layout: VideoLayout,
     /// Longest allowed sequence (the paper trains with 2048). `None` never truncates.
     pub max_seq_len: Option<usize>,
     /// Patch-merge size; pads per medium are `t·h·w / merge_size²`.
@@ -45,7 +58,8 @@ pub struct TemplateOptions {
 impl Default for TemplateOptions {
     fn default() -> Self {
         TemplateOptions {
-            system_prompt: DEFAULT_SYSTEM_PROMPT.to_string(),
+            system_prompt: Some(DEFAULT_SYSTEM_PROMPT.to_string()),
+            video_layout: VideoLayout::Whole,
             max_seq_len: Some(2048),
             merge_size: SPATIAL_MERGE_SIZE,
             label_mask: LabelMask::default(),
@@ -96,6 +110,40 @@ pub(super) fn check_grids(sample_id: &str, image_grids: &[[usize; 3]], video_gri
     Ok(())
 }
 
+/// The text of one medium's vision block(s) around its pads: `parts[0] pad parts[1] pad …`,
+/// with `counts[i]` pads standing where pad `i` is (one block per count).
+pub(super) struct MediaText {
+    pub(super) parts: Vec<String>,
+    pub(super) counts: Vec<usize>,
+}
+
+pub(super) fn media_text(
+    sample_id: &str,
+    kind: MediaKind,
+    index: usize,
+    grid: [usize; 3],
+    seconds: Option<&[f64]>,
+    opts: &TemplateOptions,
+) -> Result<MediaText, TextError> {
+    if kind == MediaKind::Image || opts.video_layout == VideoLayout::Whole {
+        return Ok(MediaText { parts: vec![VISION_START.to_string(), VISION_END.to_string()], counts: vec![pad_count(grid, opts.merge_size)] });
+    }
+    let seconds = seconds.unwrap_or_default();
+    if seconds.len() != grid[0] {
+        return Err(TextError::VideoTimes { sample_id: sample_id.to_string(), index, expected: grid[0], got: seconds.len() });
+    }
+    // The template's own `<|vision_start|>`/`<|vision_end|>` stay around the processor's
+    // per-step blocks (Qwen3VLProcessor replaces only the pad).
+    let mut parts = vec![VISION_START.to_string()];
+    for t in seconds {
+        let last = parts.last_mut().expect("parts start non-empty");
+        last.push_str(&format!("<{t:.1} seconds>{VISION_START}"));
+        parts.push(VISION_END.to_string());
+    }
+    parts.last_mut().expect("parts start non-empty").push_str(VISION_END);
+    Ok(MediaText { parts, counts: vec![pad_count([1, grid[1], grid[2]], opts.merge_size); grid[0]] })
+}
+
 /// Renders the conversation as the string the HF template + processor would produce (pads
 /// expanded to their real count when `grids` are given, one pad per medium when `None`).
 /// With `generation_prompt`, the messages must end with a user turn and the string ends with
@@ -105,6 +153,20 @@ pub fn render_chat(
     messages: &[Message],
     image_grids: &[[usize; 3]],
     video_grids: &[[usize; 3]],
+    opts: &TemplateOptions,
+    generation_prompt: bool,
+) -> Result<String, TextError> {
+    render_chat_timed(sample_id, messages, image_grids, video_grids, &[], opts, generation_prompt)
+}
+
+/// [`render_chat`] with each video's `<t seconds>` per temporal grid step, which
+/// [`VideoLayout::Timestamped`] writes.
+pub fn render_chat_timed(
+    sample_id: &str,
+    messages: &[Message],
+    image_grids: &[[usize; 3]],
+    video_grids: &[[usize; 3]],
+    video_seconds: &[Vec<f64>],
     opts: &TemplateOptions,
     generation_prompt: bool,
 ) -> Result<String, TextError> {
@@ -119,15 +181,16 @@ pub fn render_chat(
                 Piece::ImEnd => out.push_str(IM_END),
                 Piece::Text(text) => out.push_str(text),
                 Piece::Media(kind, index) => {
-                    let grid = match kind {
-                        MediaKind::Image => image_grids[*index],
-                        MediaKind::Video => video_grids[*index],
+                    let (grid, seconds) = match kind {
+                        MediaKind::Image => (image_grids[*index], None),
+                        MediaKind::Video => (video_grids[*index], video_seconds.get(*index).map(Vec::as_slice)),
                     };
-                    out.push_str(VISION_START);
-                    for _ in 0..pad_count(grid, opts.merge_size) {
-                        out.push_str(kind.pad_token());
+                    let media = media_text(sample_id, *kind, *index, grid, seconds, opts)?;
+                    for (part, &count) in media.parts.iter().zip(&media.counts) {
+                        out.push_str(part);
+                        out.push_str(&kind.pad_token().repeat(count));
                     }
-                    out.push_str(VISION_END);
+                    out.push_str(media.parts.last().map_or("", String::as_str));
                 }
             }
         }
@@ -158,8 +221,8 @@ pub(super) fn layout(
 ) -> Result<Vec<Laid>, TextError> {
     let sid = || sample_id.to_string();
     let (system, turns) = match messages.first() {
-        Some(m) if m.role == Role::System => (m.content.as_str(), &messages[1..]),
-        _ => (opts.system_prompt.as_str(), messages),
+        Some(m) if m.role == Role::System => (Some(m.content.as_str()), &messages[1..]),
+        _ => (opts.system_prompt.as_deref(), messages),
     };
     if turns.is_empty() {
         return Err(TextError::Incomplete { sample_id: sid(), what: "user message" });
@@ -205,16 +268,18 @@ pub(super) fn layout(
     }
 
     let mut laid = Vec::with_capacity(turns.len() + 1);
-    laid.push(Laid {
-        pieces: vec![
-            (Piece::ImStart, false),
-            (Piece::Text(format!("system\n{system}")), false),
-            (Piece::ImEnd, false),
-            (Piece::Text("\n".to_string()), false),
-        ],
-        ends_turn: false,
-        has_media: false,
-    });
+    if let Some(system) = system {
+        laid.push(Laid {
+            pieces: vec![
+                (Piece::ImStart, false),
+                (Piece::Text(format!("system\n{system}")), false),
+                (Piece::ImEnd, false),
+                (Piece::Text("\n".to_string()), false),
+            ],
+            ends_turn: false,
+            has_media: false,
+        });
+    }
     let (mut next_image, mut next_video) = (0usize, 0usize);
     for (i, m) in turns.iter().enumerate() {
         let assistant = m.role == Role::Assistant;

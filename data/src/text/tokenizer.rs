@@ -9,7 +9,7 @@ use tokenizers::Tokenizer;
 
 use super::error::TextError;
 use super::message::{MediaKind, Message};
-use super::template::{LabelMask, Laid, Mode, Piece, TemplateOptions, check_grids, layout, pad_count};
+use super::template::{LabelMask, Laid, Mode, Piece, TemplateOptions, check_grids, layout, media_text};
 use super::tokens::{ENDOFTEXT, IM_END, IM_START, IMAGE_PAD, VIDEO_PAD, VISION_END, VISION_PAD, VISION_START};
 
 /// Label value the loss ignores (PyTorch's `CrossEntropyLoss(ignore_index=-100)` convention).
@@ -233,9 +233,23 @@ impl QwenTokenizer {
         video_grids: &[[usize; 3]],
         opts: &TemplateOptions,
     ) -> Result<EncodedSample, TextError> {
+        self.encode_chat_timed(sample_id, messages, image_grids, video_grids, &[], opts)
+    }
+
+    /// [`Self::encode_chat`] with each video's `<t seconds>` per temporal grid step, which
+    /// [`crate::text::VideoLayout::Timestamped`] writes (Qwen3-VL).
+    pub fn encode_chat_timed(
+        &self,
+        sample_id: &str,
+        messages: &[Message],
+        image_grids: &[[usize; 3]],
+        video_grids: &[[usize; 3]],
+        video_seconds: &[Vec<f64>],
+        opts: &TemplateOptions,
+    ) -> Result<EncodedSample, TextError> {
         let laid = layout(sample_id, messages, image_grids.len(), video_grids.len(), opts, Mode::Train)?;
         check_grids(sample_id, image_grids, video_grids, opts.merge_size)?;
-        let mut tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, opts.merge_size)?;
+        let mut tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, video_seconds, opts)?;
         if opts.label_mask == LabelMask::Official {
             tokens.labels = self.official_labels(sample_id, &tokens.ids)?;
         }
@@ -298,9 +312,23 @@ impl QwenTokenizer {
         video_grids: &[[usize; 3]],
         opts: &TemplateOptions,
     ) -> Result<EncodedPrompt, TextError> {
+        self.encode_prompt_timed(sample_id, messages, image_grids, video_grids, &[], opts)
+    }
+
+    /// [`Self::encode_prompt`] with each video's `<t seconds>` per temporal grid step (see
+    /// [`Self::encode_chat_timed`]).
+    pub fn encode_prompt_timed(
+        &self,
+        sample_id: &str,
+        messages: &[Message],
+        image_grids: &[[usize; 3]],
+        video_grids: &[[usize; 3]],
+        video_seconds: &[Vec<f64>],
+        opts: &TemplateOptions,
+    ) -> Result<EncodedPrompt, TextError> {
         let laid = layout(sample_id, messages, image_grids.len(), video_grids.len(), opts, Mode::Prompt)?;
         check_grids(sample_id, image_grids, video_grids, opts.merge_size)?;
-        let tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, opts.merge_size)?;
+        let tokens = self.tokenize(sample_id, &laid, image_grids, video_grids, video_seconds, opts)?;
         Ok(EncodedPrompt {
             id: sample_id.to_string(),
             input_ids: tokens.ids,
@@ -343,7 +371,8 @@ impl QwenTokenizer {
         laid: &[Laid],
         image_grids: &[[usize; 3]],
         video_grids: &[[usize; 3]],
-        merge: usize,
+        video_seconds: &[Vec<f64>],
+        opts: &TemplateOptions,
     ) -> Result<Tokens, TextError> {
         let sp = &self.special;
         // One pad per medium, expanded after tokenisation; byte ranges of what is trained.
@@ -364,14 +393,17 @@ impl QwenTokenizer {
                         text.push_str(t);
                     }
                     Piece::Media(kind, index) => {
-                        let grid = match kind {
-                            MediaKind::Image => image_grids[*index],
-                            MediaKind::Video => video_grids[*index],
+                        let (grid, seconds) = match kind {
+                            MediaKind::Image => (image_grids[*index], None),
+                            MediaKind::Video => (video_grids[*index], video_seconds.get(*index).map(Vec::as_slice)),
                         };
-                        media.push((*kind, *index, pad_count(grid, merge)));
-                        text.push_str(VISION_START);
-                        text.push_str(kind.pad_token());
-                        text.push_str(VISION_END);
+                        let blocks = media_text(sample_id, *kind, *index, grid, seconds, opts)?;
+                        for (part, &count) in blocks.parts.iter().zip(&blocks.counts) {
+                            media.push((*kind, *index, count));
+                            text.push_str(part);
+                            text.push_str(kind.pad_token());
+                        }
+                        text.push_str(blocks.parts.last().map_or("", String::as_str));
                     }
                 }
                 if *piece_trained {

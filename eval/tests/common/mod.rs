@@ -34,7 +34,7 @@ pub fn tiny_checkpoint(dir: &Path, corpus: &[String], vocab: usize, seed: u64) -
     let cfg = Qwen25VlConfig::from_json(&config.to_string()).expect("tiny config parses");
     let (_, tensors) = random_model(&cfg, 0.5, seed, &Device::Cpu).expect("random weights");
     let out = dir.join("tiny-model");
-    save_checkpoint(&out, &cfg, &tensors).expect("checkpoint saved");
+    save_checkpoint(&out, &cfg.to_hub_json(), &tensors).expect("checkpoint saved");
     tokenizer.save(out.join("tokenizer.json")).expect("tokenizer saved");
     out
 }

@@ -161,3 +161,54 @@ impl Qwen3VlConfig {
         })
     }
 }
+
+impl Qwen3VlConfig {
+    /// The layout of the released hub checkpoints (`rope_scaling` and `rope_theta` inside
+    /// `text_config`), which transformers 4.57 and 5 both read.
+    pub fn to_hub_json(&self) -> serde_json::Value {
+        let (t, v) = (&self.text, &self.vision);
+        serde_json::json!({
+            "architectures": ["Qwen3VLForConditionalGeneration"],
+            "model_type": "qwen3_vl",
+            "image_token_id": self.image_token_id,
+            "video_token_id": self.video_token_id,
+            "vision_start_token_id": self.vision_start_token_id,
+            "vision_end_token_id": self.vision_end_token_id,
+            "tie_word_embeddings": self.tie_word_embeddings,
+            "text_config": {
+                "model_type": "qwen3_vl_text",
+                "vocab_size": t.vocab_size,
+                "hidden_size": t.hidden_size,
+                "intermediate_size": t.intermediate_size,
+                "num_hidden_layers": t.num_hidden_layers,
+                "num_attention_heads": t.num_attention_heads,
+                "num_key_value_heads": t.num_key_value_heads,
+                "head_dim": t.head_dim(),
+                "hidden_act": t.hidden_act.name(),
+                "rms_norm_eps": t.rms_norm_eps,
+                "attention_bias": t.qkv_bias,
+                "rope_theta": t.rope_theta,
+                "rope_scaling": {"rope_type": "default", "mrope_section": t.mrope_section, "mrope_interleaved": t.mrope_layout == crate::config::MropeLayout::Interleaved},
+                "max_position_embeddings": 262144,
+                "eos_token_id": self.eos_token_ids,
+                "tie_word_embeddings": self.tie_word_embeddings,
+                "dtype": "float32",
+            },
+            "vision_config": {
+                "model_type": "qwen3_vl",
+                "depth": v.depth,
+                "hidden_size": v.hidden_size,
+                "intermediate_size": v.intermediate_size,
+                "num_heads": v.num_heads,
+                "in_channels": v.in_channels,
+                "out_hidden_size": v.out_hidden_size,
+                "patch_size": v.patch_size,
+                "spatial_merge_size": v.spatial_merge_size,
+                "temporal_patch_size": v.temporal_patch_size,
+                "hidden_act": v.hidden_act.name(),
+                "num_position_embeddings": v.num_position_embeddings,
+                "deepstack_visual_indexes": v.deepstack_visual_indexes,
+            },
+        })
+    }
+}

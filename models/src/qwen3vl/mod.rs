@@ -20,6 +20,7 @@ use crate::ops::Linear;
 use crate::prompt::{LabelPicks, PixelInput, PromptBatch, VideoBlocks, VisionFeatures, VisionInputs, place_features, vision_spans};
 use crate::rope::{RopePositions, TokenKind, rope_index};
 use crate::text::{CausalMask, Deepstack, TextModel};
+use crate::training_loss::{EmbeddingLeaf, TrainingLoss};
 pub use config::{Qwen3VisionConfig, Qwen3VlConfig};
 use vision::{Qwen3VisionOutput, Qwen3VisionTower};
 
@@ -184,6 +185,41 @@ impl Qwen3Vl {
         let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
         let chosen = hidden.reshape((rows * len, width))?.index_select(&picks.rows_tensor(hidden.device())?, 0)?;
         picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+    }
+
+    /// The training loss of [`Self::loss`], ready for [`TrainingLoss::backward`], which
+    /// differentiates the LM head and a trained token embedding directly (see
+    /// [`crate::training_loss`]): the trainer's path.
+    pub fn training_loss(
+        &self,
+        batch: &PromptBatch,
+        features: &Qwen3Features,
+        positions: &RopePositions,
+        labels: &[Vec<i64>],
+    ) -> Result<TrainingLoss> {
+        batch.validate()?;
+        let weight = self.text.embedding_weight();
+        let (embedding, embeds) = if weight.is_variable() {
+            let leaf = EmbeddingLeaf::lookup(weight, &batch.ids_tensor(weight.device())?.flatten_all()?)?;
+            let text = leaf.rows().reshape((batch.rows(), batch.len(), ()))?;
+            (Some(leaf), place_features(batch, text, &features.merged())?)
+        } else {
+            (None, self.embed(batch, features)?)
+        };
+        let deepstack = self.deepstack(batch, features)?;
+        let (cos, sin) = self.text.rotary().for_prompt(positions, embeds.device())?;
+        let mask = CausalMask::new(&batch.mask, 0, embeds.dim(1)?);
+        let hidden = self.text.forward_stacked(&embeds, &cos, &sin, &mask, None, deepstack.as_ref())?;
+        let (rows, len, width) = hidden.dims3()?;
+        let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
+        let chosen = hidden.reshape((rows * len, width))?.index_select(&picks.rows_tensor(hidden.device())?, 0)?;
+        TrainingLoss::new(&self.lm_head, chosen, picks.targets(), embedding)
+    }
+
+    /// `(checkpoint path, in, out)` of every linear layer.
+    pub fn linear_shapes(&self) -> Vec<(String, usize, usize)> {
+        let mut copy = self.clone();
+        copy.linears_mut().into_iter().map(|(name, l)| (name, l.in_dim(), l.out_dim())).collect()
     }
 
     /// transformers' `hidden_states`: embeddings, then each decoder layer's output before its

@@ -31,8 +31,8 @@ use motionvl_data::loader::DataLoader;
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::stop::StopFlag;
 use motionvl_flow::media::CacheCounts;
+use motionvl_models::backbone::Backbone;
 use motionvl_models::lora::LoraWeights;
-use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::recompute::RecomputedGrads;
 
 pub use checkpointing::TrainerState;
@@ -58,7 +58,7 @@ use crate::tensorboard::EventWriter;
 /// One rank of an SFT run (the only one when it trains alone).
 pub struct Trainer {
     recipe: Recipe,
-    model: Qwen25Vl,
+    model: Backbone,
     lora: LoraWeights,
     motion: Option<Motion>,
     optim: AdamW,
@@ -130,7 +130,7 @@ impl Trainer {
         self.note.as_deref()
     }
 
-    pub fn model(&self) -> &Qwen25Vl {
+    pub fn model(&self) -> &Backbone {
         &self.model
     }
 

@@ -7,9 +7,9 @@ use candle_core::Device;
 use motionvl_data::samples::{TrainingSample, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_flow::media::MotionMedia;
+use motionvl_models::backbone::Backbone;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{Connector, MotionBranch, MotionMeta};
-use motionvl_models::qwen25vl::Qwen25Vl;
 use motionvl_models::recompute::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 
@@ -30,7 +30,7 @@ pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> R
         let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
         let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        motionvl_models::init::save_checkpoint(&tmp, &cfg, &tensors)?;
+        motionvl_models::init::save_checkpoint(&tmp, &cfg.to_hub_json(), &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json"))?;
         let pixels = recipe.data.media().image_config;
         motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels)?;
@@ -75,9 +75,9 @@ pub(super) fn load_with_lora(
     files: &CheckpointFiles,
     tokenizer: &QwenTokenizer,
     device: &Device,
-) -> Result<(Qwen25Vl, LoraWeights, Option<RecomputedGrads>)> {
-    let mut model = Qwen25Vl::load(files, recipe.model.dtype.dtype(), device)?;
-    if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
+) -> Result<(Backbone, LoraWeights, Option<RecomputedGrads>)> {
+    let mut model = Backbone::load(files, recipe.model.dtype.dtype(), device)?;
+    if let Some(mismatch) = model.vision_token_mismatch(tokenizer.special().vision_ids()) {
         return Err(mismatch.into());
     }
     let recomputed = recipe.model.gradient_checkpointing.then(|| model.enable_gradient_checkpointing());
@@ -97,7 +97,8 @@ pub(super) struct Motion {
 impl Motion {
     /// A fresh connector on `model`'s vision tower, seeded from the recipe, and the metadata
     /// its checkpoints record: `media`'s estimator and the recipe's pseudo-images.
-    pub(super) fn init(recipe: &Recipe, model: &Qwen25Vl, media: &MotionMedia, device: &Device) -> Result<Self> {
+    pub(super) fn init(recipe: &Recipe, model: &Backbone, media: &MotionMedia, device: &Device) -> Result<Self> {
+        let model = model.qwen25().ok_or(TrainError::MotionNeedsQwen25 { family: model.family().model_type() })?;
         let estimator = media.estimator.clone();
         let connector = recipe.motion.connector(model.config().text.hidden_size);
         let vars = Connector::init_vars_with(model.config().text.hidden_size, connector, recipe.seed ^ 0x6d6f74696f6e, device)?;

@@ -7,7 +7,6 @@ use std::time::Instant;
 use candle_core::Tensor;
 use candle_core::backprop::GradStore;
 use motionvl_data::progress;
-use motionvl_models::motion::vision_features;
 use motionvl_models::training_loss::predicted_label_count;
 
 use super::Trainer;
@@ -208,9 +207,8 @@ impl Trainer {
         // of the rank that reads it).
         self.lora.runtime().set_dropout_seed(motionvl_data::rng::derive_seed(self.recipe.seed, micro));
         let branch = self.motion.as_ref().filter(|_| batch.motion.is_some()).map(|m| &m.branch);
-        let features = vision_features(&self.model, branch, &batch.vision, batch.motion.as_ref())?;
-        let positions = self.model.positions(&batch.prompt, &batch.vision)?;
-        let loss = self.model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
+        let motion = branch.map(|b| (b, batch.motion.as_ref()));
+        let loss = self.model.training_loss(&batch.prompt, &batch.vision, motion, &batch.labels)?;
         let value = loss.value()?;
         if !value.is_finite() {
             return Ok((value, None));

@@ -1,0 +1,172 @@
+//! The vision-language models motionvl trains and evaluates, behind one type. Which one a
+//! checkpoint holds is read from its config's `model_type`, so `train sft` and `evaluate run`
+//! take either with the same flags.
+
+use std::path::Path;
+
+use candle_core::{DType, Device};
+
+use crate::checkpoint::CheckpointFiles;
+use crate::error::{ModelError, Result};
+use crate::motion::{MotionBranch, vision_features};
+use crate::ops::Linear;
+use crate::prompt::{PixelInput, PromptBatch, VisionInputs};
+use crate::qwen3vl::Qwen3Vl;
+use crate::qwen25vl::Qwen25Vl;
+use crate::recompute::RecomputedGrads;
+use crate::rope::RopePositions;
+use crate::text::TextModel;
+use crate::training_loss::TrainingLoss;
+
+/// A model family, as a checkpoint's `config.json` names it in `model_type`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Family {
+    Qwen25Vl,
+    Qwen3Vl,
+}
+
+impl Family {
+    /// The `model_type` transformers writes.
+    pub fn model_type(self) -> &'static str {
+        match self {
+            Self::Qwen25Vl => "qwen2_5_vl",
+            Self::Qwen3Vl => "qwen3_vl",
+        }
+    }
+
+    /// The family of a `config.json`; one without `model_type` (motionvl's older configs) is
+    /// Qwen2.5-VL.
+    pub fn of_config(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
+        let json: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), reason: e.to_string() })?;
+        match json.get("model_type").and_then(|t| t.as_str()) {
+            None | Some("qwen2_5_vl") => Ok(Self::Qwen25Vl),
+            Some("qwen3_vl") => Ok(Self::Qwen3Vl),
+            Some(other) => Err(ModelError::Config {
+                path: path.to_path_buf(),
+                reason: format!("`model_type` is `{other}`; motionvl runs `qwen2_5_vl` and `qwen3_vl` checkpoints"),
+            }),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub enum Backbone {
+    Qwen25(Qwen25Vl),
+    Qwen3(Qwen3Vl),
+}
+
+impl Backbone {
+    /// Loads a checkpoint of either family for inference or LoRA training.
+    pub fn load(files: &CheckpointFiles, dtype: DType, device: &Device) -> Result<Self> {
+        Ok(match Family::of_config(&files.config)? {
+            Family::Qwen25Vl => Self::Qwen25(Qwen25Vl::load(files, dtype, device)?),
+            Family::Qwen3Vl => Self::Qwen3(Qwen3Vl::load(files, dtype, device)?),
+        })
+    }
+
+    pub fn family(&self) -> Family {
+        match self {
+            Self::Qwen25(_) => Family::Qwen25Vl,
+            Self::Qwen3(_) => Family::Qwen3Vl,
+        }
+    }
+
+    /// The Qwen2.5-VL model, for what only it has (the motion branch).
+    pub fn qwen25(&self) -> Option<&Qwen25Vl> {
+        match self {
+            Self::Qwen25(m) => Some(m),
+            Self::Qwen3(_) => None,
+        }
+    }
+
+    pub fn text(&self) -> &TextModel {
+        match self {
+            Self::Qwen25(m) => m.text(),
+            Self::Qwen3(m) => m.text(),
+        }
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        match self {
+            Self::Qwen25(m) => m.config().text.hidden_size,
+            Self::Qwen3(m) => m.config().text.hidden_size,
+        }
+    }
+
+    /// `image`, `video`, `vision_start`, `vision_end` token ids, in the order of
+    /// [`crate::config::vision_token_mismatch`].
+    pub fn vision_token_ids(&self) -> [u32; 4] {
+        match self {
+            Self::Qwen25(m) => {
+                let c = m.config();
+                [c.image_token_id, c.video_token_id, c.vision_start_token_id, c.vision_end_token_id]
+            }
+            Self::Qwen3(m) => {
+                let c = m.config();
+                [c.image_token_id, c.video_token_id, c.vision_start_token_id, c.vision_end_token_id]
+            }
+        }
+    }
+
+    /// Where the tokenizer's vision ids differ from the model's (see
+    /// [`crate::config::vision_token_mismatch`]).
+    pub fn vision_token_mismatch(&self, tokenizer: [u32; 4]) -> Option<ModelError> {
+        crate::config::vision_token_mismatch(self.vision_token_ids(), tokenizer)
+    }
+
+    pub fn enable_gradient_checkpointing(&mut self) -> RecomputedGrads {
+        match self {
+            Self::Qwen25(m) => m.enable_gradient_checkpointing(),
+            Self::Qwen3(m) => m.enable_gradient_checkpointing(),
+        }
+    }
+
+    /// `(checkpoint path, in, out)` of every linear layer.
+    pub fn linear_shapes(&self) -> Vec<(String, usize, usize)> {
+        match self {
+            Self::Qwen25(m) => m.linear_shapes(),
+            Self::Qwen3(m) => m.linear_shapes(),
+        }
+    }
+
+    /// Every linear layer by checkpoint path (`visual.…`, `model.layers.…`, `lm_head`).
+    pub fn linears_mut(&mut self) -> Vec<(String, &mut Linear)> {
+        match self {
+            Self::Qwen25(m) => m.linears_mut(),
+            Self::Qwen3(m) => m.linears_mut(),
+        }
+    }
+
+    /// M-RoPE positions of a batch, as the family lays its vision blocks out.
+    pub fn positions(&self, batch: &PromptBatch, inputs: &VisionInputs) -> Result<RopePositions> {
+        match self {
+            Self::Qwen25(m) => m.positions(batch, inputs),
+            Self::Qwen3(m) => m.positions(batch, inputs),
+        }
+    }
+
+    /// The training loss of a batch (see [`TrainingLoss`]); `motion` fuses a motion branch's
+    /// features into the videos' (Qwen2.5-VL only).
+    pub fn training_loss(
+        &self,
+        batch: &PromptBatch,
+        inputs: &VisionInputs,
+        motion: Option<(&MotionBranch, Option<&PixelInput>)>,
+        labels: &[Vec<i64>],
+    ) -> Result<TrainingLoss> {
+        let positions = self.positions(batch, inputs)?;
+        match self {
+            Self::Qwen25(m) => {
+                let features = vision_features(m, motion.map(|(branch, _)| branch), inputs, motion.and_then(|(_, pixels)| pixels))?;
+                m.training_loss(batch, &features, &positions, labels)
+            }
+            Self::Qwen3(_) if motion.is_some() => Err(ModelError::ModelConfig {
+                model: "Qwen3-VL",
+                problem: "the motion branch runs on Qwen2.5-VL checkpoints only (train with `--motion none`)".into(),
+            }),
+            Self::Qwen3(m) => m.training_loss(batch, &m.encode_vision(inputs)?, &positions, labels),
+        }
+    }
+}
