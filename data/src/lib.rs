@@ -14,6 +14,7 @@ pub mod media;
 pub mod media_config;
 pub mod parquet_rows;
 pub mod preprocess;
+pub mod processor;
 pub mod records;
 pub mod samples;
 pub mod sampling;

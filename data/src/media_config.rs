@@ -37,10 +37,16 @@ impl Default for TrainingVideo {
 }
 
 impl TrainingVideo {
-    /// Videos and images of a training run (Qwen2.5-VL's patch sizes and normalisation).
+    /// Videos and images of a training run with Qwen2.5-VL's processor.
     pub fn media(&self) -> QwenMedia {
+        self.media_with(&PreprocessConfig::default())
+    }
+
+    /// Videos and images of a training run with the patch sizes and normalisation of `base`
+    /// (the model's processor) and this section's pixel bounds.
+    pub fn media_with(&self, base: &PreprocessConfig) -> QwenMedia {
         let plan = TrainingPlan { fps: self.fps, min_frames: self.min_frames, max_frames: self.max_frames, sampling: self.sampling };
-        let pixels = PreprocessConfig { min_pixels: self.min_pixels, max_pixels: self.max_pixels, ..PreprocessConfig::default() };
+        let pixels = PreprocessConfig { min_pixels: self.min_pixels, max_pixels: self.max_pixels, ..base.clone() };
         QwenMedia { video_policy: FramePolicy::Training(plan), video_config: pixels.clone(), image_config: pixels, ..QwenMedia::default() }
     }
 }

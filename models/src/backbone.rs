@@ -2,8 +2,6 @@
 //! checkpoint holds is read from its config's `model_type`, so `train sft` and `evaluate run`
 //! take either with the same flags.
 
-use std::path::Path;
-
 use candle_core::{DType, Device};
 
 use crate::checkpoint::CheckpointFiles;
@@ -18,38 +16,7 @@ use crate::rope::RopePositions;
 use crate::text::TextModel;
 use crate::training_loss::TrainingLoss;
 
-/// A model family, as a checkpoint's `config.json` names it in `model_type`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Family {
-    Qwen25Vl,
-    Qwen3Vl,
-}
-
-impl Family {
-    /// The `model_type` transformers writes.
-    pub fn model_type(self) -> &'static str {
-        match self {
-            Self::Qwen25Vl => "qwen2_5_vl",
-            Self::Qwen3Vl => "qwen3_vl",
-        }
-    }
-
-    /// The family of a `config.json`; one without `model_type` (motionvl's older configs) is
-    /// Qwen2.5-VL.
-    pub fn of_config(path: &Path) -> Result<Self> {
-        let text = std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })?;
-        let json: serde_json::Value =
-            serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), reason: e.to_string() })?;
-        match json.get("model_type").and_then(|t| t.as_str()) {
-            None | Some("qwen2_5_vl") => Ok(Self::Qwen25Vl),
-            Some("qwen3_vl") => Ok(Self::Qwen3Vl),
-            Some(other) => Err(ModelError::Config {
-                path: path.to_path_buf(),
-                reason: format!("`model_type` is `{other}`; motionvl runs `qwen2_5_vl` and `qwen3_vl` checkpoints"),
-            }),
-        }
-    }
-}
+pub use motionvl_util::family::ModelFamily as Family;
 
 #[derive(Debug, Clone)]
 pub enum Backbone {
@@ -60,7 +27,8 @@ pub enum Backbone {
 impl Backbone {
     /// Loads a checkpoint of either family for inference or LoRA training.
     pub fn load(files: &CheckpointFiles, dtype: DType, device: &Device) -> Result<Self> {
-        Ok(match Family::of_config(&files.config)? {
+        let family = Family::of_config(&files.config).map_err(|reason| ModelError::Config { path: files.config.clone(), reason })?;
+        Ok(match family {
             Family::Qwen25Vl => Self::Qwen25(Qwen25Vl::load(files, dtype, device)?),
             Family::Qwen3Vl => Self::Qwen3(Qwen3Vl::load(files, dtype, device)?),
         })

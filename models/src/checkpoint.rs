@@ -142,6 +142,19 @@ pub fn canonical_name(name: &str) -> String {
     }
 }
 
+/// The transformers-5 module path of a hub (legacy) name: `visual.…` → `model.visual.…`,
+/// `model.…` → `model.language_model.…` (the inverse of [`canonical_name`]). Qwen3-VL
+/// checkpoints are stored so: transformers has no legacy names for them.
+pub fn transformers5_name(name: &str) -> String {
+    if let Some(rest) = name.strip_prefix("visual.") {
+        format!("model.visual.{rest}")
+    } else if let Some(rest) = name.strip_prefix("model.") {
+        format!("model.language_model.{rest}")
+    } else {
+        name.to_owned()
+    }
+}
+
 /// Memory-mapped checkpoint tensors addressed by their hub names.
 pub struct CheckpointWeights {
     tensors: MmapedSafetensors,

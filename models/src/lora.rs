@@ -16,7 +16,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use rand::{Rng, SeedableRng};
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::canonical_name;
+use crate::checkpoint::{canonical_name, transformers5_name};
 use crate::error::{ModelError, Result};
 use crate::ops::Linear;
 
@@ -200,7 +200,7 @@ impl LoraWeights {
         std::fs::create_dir_all(dir).map_err(|source| ModelError::Io { path: dir.to_path_buf(), source })?;
         let mut tensors = HashMap::new();
         for (module, pair) in &self.modules {
-            let key = format!("base_model.model.{}", transformers5_path(module));
+            let key = format!("base_model.model.{}", transformers5_name(module));
             tensors.insert(format!("{key}.lora_A.weight"), pair.a.as_tensor().clone());
             tensors.insert(format!("{key}.lora_B.weight"), pair.b.as_tensor().clone());
         }
@@ -297,17 +297,6 @@ fn peft_module(key: &str) -> Option<(String, usize)> {
     let path = path.strip_suffix(".default").unwrap_or(path);
     let (module, half) = if let Some(m) = path.strip_suffix(".lora_A") { (m, 0) } else { (path.strip_suffix(".lora_B")?, 1) };
     Some((canonical_name(module), half))
-}
-
-/// Hub module path → the transformers-5 module path PEFT sees.
-fn transformers5_path(module: &str) -> String {
-    if let Some(rest) = module.strip_prefix("visual.") {
-        format!("model.visual.{rest}")
-    } else if let Some(rest) = module.strip_prefix("model.") {
-        format!("model.language_model.{rest}")
-    } else {
-        module.to_owned()
-    }
 }
 
 #[cfg(test)]

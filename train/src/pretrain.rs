@@ -20,6 +20,7 @@ use candle_core::{DType, Device, Tensor, Var};
 use candle_nn::VarBuilder;
 use motionvl_data::loader::{DataLoader, EpochIter, LoadedSample};
 use motionvl_data::preprocess::PreprocessConfig;
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::progress;
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::{ReadOptions, read_training_samples, tokenizer_for_fresh_model};
@@ -102,7 +103,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let (model, vars) = trainable_model(&cfg, recipe, &device)?;
 
     let pad_id = tokenizer.special().endoftext;
-    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
+    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media(), &ModelProcessor::of_family(ModelFamily::Qwen25Vl));
     let mut text_log = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -206,7 +207,7 @@ pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
     let model = Qwen25Vl::load(&files, DType::F32, &device)?;
     let tokenizer = QwenTokenizer::from_model_dir(model_dir)?;
     let samples = read_samples(recipe)?;
-    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media());
+    let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media(), &ModelProcessor::of_family(ModelFamily::Qwen25Vl));
     require_usable(&check_loader(&loader, false)?.report, recipe)?;
     let pad_id = tokenizer.special().endoftext;
     let (mut total, mut tokens) = (0.0, 0usize);

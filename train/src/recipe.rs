@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::QwenMedia;
 use motionvl_data::media_config::TrainingVideo;
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::samples::LlavaRows;
 use motionvl_models::device::{DTypeName, DeviceName};
 use motionvl_models::lora::LoraConfig;
@@ -225,9 +226,15 @@ fn default_sampling() -> motionvl_data::sampling::Sampling {
 }
 
 impl DataSection {
-    /// The training media: [`Self::video`]'s, with `frames` as the frame plan when set.
+    /// The training media with Qwen2.5-VL's processor (see [`Self::media_for`]).
     pub fn media(&self) -> QwenMedia {
-        let mut media = self.video().media();
+        self.media_for(&ModelProcessor::of_family(ModelFamily::Qwen25Vl))
+    }
+
+    /// The training media with `processor`'s patch sizes and normalisation: [`Self::video`]'s
+    /// frames and pixel bounds, with `frames` as the frame plan when set.
+    pub fn media_for(&self, processor: &ModelProcessor) -> QwenMedia {
+        let mut media = self.video().media_with(&processor.pixels);
         if let Some(frames) = self.frames {
             media.video_policy = frames;
         }

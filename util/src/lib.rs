@@ -8,6 +8,7 @@
 
 pub mod confine;
 pub mod digest;
+pub mod family;
 pub mod files;
 mod names;
 pub mod pixels;

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 
 use motionvl_data::budget::{DataCheck, DataReport, SampleFit};
 use motionvl_data::loader::{DataLoader, LoaderConfig, MediaProcessor};
+use motionvl_data::processor::ModelProcessor;
 use motionvl_data::progress;
 use motionvl_data::samples::{ReadOptions, TrainingSample, read_training_rows};
 use motionvl_data::text::{QwenTokenizer, TemplateOptions};
@@ -32,15 +33,22 @@ pub(crate) fn training_loader<P: MediaProcessor + 'static>(
     samples: Vec<TrainingSample>,
     tokenizer: QwenTokenizer,
     media: P,
+    processor: &ModelProcessor,
 ) -> DataLoader<P> {
-    DataLoader::new(samples, tokenizer, media, loader_config(recipe))
+    DataLoader::new(samples, tokenizer, media, loader_config(recipe, processor))
 }
 
-pub(super) fn loader_config(recipe: &Recipe) -> LoaderConfig {
+/// The loader of `recipe` for a model with `processor`: its prompt layout, the recipe's length
+/// limit and label mask.
+pub(super) fn loader_config(recipe: &Recipe, processor: &ModelProcessor) -> LoaderConfig {
     // Pads per medium follow the processor's merge size, which is also what fitting counts.
-    let merge_size = motionvl_data::preprocess::PreprocessConfig::default().merge_size;
-    let template =
-        TemplateOptions { max_seq_len: recipe.data.length_limit(), merge_size, label_mask: recipe.data.label_mask, ..TemplateOptions::default() };
+    let merge_size = processor.pixels.merge_size;
+    let template = processor.template(TemplateOptions {
+        max_seq_len: recipe.data.length_limit(),
+        merge_size,
+        label_mask: recipe.data.label_mask,
+        ..TemplateOptions::default()
+    });
     LoaderConfig { workers: recipe.data.workers, seed: recipe.seed, template, skip_errors: recipe.data.skip_bad, ..LoaderConfig::default() }
 }
 

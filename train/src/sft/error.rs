@@ -21,6 +21,9 @@ pub enum TrainError {
     NonFinite { step: usize, what: String, samples: Vec<String> },
     #[error(transparent)]
     Flow(#[from] motionvl_flow::FlowError),
+    /// The checkpoint's `preprocessor_config.json` does not read.
+    #[error(transparent)]
+    Processor(#[from] motionvl_data::preprocess::PreprocessError),
     #[error(transparent)]
     Parallel(#[from] crate::parallel::ParallelError),
     #[error(transparent)]

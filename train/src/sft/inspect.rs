@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use motionvl_data::budget::{DataReport, SampleFit};
 use motionvl_data::loader::{DataLoader, LoaderConfig};
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::samples::{TrainingSample, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_models::{CheckpointFiles, HubOptions};
@@ -21,7 +22,9 @@ use crate::recipe::Recipe;
 pub fn check_data(recipe: &Recipe) -> Result<DataReport> {
     let samples = read_samples(recipe)?;
     let tokenizer = data_tokenizer(recipe, &samples)?;
-    let loader = training_loader(recipe, samples, tokenizer, Media::new(recipe, RunMedia::Visual(recipe.data.media())));
+    let processor = data_processor(recipe)?;
+    let media = Media::new(recipe, RunMedia::Visual(recipe.data.media_for(&processor)), &processor);
+    let loader = training_loader(recipe, samples, tokenizer, media, &processor);
     Ok(check_loader(&loader, recipe.logging.progress_bar)?.report)
 }
 
@@ -39,6 +42,21 @@ fn data_tokenizer(recipe: &Recipe, samples: &[TrainingSample]) -> Result<QwenTok
         (None, None) => return Err(TrainError::NoModel),
     }
     .map_err(TrainError::from)
+}
+
+/// The processor training would use, without loading model weights: that of the family the
+/// fresh model's config or the checkpoint's `config.json` names, with a checkpoint folder's
+/// `preprocessor_config.json`.
+fn data_processor(recipe: &Recipe) -> Result<ModelProcessor> {
+    let family_of = |config: &Path| ModelFamily::of_config(config).map_err(|reason| TrainError::InitConfig { path: config.to_path_buf(), reason });
+    match (&recipe.model.init_config, &recipe.model.checkpoint) {
+        (Some(init), _) => Ok(ModelProcessor::of_family(family_of(init)?)),
+        (None, Some(id)) => {
+            let dir = if Path::new(id).is_dir() { PathBuf::from(id) } else { CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir };
+            Ok(ModelProcessor::of_checkpoint(family_of(&dir.join("config.json"))?, &dir)?)
+        }
+        (None, None) => Err(TrainError::NoModel),
+    }
 }
 
 /// One training sample as the model receives it: what `train sft --show-samples` prints, one
@@ -78,10 +96,11 @@ pub fn show_samples(recipe: &Recipe, n: usize, out: &mut dyn Write, notes: &mut 
     let mut samples = read_samples(recipe)?;
     let tokenizer = data_tokenizer(recipe, &samples)?;
     samples.truncate(n);
-    let media = Media::new(recipe, RunMedia::Visual(recipe.data.media()));
+    let processor = data_processor(recipe)?;
+    let media = Media::new(recipe, RunMedia::Visual(recipe.data.media_for(&processor)), &processor);
     let without_motion = media.without_motion.clone();
-    let plain = |sample: &TrainingSample| if sample.with_motion { recipe.data.media() } else { without_motion.clone() };
-    let loader = DataLoader::new(samples, tokenizer, media, LoaderConfig { shuffle: false, ..loader_config(recipe) });
+    let plain = |sample: &TrainingSample| if sample.with_motion { recipe.data.media_for(&processor) } else { without_motion.clone() };
+    let loader = DataLoader::new(samples, tokenizer, media, LoaderConfig { shuffle: false, ..loader_config(recipe, &processor) });
     let stdout_err = |e: std::io::Error| TrainError::Io { path: PathBuf::from("<stdout>"), source: e };
     let mut iter = loader.epoch(0);
     for loaded in iter.by_ref() {

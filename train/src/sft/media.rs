@@ -7,6 +7,7 @@ use candle_core::Device;
 use motionvl_data::budget::{VideoBudget, VideoLimits};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia, QwenMedia};
+use motionvl_data::processor::ModelProcessor;
 use motionvl_data::samples::{LlavaRows, TrainingSample};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, estimator_from_spec};
@@ -29,8 +30,8 @@ pub(super) struct Media {
 }
 
 impl Media {
-    pub(super) fn new(recipe: &Recipe, run: RunMedia) -> Self {
-        Media { run, without_motion: media_without_motion(recipe) }
+    pub(super) fn new(recipe: &Recipe, run: RunMedia, processor: &ModelProcessor) -> Self {
+        Media { run, without_motion: media_without_motion(recipe, processor) }
     }
 
     fn for_sample(&self, sample: &TrainingSample) -> &dyn MediaProcessor {
@@ -63,8 +64,8 @@ impl MediaProcessor for Media {
 /// The media of samples without motion: the recipe's pixels, and every frame of the video, as
 /// the official loader's conversation rows get them (the processor decodes the whole clip
 /// itself, `do_sample_frames` false; `second_per_grid_ts` stays 2 / 2.0 = 1.0).
-fn media_without_motion(recipe: &Recipe) -> QwenMedia {
-    let mut media = recipe.data.media();
+fn media_without_motion(recipe: &Recipe, processor: &ModelProcessor) -> QwenMedia {
+    let mut media = recipe.data.media_for(processor);
     if recipe.data.llava_rows == LlavaRows::Official {
         media.video_policy = FramePolicy::Official { max_frames: usize::MAX };
     }

@@ -4,12 +4,15 @@
 use std::path::Path;
 
 use candle_core::Device;
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::samples::{TrainingSample, tokenizer_for_fresh_model};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_flow::media::MotionMedia;
 use motionvl_models::backbone::Backbone;
+use motionvl_models::checkpoint::transformers5_name;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{Connector, MotionBranch, MotionMeta};
+use motionvl_models::qwen3vl::Qwen3VlConfig;
 use motionvl_models::recompute::RecomputedGrads;
 use motionvl_models::{CheckpointFiles, HubOptions, Qwen25VlConfig};
 
@@ -26,36 +29,64 @@ pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> R
     let dir = recipe.output_dir.join("base-model");
     if !dir.join("model.safetensors").is_file() {
         let tokenizer = tokenizer_for_fresh_model(samples, recipe.model.init_vocab_size)?;
-        let cfg = fresh_model_config(init_config, &tokenizer)?;
-        let (_, tensors) = motionvl_models::init::random_model(&cfg, recipe.model.init_std, recipe.seed, &Device::Cpu)?;
+        let family = ModelFamily::of_config(init_config).map_err(|reason| TrainError::InitConfig { path: init_config.to_path_buf(), reason })?;
+        let (std, seed) = (recipe.model.init_std, recipe.seed);
+        let (config, tensors) = match family {
+            ModelFamily::Qwen25Vl => {
+                let cfg = fresh_model_config(init_config, &tokenizer)?;
+                (cfg.to_hub_json(), motionvl_models::init::random_model(&cfg, std, seed, &Device::Cpu)?.1)
+            }
+            ModelFamily::Qwen3Vl => {
+                let cfg = Qwen3VlConfig::from_json(&fresh_config_json(init_config, &tokenizer)?.to_string())
+                    .map_err(|reason| TrainError::InitConfig { path: init_config.to_path_buf(), reason })?;
+                // Stored under transformers' module paths: it reads no legacy names for Qwen3-VL.
+                let tensors = motionvl_models::init::random_qwen3(&cfg, std, seed, &Device::Cpu)?.1;
+                (cfg.to_hub_json(), tensors.into_iter().map(|(name, t)| (transformers5_name(&name), t)).collect())
+            }
+        };
         let tmp = recipe.output_dir.join(format!(".tmp-base-model-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&tmp);
-        motionvl_models::init::save_checkpoint(&tmp, &cfg.to_hub_json(), &tensors)?;
+        motionvl_models::init::save_checkpoint(&tmp, &config, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json"))?;
-        let pixels = recipe.data.media().image_config;
+        let pixels = recipe.data.media_for(&ModelProcessor::of_family(family)).image_config;
         motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels)?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
 }
 
-/// A fresh model's config: `init_config` with the vocabulary and special token ids of the
+/// A fresh Qwen2.5-VL's config: `init_config` with the vocabulary and special token ids of the
 /// tokenizer trained for it.
 pub(crate) fn fresh_model_config(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<Qwen25VlConfig> {
+    Qwen25VlConfig::from_json(&fresh_config_json(init_config, tokenizer)?.to_string())
+        .map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })
+}
+
+/// `init_config` with the vocabulary and special token ids of `tokenizer`, at the top and, in a
+/// nested layout, in `text_config` too (where they win).
+fn fresh_config_json(init_config: &Path, tokenizer: &QwenTokenizer) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(init_config).map_err(io(init_config))?;
     let mut json: serde_json::Value =
         serde_json::from_str(&text).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })?;
     let special = tokenizer.special();
-    json["vocab_size"] = tokenizer.vocab_size().into();
     json["image_token_id"] = special.image_pad.into();
     json["video_token_id"] = special.video_pad.into();
     json["vision_start_token_id"] = special.vision_start.into();
     json["vision_end_token_id"] = special.vision_end.into();
-    json["eos_token_id"] = serde_json::json!([special.im_end, special.endoftext]);
-    // Qwen's own: `<|endoftext|>` begins and pads.
-    json["bos_token_id"] = special.endoftext.into();
-    json["pad_token_id"] = special.endoftext.into();
-    Qwen25VlConfig::from_json(&json.to_string()).map_err(|e| TrainError::InitConfig { path: init_config.to_path_buf(), reason: e.to_string() })
+    let text_keys = [
+        ("vocab_size", tokenizer.vocab_size().into()),
+        ("eos_token_id", serde_json::json!([special.im_end, special.endoftext])),
+        // Qwen's own: `<|endoftext|>` begins and pads.
+        ("bos_token_id", special.endoftext.into()),
+        ("pad_token_id", special.endoftext.into()),
+    ];
+    for (key, value) in text_keys {
+        json[key] = value.clone();
+        if let Some(nested) = json.get_mut("text_config").and_then(|t| t.as_object_mut()) {
+            nested.insert(key.to_owned(), value);
+        }
+    }
+    Ok(json)
 }
 
 /// What the adapter names as its base: the hub id when the model came from the hub (what PEFT

@@ -5,6 +5,7 @@
 use std::io::Write;
 use std::sync::Arc;
 
+use motionvl_data::processor::ModelProcessor;
 use motionvl_data::run_dir::RunLock;
 use motionvl_data::samples::TrainingSample;
 use motionvl_data::stop::StopFlag;
@@ -100,6 +101,7 @@ impl Trainer {
         }
         let tokenizer = QwenTokenizer::from_model_dir(&files.dir)?;
         let (model, lora, recomputed) = load_with_lora(recipe, &files, &tokenizer, &device)?;
+        let processor = ModelProcessor::of_checkpoint(model.family(), &files.dir)?;
 
         let adam =
             AdamWConfig { beta1: recipe.optim.beta1, beta2: recipe.optim.beta2, eps: recipe.optim.eps, weight_decay: recipe.optim.weight_decay };
@@ -108,9 +110,9 @@ impl Trainer {
         let (media, motion) = if let Some(media) = motion_media(recipe, &device)? {
             let motion = Motion::init(recipe, &model, &media, &device)?;
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, motion.vars.clone()));
-            (Media::new(recipe, RunMedia::Motion(media)), Some(motion))
+            (Media::new(recipe, RunMedia::Motion(media), &processor), Some(motion))
         } else {
-            (Media::new(recipe, RunMedia::Visual(recipe.data.media())), None)
+            (Media::new(recipe, RunMedia::Visual(recipe.data.media_for(&processor)), &processor), None)
         };
         let optim = AdamW::new(groups, adam)?;
         let pad_id = tokenizer.special().endoftext;
@@ -118,7 +120,7 @@ impl Trainer {
             RunMedia::Motion(m) => Some(m.clone()),
             RunMedia::Visual(_) => None,
         };
-        let loader = training_loader(recipe, samples, tokenizer, media);
+        let loader = training_loader(recipe, samples, tokenizer, media, &processor);
         let mut text_log =
             if rank == 0 { Some(std::fs::OpenOptions::new().create(true).append(true).open(out.join("train.log")).map_err(io(&out))?) } else { None };
         let check = check_loader(&loader, recipe.logging.progress_bar && rank == 0)?;

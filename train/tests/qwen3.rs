@@ -1,0 +1,76 @@
+//! Training a Qwen3-VL: the tiny recipe on a fresh tiny Qwen3-VL (`configs/models/tiny-qwen3vl.json`,
+//! DeepStack from its first vision block), with Qwen3-VL's processor (patch 16, a pixel bound
+//! over the whole clip, a `<t seconds>` block per temporal step). It learns, gradients reach
+//! every adapter (the trainer checks each step), frozen weights stay as they were, and the saved
+//! adapter reloads onto the base model with the trained model's logits.
+
+use candle_core::{DType, Device};
+use motionvl_data::text::QwenTokenizer;
+use motionvl_models::backbone::{Backbone, Family};
+use motionvl_models::lora::LoraWeights;
+use motionvl_models::{CheckpointFiles, CheckpointWeights};
+use motionvl_train::sft::Trainer;
+
+mod common;
+use common::{repo_root, tiny};
+
+fn tiny_qwen3(out: &std::path::Path, extra: &[(&str, &str)]) -> motionvl_train::recipe::Recipe {
+    let init = format!("{:?}", repo_root().join("configs/models/tiny-qwen3vl.json").display().to_string());
+    // Four 64×64 frames: a clip bound of 4 × 64 × 64 keeps them at full size (grid [2, 4, 4]).
+    let mut overrides = vec![("model.init_config", init.as_str()), ("data.min_pixels", "4096"), ("data.max_pixels", "16384")];
+    overrides.extend_from_slice(extra);
+    tiny(out, &overrides)
+}
+
+#[test]
+fn a_fresh_qwen3_vl_learns_and_its_adapter_reloads() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny_qwen3(dir.path(), &[("optim.max_steps", "12"), ("checkpoint.every", "12")]);
+    let mut trainer = Trainer::new(&recipe, None).unwrap();
+    assert_eq!(trainer.model().family(), Family::Qwen3Vl);
+    let logs: Vec<_> = (0..12).map(|_| trainer.train_step().unwrap()).collect();
+    let (first, last) = (logs[0].loss, logs[logs.len() - 3..].iter().map(|l| l.loss).sum::<f64>() / 3.0);
+    assert!(last < 0.5 * first, "loss fell from {first:.3} to {last:.3}, less than half");
+
+    let files = CheckpointFiles::from_dir(&dir.path().join("base-model")).unwrap();
+    let base = CheckpointWeights::open(&files.weights).unwrap();
+    let mut trained = trainer.model().clone();
+    for (name, linear) in trained.linears_mut() {
+        if name == "lm_head" {
+            continue; // tied to the embedding
+        }
+        let stored = base.load(&format!("{name}.weight"), DType::F32, &Device::Cpu).unwrap();
+        assert_eq!(
+            linear.weight().flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            stored.flatten_all().unwrap().to_vec1::<f32>().unwrap(),
+            "{name} changed"
+        );
+    }
+    let moved = trainer.lora().modules.values().all(|p| p.b.as_tensor().abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0);
+    assert!(moved, "a LoRA B stayed zero");
+
+    // The checkpoint's PEFT adapter on the base model gives the trained model's logits.
+    let checkpoint = dir.path().join("checkpoint-12");
+    let lora = LoraWeights::load_peft(&checkpoint, &Device::Cpu).unwrap();
+    let mut reloaded = Backbone::load(&files, DType::F32, &Device::Cpu).unwrap();
+    lora.attach(reloaded.linears_mut()).unwrap();
+    trainer.lora().runtime().set_training(false);
+    let tokenizer = QwenTokenizer::from_model_dir(&files.dir).unwrap();
+    let ids = tokenizer.encode_text("In which direction does the red square move?").unwrap();
+    let batch = motionvl_models::prompt::PromptBatch::single(ids.clone(), vec![motionvl_models::rope::TokenKind::Text; ids.len()]);
+    let inputs = motionvl_models::prompt::VisionInputs::default();
+    let logits = |m: &Backbone| match m {
+        Backbone::Qwen3(m) => m.forward(&batch, &inputs, None).unwrap(),
+        Backbone::Qwen25(_) => unreachable!("a Qwen3-VL run"),
+    };
+    let diff = logits(trainer.model()).sub(&logits(&reloaded)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff <= 1e-5, "reloaded adapter: logits differ by {diff:e}");
+}
+
+#[test]
+fn a_motion_recipe_on_qwen3_vl_is_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let recipe = tiny_qwen3(dir.path(), &[("motion.estimator", "\"dis\"")]);
+    let err = Trainer::new(&recipe, None).err().expect("motion on Qwen3-VL is refused").to_string();
+    assert!(err.contains("qwen3_vl") && err.contains("--motion none"), "{err}");
+}
