@@ -1,7 +1,8 @@
 //! What a model family's processor does with pixels and prompts: Qwen2.5-VL's (patch 14, CLIP
 //! normalisation, a per-frame pixel bound, a default system turn, one block per video) or
 //! Qwen3-VL's (patch 16, mean and std 0.5, a bound over the whole clip, no default system
-//! turn, a `<t seconds>` block per temporal step), with a checkpoint's own
+//! turn, a `<t seconds>` block per temporal step, laid out as transformers 4.57 does, the
+//! official code's pin), with a checkpoint's own
 //! `preprocessor_config.json` read over the family's defaults.
 
 use std::path::Path;

@@ -98,9 +98,12 @@ pub enum EvalError {
     Flow(Box<motionvl_flow::FlowError>),
     #[error("chart {path}: {message}")]
     Chart { path: PathBuf, message: String },
-    /// The predictor (model or a caller's stand-in) failed on a batch.
     #[error(transparent)]
     RunDir(#[from] motionvl_data::run_dir::RunDirError),
+    /// Something the evaluation needs that this checkpoint's family does not run yet.
+    #[error("{what} runs on Qwen2.5-VL checkpoints; this one is `{family}`")]
+    Backbone { family: &'static str, what: &'static str },
+    /// The predictor (model or a caller's stand-in) failed on a batch.
     #[error("generation failed: {0}")]
     Generate(String),
     /// `answer = "likelihood"` on a benchmark or question whose answer is not one bare option.

@@ -16,12 +16,14 @@ use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{PixelInput as DataPixels, QwenMedia};
 use motionvl_data::manifest::{AnswerOption, ChoiceAnswer};
 use motionvl_data::preprocess::{PreprocessConfig, normalize_image_resized};
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::text::{EncodedPrompt, Message, QwenTokenizer, TemplateOptions};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::{
     EstimatorName, EstimatorSpec, FlowCache, FlowEstimator, MotionChoice, PseudoImageConfig, estimator_from_spec, settings_without_precision,
 };
+use motionvl_models::backbone::Backbone;
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
 use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
@@ -166,9 +168,10 @@ impl QwenPreparer {
         };
         let image_grids: Vec<[usize; 3]> = images.iter().map(|p| p.grid_thw).collect();
         let video_grids: Vec<[usize; 3]> = videos.iter().map(|p| p.grid_thw).collect();
+        let video_seconds: Vec<Vec<f64>> = videos.iter().map(|p| p.grid_seconds.clone()).collect();
         let prompt = self
             .tokenizer
-            .encode_prompt(&item.id, &[Message::user(prompt_text.clone())], &image_grids, &video_grids, &self.template)
+            .encode_prompt_timed(&item.id, &[Message::user(prompt_text.clone())], &image_grids, &video_grids, &video_seconds, &self.template)
             .map_err(|source| prompt_error(item, source))?;
         let option_rows = match ranked_as {
             Some(form) => {
@@ -264,10 +267,10 @@ impl Prepare for QwenPreparer {
     }
 }
 
-/// Batched greedy decoding with Qwen2.5-VL (KV cache, left-padded rows decoded in lockstep),
-/// or, for questions prepared with option rows, the likeliest option.
+/// Batched greedy decoding with Qwen2.5-VL or Qwen3-VL (KV cache, left-padded rows decoded in
+/// lockstep), or, for questions prepared with option rows, the likeliest option (Qwen2.5-VL).
 pub struct QwenGenerator {
-    pub model: Qwen25Vl,
+    pub model: Backbone,
     /// The SIS-Motion branch whose fused tokens replace the video tokens, when motion-aware.
     pub motion: Option<MotionBranch>,
     pub tokenizer: QwenTokenizer,
@@ -322,7 +325,11 @@ impl QwenGenerator {
     fn likeliest_option(&self, q: &PreparedQuestion) -> Result<Answer> {
         let pad_id = self.tokenizer.special().endoftext;
         let media = (q.images.as_slice(), q.videos.as_slice(), q.motion.as_slice());
-        let likelihoods = option_log_likelihoods(&self.model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
+        let model = self.model.qwen25().ok_or_else(|| EvalError::Backbone {
+            family: self.model.family().model_type(),
+            what: "ranking options by likelihood (answer with --answer generate)",
+        })?;
+        let likelihoods = option_log_likelihoods(model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
         let scores: Vec<f64> = likelihoods.iter().map(|l| l.score(self.likelihood_normalisation)).collect();
         let options: Vec<&AnswerOption> = q.option_rows.iter().map(|r| &r.option).collect();
         let chosen = best(&scores).ok_or_else(|| EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id)))?;
@@ -368,13 +375,18 @@ impl QwenGenerator {
             }
             None => None,
         };
-        let features = vision_features(&self.model, self.motion.as_ref(), &vision, motion.as_ref())?;
-        let embeds = self.model.embed(&rows, &features)?;
-        let positions = self.model.positions(&rows, &vision)?;
         // Each row's own prompt, unpadded: what a batch of one holds in `input_ids`.
         let penalty =
             self.repetition_penalty.map(|penalty| RepetitionPenalty { penalty, prompt_ids: prompts.iter().map(|p| p.input_ids.clone()).collect() });
-        let generation = self.model.generate_penalised(&embeds, &rows.mask, &positions, &options, penalty.as_ref())?;
+        let generation = match &self.model {
+            Backbone::Qwen25(model) => {
+                let features = vision_features(model, self.motion.as_ref(), &vision, motion.as_ref())?;
+                let embeds = model.embed(&rows, &features)?;
+                let positions = model.positions(&rows, &vision)?;
+                model.generate_penalised(&embeds, &rows.mask, &positions, &options, penalty.as_ref())?
+            }
+            Backbone::Qwen3(model) => model.generate(&rows, &vision, None, &options, penalty.as_ref())?,
+        };
         generation
             .tokens
             .into_iter()
@@ -419,8 +431,14 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
     // Settings are checked (and MOFNet loaded) before the model, which takes longest.
     let inputs = inputs_of(config, &files, &device)?;
-    let mut model = Qwen25Vl::load(&files, dtype, &device)?;
-    if let Some(mismatch) = model.config().vision_token_mismatch(tokenizer.special().vision_ids()) {
+    if inputs.processor.family != ModelFamily::Qwen25Vl && config.generation.answer == AnswerMode::Likelihood {
+        return Err(EvalError::Backbone {
+            family: inputs.processor.family.model_type(),
+            what: "ranking options by likelihood (answer with --answer generate)",
+        });
+    }
+    let mut model = Backbone::load(&files, dtype, &device)?;
+    if let Some(mismatch) = model.vision_token_mismatch(tokenizer.special().vision_ids()) {
         return Err(mismatch.into());
     }
     if let Some(adapter) = &config.model.adapter {
@@ -432,10 +450,15 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     }
     let media = inputs.media;
     let kind = config.protocol_kind();
-    let template = TemplateOptions { max_seq_len: None, merge_size: model.config().vision.spatial_merge_size, ..TemplateOptions::default() };
+    let template = inputs.processor.template(TemplateOptions {
+        max_seq_len: None,
+        merge_size: inputs.processor.pixels.merge_size,
+        ..TemplateOptions::default()
+    });
     let (motion_media, branch) = match inputs.motion {
         Some(m) => {
-            let branch = m.source.load(&model, &device)?;
+            let qwen25 = model.qwen25().ok_or(EvalError::Backbone { family: model.family().model_type(), what: "the motion branch" })?;
+            let branch = m.source.load(qwen25, &device)?;
             (Some(m.media), Some(branch))
         }
         None => (None, None),
@@ -477,6 +500,8 @@ pub const OFFICIAL_MAX_PIXELS: usize = 512 * 28 * 28;
 /// What an evaluation feeds its model, resolved from its config and the checkpoint's files
 /// without loading the model.
 pub struct EvaluationInputs {
+    /// The checkpoint's processor: its family's pixels and prompt layout.
+    pub processor: ModelProcessor,
     /// Frames and sizes of every video and image.
     pub media: QwenMedia,
     /// The motion branch's inputs; none for a visual-only evaluation.
@@ -504,11 +529,15 @@ fn checkpoint_files(config: &RunConfig) -> Result<CheckpointFiles> {
 }
 
 fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Result<EvaluationInputs> {
-    // The checkpoint's own normalisation and patch sizes, when it ships a processor config.
-    let base = match checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")? {
-        Some(path) => PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::ConfigFile { reason: e.to_string(), path })?,
-        None => PreprocessConfig::default(),
-    };
+    // The family's processor, with the checkpoint's own normalisation and patch sizes when it
+    // ships a processor config.
+    let family = ModelFamily::of_config(&files.config).map_err(|reason| EvalError::ConfigFile { reason, path: files.config.clone() })?;
+    let mut processor = ModelProcessor::of_family(family);
+    if let Some(path) = checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")? {
+        let read = PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::ConfigFile { reason: e.to_string(), path })?;
+        processor.pixels = PreprocessConfig { video_bound: processor.pixels.video_bound, ..read };
+    }
+    let base = processor.pixels.clone();
     let kind = config.protocol_kind();
     let media = match kind {
         ProtocolKind::Official => official_media(config, &base),
@@ -536,7 +565,7 @@ fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Re
         }
         None => None,
     };
-    Ok(EvaluationInputs { media, motion })
+    Ok(EvaluationInputs { processor, media, motion })
 }
 
 /// Videos and images of the official protocol with the checkpoint's preprocessing `base`: at

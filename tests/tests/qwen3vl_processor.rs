@@ -1,7 +1,7 @@
 //! Qwen3-VL's processor against transformers (`tests/fixtures/qwen3_vl_processor/*`, made by
 //! `tools/fixtures/qwen3_vl_processor.py`): the video resize bounded over the whole clip, the
-//! pixels of videos and images (patch 16, mean and std 0.5), and the `<t seconds>` blocks that
-//! replace a video's pad in the prompt. Every dump is checked.
+//! pixels of videos and images (patch 16, mean and std 0.5), and the `<t seconds>` blocks
+//! transformers 5 writes in place of a video's pad. Every dump is checked.
 
 use candle_core::Tensor;
 use motionvl_data::frames::FramePlan;
@@ -93,7 +93,10 @@ fn the_video_block_carries_a_timestamp_per_temporal_step() {
         let t = dump.tensors("dump.safetensors");
         let grid = grid(t.get("video_grid_thw"));
         let seconds = plan.grid_seconds(2, presampled);
-        let opts = TemplateOptions { system_prompt: None, video_layout: VideoLayout::Timestamped, max_seq_len: None, ..TemplateOptions::default() };
+        // transformers 5 nests the steps' blocks in the template's (4.57's layout, motionvl's
+        // default, is checked against the official evaluation in sis_lora_protocol.rs).
+        let opts =
+            TemplateOptions { system_prompt: None, video_layout: VideoLayout::TimestampedNested, max_seq_len: None, ..TemplateOptions::default() };
         let prompt = render_chat_timed("s", &[Message::user("<video>Where?")], &[], &[grid], &[seconds], &opts, true)
             .unwrap_or_else(|e| panic!("{}: {e}", dump.label));
         let block = meta["video_block"].as_str().expect("video_block");

@@ -36,9 +36,13 @@ pub enum VideoLayout {
     /// `<|vision_start|>` + all pads + `<|vision_end|>` (Qwen2.5-VL).
     #[default]
     Whole,
-    /// What Qwen3-VL's processor makes of the template's block: inside it, per temporal grid
-    /// step, `<{t:.1} seconds>` then `<|vision_start|>` + that step's pads + `<|vision_end|>`.
+    /// Qwen3-VL's processor as transformers 4.57 runs it (the official Self-in-Space code's
+    /// pin): the template's block becomes, per temporal grid step, `<{t:.1} seconds>` then
+    /// `<|vision_start|>` + that step's pads + `<|vision_end|>`.
     Timestamped,
+    /// The same steps as transformers 5's Qwen3-VL processor writes them: inside the template's
+    /// own `<|vision_start|>`…`<|vision_end|>` (it replaces only the pad).
+    TimestampedNested,
 }
 
 /// How a conversation is laid out and bounded.
@@ -132,15 +136,16 @@ pub(super) fn media_text(
     if seconds.len() != grid[0] {
         return Err(TextError::VideoTimes { sample_id: sample_id.to_string(), index, expected: grid[0], got: seconds.len() });
     }
-    // The template's own `<|vision_start|>`/`<|vision_end|>` stay around the processor's
-    // per-step blocks (Qwen3VLProcessor replaces only the pad).
-    let mut parts = vec![VISION_START.to_string()];
+    let nested = opts.video_layout == VideoLayout::TimestampedNested;
+    let mut parts = vec![if nested { VISION_START.to_string() } else { String::new() }];
     for t in seconds {
         let last = parts.last_mut().expect("parts start non-empty");
         last.push_str(&format!("<{t:.1} seconds>{VISION_START}"));
         parts.push(VISION_END.to_string());
     }
-    parts.last_mut().expect("parts start non-empty").push_str(VISION_END);
+    if nested {
+        parts.last_mut().expect("parts start non-empty").push_str(VISION_END);
+    }
     Ok(MediaText { parts, counts: vec![pad_count([1, grid[1], grid[2]], opts.merge_size); grid[0]] })
 }
 

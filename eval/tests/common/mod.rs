@@ -1,4 +1,5 @@
-//! What the evaluator's end-to-end tests share: a tiny Qwen2.5-VL-shaped checkpoint and clips.
+//! What the evaluator's end-to-end tests share: tiny Qwen2.5-VL- and Qwen3-VL-shaped checkpoints
+//! and clips.
 
 // Each test binary compiles this module and uses only part of it.
 #![allow(dead_code)]
@@ -9,7 +10,9 @@ use candle_core::Device;
 use motionvl_data::text::train_tokenizer;
 use motionvl_data::video::{EncodeSettings, VideoWriter};
 use motionvl_models::Qwen25VlConfig;
-use motionvl_models::init::{random_model, save_checkpoint};
+use motionvl_models::checkpoint::transformers5_name;
+use motionvl_models::init::{random_model, random_qwen3, save_checkpoint};
+use motionvl_models::qwen3vl::Qwen3VlConfig;
 use serde_json::json;
 
 /// A tiny Qwen2.5-VL-shaped checkpoint in `dir/tiny-model`, with a tokenizer of at most `vocab`
@@ -34,6 +37,33 @@ pub fn tiny_checkpoint(dir: &Path, corpus: &[String], vocab: usize, seed: u64) -
     let cfg = Qwen25VlConfig::from_json(&config.to_string()).expect("tiny config parses");
     let (_, tensors) = random_model(&cfg, 0.5, seed, &Device::Cpu).expect("random weights");
     let out = dir.join("tiny-model");
+    save_checkpoint(&out, &cfg.to_hub_json(), &tensors).expect("checkpoint saved");
+    tokenizer.save(out.join("tokenizer.json")).expect("tokenizer saved");
+    out
+}
+
+/// A tiny Qwen3-VL-shaped checkpoint in `dir/tiny-qwen3vl` (DeepStack from its first vision
+/// block, interleaved M-RoPE, patch 16), as [`tiny_checkpoint`] makes its Qwen2.5-VL one;
+/// stored under transformers' module paths, as Qwen3-VL checkpoints are.
+pub fn tiny_qwen3_checkpoint(dir: &Path, corpus: &[String], vocab: usize, seed: u64) -> PathBuf {
+    let tokenizer = train_tokenizer(corpus.iter().map(String::as_str), vocab).expect("tokenizer trains");
+    let special = tokenizer.special();
+    let config = json!({
+        "architectures": ["Qwen3VLForConditionalGeneration"], "model_type": "qwen3_vl", "tie_word_embeddings": true,
+        "image_token_id": special.image_pad, "video_token_id": special.video_pad,
+        "vision_start_token_id": special.vision_start, "vision_end_token_id": special.vision_end,
+        "text_config": {"hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "num_key_value_heads": 2, "head_dim": 16, "rms_norm_eps": 1e-6, "rope_theta": 5000000.0,
+                        "rope_scaling": {"rope_type": "default", "mrope_section": [2, 3, 3], "mrope_interleaved": true},
+                        "hidden_act": "silu", "vocab_size": tokenizer.vocab_size(), "eos_token_id": [special.im_end, special.endoftext]},
+        "vision_config": {"depth": 2, "hidden_size": 32, "intermediate_size": 64, "num_heads": 2, "in_channels": 3,
+                          "out_hidden_size": 64, "patch_size": 16, "spatial_merge_size": 2, "temporal_patch_size": 2,
+                          "num_position_embeddings": 16, "deepstack_visual_indexes": [0], "hidden_act": "gelu_pytorch_tanh"}
+    });
+    let cfg = Qwen3VlConfig::from_json(&config.to_string()).expect("tiny config parses");
+    let (_, tensors) = random_qwen3(&cfg, 0.5, seed, &Device::Cpu).expect("random weights");
+    let tensors = tensors.into_iter().map(|(name, t)| (transformers5_name(&name), t)).collect();
+    let out = dir.join("tiny-qwen3vl");
     save_checkpoint(&out, &cfg.to_hub_json(), &tensors).expect("checkpoint saved");
     tokenizer.save(out.join("tokenizer.json")).expect("tokenizer saved");
     out

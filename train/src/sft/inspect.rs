@@ -53,7 +53,11 @@ fn data_processor(recipe: &Recipe) -> Result<ModelProcessor> {
         (Some(init), _) => Ok(ModelProcessor::of_family(family_of(init)?)),
         (None, Some(id)) => {
             let dir = if Path::new(id).is_dir() { PathBuf::from(id) } else { CheckpointFiles::resolve(id, &HubOptions::from_env())?.dir };
-            Ok(ModelProcessor::of_checkpoint(family_of(&dir.join("config.json"))?, &dir)?)
+            // A folder of processor files alone (no weights, no config) is read as Qwen2.5-VL's,
+            // as a config without `model_type` is.
+            let config = dir.join("config.json");
+            let family = if config.is_file() { family_of(&config)? } else { ModelFamily::Qwen25Vl };
+            Ok(ModelProcessor::of_checkpoint(family, &dir)?)
         }
         (None, None) => Err(TrainError::NoModel),
     }
