@@ -92,7 +92,7 @@ fn data_pixels(pixels: &[motionvl_data::loader::PixelInput]) -> Option<PixelInpu
 /// `Σ log p(answer token)` and the token count of each option of `q`, computed one option at a
 /// time: its own unpadded row, the full logits, a log-softmax over the vocabulary.
 fn reference_log_likelihoods(generator: &QwenGenerator, preparer: &QwenPreparer, q: &PreparedQuestion, item: &Item) -> Vec<(f64, usize)> {
-    let model = &generator.model;
+    let model = generator.model.qwen25().expect("a Qwen2.5-VL checkpoint");
     let vision = VisionInputs {
         images: None,
         videos: data_pixels(&q.videos),
@@ -241,14 +241,14 @@ fn the_motion_aware_model_ranks_options_through_its_motion_branch() {
     let visual_only = generator.answer(&preparer.prepare(&refs).expect("prepares")).expect("answers");
 
     // A connector whose output is not zero (W₂ drawn at random), fed DIS flow.
-    let width = generator.model.config().vision.out_hidden_size;
+    let width = generator.model.qwen25().expect("a Qwen2.5-VL checkpoint").config().vision.out_hidden_size;
     let vars = Connector::init_vars(width, 5, &Device::Cpu).expect("connector");
     for (name, var) in &vars {
         if name == "connector.fc2.weight" {
             var.set(&seeded::randn((width, width), 0.5, 1, &Device::Cpu).expect("randn")).expect("set");
         }
     }
-    generator.motion = Some(MotionBranch::from_visual(generator.model.visual(), &vars).expect("branch"));
+    generator.motion = Some(MotionBranch::from_visual(generator.model.qwen25().expect("a Qwen2.5-VL checkpoint").visual(), &vars).expect("branch"));
     let estimator = estimator_by_name("dis", None, &Device::Cpu).expect("dis");
     preparer.motion = Some(MotionMedia::new(preparer.media.clone(), Arc::from(estimator), None, PseudoImageConfig::default()));
 
