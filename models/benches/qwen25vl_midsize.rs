@@ -12,12 +12,10 @@
 //! — the figures that tell two machines, or two kernels, apart.
 
 use std::process::Command;
-use std::time::Instant;
 
 use anyhow::Context;
-use candle_core::{DType, Device, Shape, Tensor, Var};
+use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
-use candle_nn::var_builder::SimpleBackend;
 use motionvl_models::Qwen25VlConfig;
 use motionvl_models::flops::ForwardFlops;
 use motionvl_models::machine::{MachineReport, peak_rss_mib};
@@ -26,7 +24,7 @@ use motionvl_models::rope::TokenKind;
 use serde_json::{Value, json};
 
 mod common;
-use common::{as_the_cli_runs, child};
+use common::{RandomWeights, as_the_cli_runs, child, median_seconds};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -40,43 +38,6 @@ const LABELLED: usize = 30;
 /// `(name, rows, out, in)` of the dominant matmuls: the LM head over the prompt, the decoder's
 /// MLP and the vision tower's MLP (x Wᵀ, as a linear layer computes them).
 const MATMULS: [(&str, usize, usize, usize); 3] = [("lm_head", 575, 151936, 512), ("decoder_mlp", 575, 1408, 512), ("vision_mlp", 2048, 1024, 256)];
-
-/// Random N(0, 0.02) weights; language-model tensors become variables (they get gradients),
-/// vision tensors stay constants (frozen), as in the reference run.
-/// Random weights; the language model's are variables, remembered by name so that a backward
-/// pass can be checked to reach every one of them.
-#[derive(Clone, Default)]
-struct RandomWeights(std::sync::Arc<std::sync::Mutex<Vec<(String, Tensor)>>>);
-
-impl SimpleBackend for RandomWeights {
-    fn get(&self, shape: Shape, name: &str, _: candle_nn::Init, dtype: DType, dev: &Device) -> candle_core::Result<Tensor> {
-        let t = Tensor::randn(0f32, 0.02, shape, dev)?.to_dtype(dtype)?;
-        if name.starts_with("visual.") {
-            return Ok(t);
-        }
-        let var = Var::from_tensor(&t)?.as_tensor().clone();
-        self.0.lock().map_err(|_| candle_core::Error::Msg("weights poisoned".into()))?.push((name.to_owned(), var.clone()));
-        Ok(var)
-    }
-    fn get_unchecked(&self, name: &str, _: DType, _: &Device) -> candle_core::Result<Tensor> {
-        candle_core::bail!("random weights need a shape for {name}")
-    }
-    fn contains_tensor(&self, _: &str) -> bool {
-        true
-    }
-}
-
-fn median_seconds(mut f: impl FnMut() -> anyhow::Result<()>, runs: usize) -> anyhow::Result<f64> {
-    f()?;
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let start = Instant::now();
-        f()?;
-        times.push(start.elapsed().as_secs_f64());
-    }
-    times.sort_by(f64::total_cmp);
-    Ok(times[times.len() / 2])
-}
 
 /// The benchmark's prompt: 20 text tokens, the video, 40 text tokens; labels on the last 30.
 fn prompt(cfg: &Qwen25VlConfig) -> (PromptBatch, Vec<Vec<i64>>) {
@@ -114,19 +75,7 @@ fn measure(mode: &str) -> anyhow::Result<Value> {
     let cfg = Qwen25VlConfig::from_json(CONFIG).map_err(anyhow::Error::msg)?;
     let weights = RandomWeights::default();
     let model = Qwen25Vl::new(&cfg, VarBuilder::from_backend(Box::new(weights.clone()), DType::F32, device.clone()))?;
-    // A backward pass is timed only once it is shown to reach every trained weight.
-    let require_all_reached = |grads: &candle_core::backprop::GradStore| -> anyhow::Result<()> {
-        let vars = weights.0.lock().map_err(|_| anyhow::anyhow!("weights poisoned"))?;
-        let missing: Vec<&str> = vars
-            .iter()
-            .filter(|(_, v)| {
-                grads.get(v).is_none_or(|g| g.abs().and_then(|a| a.max_all()).and_then(|m| m.to_scalar::<f32>()).is_ok_and(|m| m == 0.0))
-            })
-            .map(|(n, _)| n.as_str())
-            .collect();
-        anyhow::ensure!(missing.is_empty(), "{mode}: {} of {} trained weights got no gradient, e.g. {}", missing.len(), vars.len(), missing[0]);
-        Ok(())
-    };
+    let require_all_reached = |grads: &candle_core::backprop::GradStore| weights.require_all_reached(grads, mode);
     let (batch, labels) = prompt(&cfg);
     let patches = GRID.iter().product::<usize>();
     let inputs = VisionInputs {
