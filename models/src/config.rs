@@ -35,7 +35,7 @@ impl Activation {
         match self {
             Self::Silu => candle_nn::ops::silu(xs),
             Self::Gelu => xs.gelu_erf(),
-            Self::GeluTanh => xs.gelu(),
+            Self::GeluTanh => crate::fused::gelu::gelu_tanh(xs),
         }
     }
 }

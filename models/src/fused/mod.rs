@@ -3,6 +3,7 @@
 //! runs the fused kernel where it applies (CPU, contiguous f32) and the composed code otherwise.
 
 pub mod attention;
+pub mod gelu;
 pub mod norm;
 pub mod rotary;
 pub mod swiglu;
