@@ -243,6 +243,15 @@ impl TextModel {
         &self.embed_tokens
     }
 
+    /// The LM head at `vb` (`lm_head.*`): the token embedding itself when `tied` and the
+    /// checkpoint stores no head of its own.
+    pub fn lm_head(&self, cfg: &TextConfig, tied: bool, vb: VarBuilder) -> Result<Linear> {
+        if tied && !vb.contains_tensor("weight") {
+            return Ok(Linear::from_parts(self.embed_tokens.clone(), None));
+        }
+        Linear::new(cfg.hidden_size, cfg.vocab_size, false, vb)
+    }
+
     pub fn rotary(&self) -> &MultimodalRotary {
         &self.rotary
     }

@@ -52,12 +52,7 @@ impl Qwen3Vl {
     pub fn new(cfg: &Qwen3VlConfig, vb: VarBuilder) -> candle_core::Result<Self> {
         let visual = Qwen3VisionTower::new(&cfg.vision, vb.pp("visual"))?;
         let text = TextModel::new(&cfg.text, vb.pp("model"))?;
-        let head = vb.pp("lm_head");
-        let lm_head = if cfg.tie_word_embeddings && !head.contains_tensor("weight") {
-            Linear::from_parts(text.embedding_weight().clone(), None)
-        } else {
-            Linear::new(cfg.text.hidden_size, cfg.text.vocab_size, false, head)?
-        };
+        let lm_head = text.lm_head(&cfg.text, cfg.tie_word_embeddings, vb.pp("lm_head"))?;
         Ok(Self { visual, text, lm_head, cfg: cfg.clone() })
     }
 
