@@ -175,7 +175,8 @@ impl QwenPreparer {
             .map_err(|source| prompt_error(item, source))?;
         let option_rows = match ranked_as {
             Some(form) => {
-                encode_options(&self.tokenizer, &item.id, &prompt_text, &prompt, &item.options, &image_grids, &video_grids, &self.template, form)
+                let (grids, seconds) = (&video_grids, &video_seconds);
+                encode_options(&self.tokenizer, &item.id, &prompt_text, &prompt, &item.options, &image_grids, grids, seconds, &self.template, form)
                     .map_err(|source| prompt_error(item, source))?
             }
             _ => Vec::new(),
@@ -325,11 +326,7 @@ impl QwenGenerator {
     fn likeliest_option(&self, q: &PreparedQuestion) -> Result<Answer> {
         let pad_id = self.tokenizer.special().endoftext;
         let media = (q.images.as_slice(), q.videos.as_slice(), q.motion.as_slice());
-        let model = self.model.qwen25().ok_or_else(|| EvalError::Backbone {
-            family: self.model.family().model_type(),
-            what: "ranking options by likelihood (answer with --answer generate)",
-        })?;
-        let likelihoods = option_log_likelihoods(model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
+        let likelihoods = option_log_likelihoods(&self.model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
         let scores: Vec<f64> = likelihoods.iter().map(|l| l.score(self.likelihood_normalisation)).collect();
         let options: Vec<&AnswerOption> = q.option_rows.iter().map(|r| &r.option).collect();
         let chosen = best(&scores).ok_or_else(|| EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id)))?;
@@ -431,12 +428,6 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     let tokenizer = QwenTokenizer::from_file(&tokenizer_path).map_err(|e| EvalError::Tokenizer(Box::new(e)))?;
     // Settings are checked (and MOFNet loaded) before the model, which takes longest.
     let inputs = inputs_of(config, &files, &device)?;
-    if inputs.processor.family != ModelFamily::Qwen25Vl && config.generation.answer == AnswerMode::Likelihood {
-        return Err(EvalError::Backbone {
-            family: inputs.processor.family.model_type(),
-            what: "ranking options by likelihood (answer with --answer generate)",
-        });
-    }
     let mut model = Backbone::load(&files, dtype, &device)?;
     if let Some(mismatch) = model.vision_token_mismatch(tokenizer.special().vision_ids()) {
         return Err(mismatch.into());

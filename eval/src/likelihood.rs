@@ -17,8 +17,9 @@ use candle_core::{DType, Device, Module, Tensor};
 use motionvl_data::loader::PixelInput as DataPixels;
 use motionvl_data::manifest::AnswerOption;
 use motionvl_data::text::{EncodedPrompt, EncodedSample, LabelMask, Message, QwenTokenizer, TemplateOptions, TextError};
+use motionvl_models::backbone::Backbone;
 use motionvl_models::motion::{MotionBranch, vision_features};
-use motionvl_models::qwen25vl::{Padding, PixelInput, PromptBatch, Qwen25Vl, VisionFeatures, VisionInputs};
+use motionvl_models::qwen25vl::{Padding, PixelInput, PromptBatch, VisionFeatures, VisionInputs};
 
 use crate::config::{Continuation, Normalisation};
 use crate::error::{EvalError, Result};
@@ -60,6 +61,7 @@ pub fn encode_options(
     options: &[AnswerOption],
     image_grids: &[[usize; 3]],
     video_grids: &[[usize; 3]],
+    video_seconds: &[Vec<f64>],
     template: &TemplateOptions,
     form: Continuation,
 ) -> std::result::Result<Vec<OptionRow>, TextError> {
@@ -69,7 +71,7 @@ pub fn encode_options(
         .iter()
         .map(|option| {
             let messages = [Message::user(prompt_text), Message::assistant(continuation(option, form))];
-            let sample = tokenizer.encode_chat(id, &messages, image_grids, video_grids, &template)?;
+            let sample = tokenizer.encode_chat_timed(id, &messages, image_grids, video_grids, video_seconds, &template)?;
             let answer_start = sample.labels.iter().position(|&l| l != IGNORE_INDEX).unwrap_or(sample.labels.len());
             if answer_start != prompt.input_ids.len() || sample.input_ids[..answer_start] != prompt.input_ids[..] {
                 return Err(TextError::Tokenize {
@@ -126,7 +128,7 @@ fn repeat_rows(t: &Option<Tensor>, k: usize) -> Result<Option<Tensor>> {
 /// `images`, `videos` and `motion` are the question's own media (once); `motion` must be given,
 /// one per video, when `branch` is.
 pub fn option_log_likelihoods(
-    model: &Qwen25Vl,
+    model: &Backbone,
     branch: Option<&MotionBranch>,
     rows: &[OptionRow],
     media: (&[DataPixels], &[DataPixels], &[DataPixels]),
@@ -154,8 +156,6 @@ pub fn option_log_likelihoods(
         Some(_) => PixelInput::stack(&motion.iter().collect::<Vec<_>>(), device, dtype)?,
         None => None,
     };
-    let features = vision_features(model, branch, &once, motion_pixels.as_ref())?;
-    let features = VisionFeatures { images: repeat_rows(&features.images, k)?, videos: repeat_rows(&features.videos, k)? };
     // Every row holds the question's media again: M-RoPE needs each row's grids. Only grids
     // and timing are read for positions, so the pixel tensors are the single copy.
     let repeat_grids = |p: &Option<PixelInput>| p.as_ref().map(|p| PixelInput { pixel_values: p.pixel_values.clone(), grids: p.grids.repeat(k) });
@@ -173,11 +173,26 @@ pub fn option_log_likelihoods(
     if labels.iter().all(|row| row.iter().all(|&l| l == IGNORE_INDEX)) {
         return Ok(out);
     }
-    let embeds = model.embed(&batch, &features)?;
     let positions = model.positions(&batch, &per_row)?;
     // The LM head only at the positions that predict an answer token.
-    let (picked, picks) = model.labelled_states(&embeds, &batch.mask, &positions, &labels)?;
-    let logits: Vec<Vec<f32>> = model.lm_head().forward(&picked)?.to_dtype(DType::F32)?.to_vec2()?;
+    let (picked, picks, head) = match model {
+        Backbone::Qwen25(model) => {
+            let features = vision_features(model, branch, &once, motion_pixels.as_ref())?;
+            let features = VisionFeatures { images: repeat_rows(&features.images, k)?, videos: repeat_rows(&features.videos, k)? };
+            let embeds = model.embed(&batch, &features)?;
+            let (picked, picks) = model.labelled_states(&embeds, &batch.mask, &positions, &labels)?;
+            (picked, picks, model.lm_head())
+        }
+        Backbone::Qwen3(_) if branch.is_some() => {
+            return Err(EvalError::Backbone { family: model.family().model_type(), what: "the motion branch" });
+        }
+        Backbone::Qwen3(model) => {
+            let features = model.encode_vision(&once)?.repeated(k)?;
+            let (picked, picks) = model.labelled_states(&batch, &features, &positions, &labels)?;
+            (picked, picks, model.lm_head())
+        }
+    };
+    let logits: Vec<Vec<f32>> = head.forward(&picked)?.to_dtype(DType::F32)?.to_vec2()?;
     for ((row_logits, &target), &position) in logits.iter().zip(picks.targets()).zip(picks.rows()) {
         let option = &mut out[position as usize / len];
         option.sum += f64::from(row_logits[target as usize]) - log_sum_exp(row_logits);

@@ -1,21 +1,26 @@
 //! A tiny random Qwen3-VL checkpoint evaluated end to end: `evaluate run` takes it with no other
 //! flag. Its prompts are Qwen3-VL's (no default system turn, a `<t seconds>` block per temporal
 //! step, the official protocol's presampled frames timed k/2 s), left padding changes no output,
-//! and what needs Qwen2.5-VL says so.
+//! and options ranked by likelihood score what a forward pass of each gives.
 
 mod common;
 
 use std::path::{Path, PathBuf};
 
+use candle_core::{Device, Tensor};
 use motionvl_data::manifest::{Answer, AnswerOption};
 use motionvl_eval::bench;
 use motionvl_eval::config::ProtocolKind;
 use motionvl_eval::config::{AnswerMode, RunConfig};
-use motionvl_eval::infer::{Prepare, load_qwen};
+use motionvl_eval::infer::{Generate, Prepare, load_qwen};
 use motionvl_eval::item::Item;
+use motionvl_eval::likelihood::log_sum_exp;
 use motionvl_eval::official::OfficialRows;
 use motionvl_eval::predictions::read_predictions;
 use motionvl_eval::run;
+use motionvl_models::backbone::Backbone;
+use motionvl_models::prompt::{PixelInput, PromptBatch, VisionInputs};
+use motionvl_models::rope::TokenKind;
 use serde_json::json;
 
 const QUESTION: &str = "How does the drone move in this clip?";
@@ -122,16 +127,51 @@ fn the_official_prompt_is_qwen3_vls() {
     );
 }
 
+/// Ranking by likelihood scores each option with the log-probabilities a plain forward pass of
+/// its own row gives its answer tokens (left-padded rows, DeepStack repeated per row, the LM head
+/// on the answer rows only, against the whole-sequence logits of one row at a time).
 #[test]
-fn likelihood_ranking_on_qwen3_vl_is_refused_by_name() {
+fn likelihood_ranking_on_qwen3_vl_equals_per_row_forward_passes() {
     let dir = tempfile::tempdir().expect("tempdir");
     let checkpoint = checkpoint(dir.path());
     let manifest = manifest(dir.path());
     let mut cfg = config(dir.path(), &checkpoint, &manifest, "likelihood", 1, None);
     cfg.generation.answer = AnswerMode::Likelihood;
-    let err = match run(&cfg, false) {
-        Ok(_) => panic!("likelihood ranking on Qwen3-VL ran"),
-        Err(e) => e.to_string(),
+    let (preparer, mut generator) = load_qwen(&cfg, bench::find("sisbench").expect("sisbench")).unwrap_or_else(|e| panic!("{e}"));
+    let item = Item {
+        id: "e2".into(),
+        task: "Action Recognition".into(),
+        dimension: "self".into(),
+        level: None,
+        question: QUESTION.into(),
+        options: AnswerOption::lettered(&OPTIONS),
+        answer: Answer::Choice('A'),
+        videos: vec![dir.path().join("e2.mp4")],
+        images: Vec::new(),
+        intervals: Vec::new(),
+        file: manifest.clone(),
+        line: 2,
     };
-    assert!(err.contains("qwen3_vl") && err.contains("likelihood"), "{err}");
+    let batch = preparer.prepare(&[&item]).expect("prepares");
+    let q = &batch.questions[0];
+    assert_eq!(q.option_rows.len(), 4, "every option is a row");
+    let scores = generator.answer(&batch).expect("ranks").remove(0).option_scores.expect("scores");
+    let Backbone::Qwen3(model) = &generator.model else { panic!("a Qwen3-VL checkpoint") };
+    let video = &q.videos[0];
+    let (rows, cols) = video.pixel_values.dim();
+    let pixels = Tensor::from_vec(video.pixel_values.iter().copied().collect::<Vec<f32>>(), (rows, cols), &Device::Cpu).expect("pixels");
+    let inputs = VisionInputs { videos: Some(PixelInput { pixel_values: pixels, grids: vec![video.grid_thw] }), ..VisionInputs::default() };
+    for (row, &(label, score)) in q.option_rows.iter().zip(&scores) {
+        let kinds = row.sample.mm_token_type_ids.iter().map(|&t| TokenKind::from_id(i64::from(t)).expect("kind")).collect();
+        let logits = model.forward(&PromptBatch::single(row.sample.input_ids.clone(), kinds), &inputs, None).expect("forward");
+        let logits: Vec<Vec<f32>> = logits.squeeze(0).and_then(|l| l.to_vec2()).expect("logits");
+        // log p = logit − ln Σ exp(logits), in f64 (`log_sum_exp` is checked against the direct
+        // formula in its own test).
+        let want: f64 = (1..row.sample.labels.len())
+            .filter(|&i| row.sample.labels[i] != -100)
+            .map(|i| f64::from(logits[i - 1][row.sample.labels[i] as usize]) - log_sum_exp(&logits[i - 1]))
+            .sum();
+        assert!((score - want).abs() <= 1e-4, "option {label}: ranked {score}, a forward pass of its row gives {want}");
+    }
+    assert!(scores.iter().any(|&(_, s)| (s - scores[0].1).abs() > 1e-3), "the options score differently: {scores:?}");
 }

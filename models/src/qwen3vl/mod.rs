@@ -32,6 +32,17 @@ pub struct Qwen3Features {
 }
 
 impl Qwen3Features {
+    /// The same features `k` times over, one copy per row of a batch that repeats its media
+    /// (each option of a question ranked by likelihood).
+    pub fn repeated(&self, k: usize) -> candle_core::Result<Self> {
+        let repeat = |o: &Option<Qwen3VisionOutput>| -> candle_core::Result<Option<Qwen3VisionOutput>> {
+            let Some(o) = o else { return Ok(None) };
+            let rows = |t: &Tensor| Tensor::cat(&vec![t; k], 0);
+            Ok(Some(Qwen3VisionOutput { features: rows(&o.features)?, deepstack: o.deepstack.iter().map(rows).collect::<candle_core::Result<_>>()? }))
+        };
+        Ok(Self { images: repeat(&self.images)?, videos: repeat(&self.videos)? })
+    }
+
     fn merged(&self) -> VisionFeatures {
         VisionFeatures { images: self.images.as_ref().map(|o| o.features.clone()), videos: self.videos.as_ref().map(|o| o.features.clone()) }
     }
@@ -175,11 +186,29 @@ impl Qwen3Vl {
     /// Mean next-token cross-entropy over the labelled positions, with the LM head applied to
     /// those rows only.
     pub fn loss(&self, batch: &PromptBatch, inputs: &VisionInputs, positions: &RopePositions, labels: &[Vec<i64>]) -> Result<Tensor> {
-        let hidden = self.hidden(batch, &self.encode_vision(inputs)?, positions)?;
+        let (chosen, picks) = self.labelled_states(batch, &self.encode_vision(inputs)?, positions, labels)?;
+        picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+    }
+
+    /// The decoder's final states `[n, hidden]` at the `n` positions that predict a label, and
+    /// which positions and labels those are (the LM head need run on these rows only).
+    pub fn labelled_states(
+        &self,
+        batch: &PromptBatch,
+        features: &Qwen3Features,
+        positions: &RopePositions,
+        labels: &[Vec<i64>],
+    ) -> Result<(Tensor, LabelPicks)> {
+        let hidden = self.hidden(batch, features, positions)?;
         let (rows, len, width) = hidden.dims3()?;
         let picks = LabelPicks::new(labels, rows, len, self.lm_head.out_dim())?;
         let chosen = hidden.reshape((rows * len, width))?.index_select(&picks.rows_tensor(hidden.device())?, 0)?;
-        picks.mean_cross_entropy(&self.lm_head.forward(&chosen)?)
+        Ok((chosen, picks))
+    }
+
+    /// The LM head, to take logits at chosen positions of [`Self::labelled_states`] only.
+    pub fn lm_head(&self) -> &Linear {
+        &self.lm_head
     }
 
     /// The training loss of [`Self::loss`], ready for [`TrainingLoss::backward`], which
