@@ -257,7 +257,7 @@ fn save_model(
     }
     motionvl_models::init::save_checkpoint(&tmp, &cfg.to_hub_json(), tensors)?;
     tokenizer.save(tmp.join("tokenizer.json"))?;
-    motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels)?;
+    motionvl_data::hub_files::write_processor_files(&tmp, tokenizer, pixels, ModelFamily::Qwen25Vl)?;
     crate::output_dir::replace(&tmp, &dir)?;
     Ok(dir)
 }

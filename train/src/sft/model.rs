@@ -49,7 +49,7 @@ pub(super) fn base_model_files(recipe: &Recipe, samples: &[TrainingSample]) -> R
         motionvl_models::init::save_checkpoint(&tmp, &config, &tensors)?;
         tokenizer.save(tmp.join("tokenizer.json"))?;
         let pixels = recipe.data.media_for(&ModelProcessor::of_family(family)).image_config;
-        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels)?;
+        motionvl_data::hub_files::write_processor_files(&tmp, &tokenizer, &pixels, family)?;
         std::fs::rename(&tmp, &dir).map_err(io(&dir))?;
     }
     Ok(CheckpointFiles::from_dir(&dir)?)
