@@ -34,15 +34,20 @@ export PYTHON="${PYTHON:-python3}"
 # Fixtures, configs and reference scripts: this checkout's, wherever the binaries were built.
 export MOTIONVL_REPO="$PWD"
 
-# The executable cargo built for one target (benches and examples live under hashed names).
+# The four executables of the check, built by one cargo invocation: one feature resolution for the
+# four packages, the one CI's release tests use, so nothing they built is compiled again (a build
+# per package would resolve `motionvl-train` alone, without `csv`'s `serde_core/default`, and
+# rebuild every crate above serde). Prints their paths: gpu_check, sft_step, bench_mofnet, train.
 built() {
-  cargo build --release --locked "$@" --message-format=json-render-diagnostics \
+  cargo build --release --locked -p motionvl-tests --example gpu_check -p motionvl-train --bench sft_step \
+    -p motionvl-flow --example bench_mofnet -p motionvl-cli --bin train "$@" --message-format=json-render-diagnostics \
     | "$PYTHON" -c 'import json, sys
+exes = {}
 for line in sys.stdin:
     m = json.loads(line)
     if m.get("reason") == "compiler-artifact" and m.get("executable"):
-        exe = m["executable"]
-print(exe)'
+        exes[m["target"]["name"]] = m["executable"]
+print(" ".join(exes[name] for name in ("gpu_check", "sft_step", "bench_mofnet", "train")))'
 }
 case "$mode" in
   bundle)
@@ -63,17 +68,13 @@ PY
     export LD_LIBRARY_PATH="$bin/lib${cuda_libs:+:$cuda_libs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
     ;;
   build)
-    parity=$(built --features cuda -p motionvl-tests --example gpu_check)
-    step=$(built --features cuda -p motionvl-train --bench sft_step)
-    mofnet=$(built --features cuda -p motionvl-flow --example bench_mofnet)
-    train=$(built --features cuda -p motionvl-cli --bin train)
+    exes=$(built --features motionvl-tests/cuda,motionvl-train/cuda,motionvl-flow/cuda,motionvl-cli/cuda)
+    read -r parity step mofnet train <<< "$exes"
     device=cuda:0 profile=3b-gpu flow_device=cuda
     ;;
   cpu)
-    parity=$(built -p motionvl-tests --example gpu_check)
-    step=$(built -p motionvl-train --bench sft_step)
-    mofnet=$(built -p motionvl-flow --example bench_mofnet)
-    train=$(built -p motionvl-cli --bin train)
+    exes=$(built)
+    read -r parity step mofnet train <<< "$exes"
     device=cpu profile=midsize-cpu flow_device=cpu
     # What the bundle does: `train` runs with FFmpeg's stand-ins, so the check needs no FFmpeg.
     python3 tools/ffmpeg_stand_ins.py "$out/ffmpeg-stand-ins" "$train"

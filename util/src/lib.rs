@@ -16,5 +16,4 @@ pub mod progress;
 pub mod rng;
 pub mod run_dir;
 pub mod stop;
-#[cfg(feature = "test-support")]
 pub mod test_support;

@@ -1,5 +1,8 @@
-//! What the crates' tests share (feature `test-support`, for dev-dependencies only): writing
-//! fixture files, listing what a command wrote.
+//! What the crates' tests share: writing fixture files, listing what a command wrote. Built
+//! always, not behind a feature: a feature enabled by some crates' dev-dependencies only would
+//! give `motionvl-util` two feature sets, and every release build that selects one package (CI's
+//! `cargo test --release -p …`, the GPU check's `cargo build -p …`) would rebuild it and every
+//! crate above it.
 
 use std::path::{Path, PathBuf};
 
