@@ -12,7 +12,7 @@ use motionvl_eval::infer::evaluation_inputs;
 use motionvl_flow::MotionChoice;
 use motionvl_flow::extract::{ConfigMedia, TokenizerSource};
 use motionvl_train::recipe::Recipe;
-use motionvl_train::sft::motion_media;
+use motionvl_train::sft::{motion_media, recipe_processor};
 
 /// What the command line changes of the config's motion settings, as `train sft -o motion.…`
 /// and `evaluate run --motion/--motion-weights` would.
@@ -41,7 +41,8 @@ fn recipe_media(path: &Path, overrides: &MotionOverrides, device: &Device) -> Re
     }
     recipe.motion.weights = overrides.weights.clone().or(recipe.motion.weights);
     recipe.motion.cache_dir = overrides.cache_dir.clone().or(recipe.motion.cache_dir);
-    let Some(motion) = motion_media(&recipe, device)? else {
+    let processor = recipe_processor(&recipe)?;
+    let Some(motion) = motion_media(&recipe, &processor, device)? else {
         bail!("{} trains no motion branch ([motion] estimator = \"none\"): it needs no flows (pass --motion NAME to extract anyway)", path.display());
     };
     let tokenizer = match (&recipe.model.init_config, &recipe.model.checkpoint) {

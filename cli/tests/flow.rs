@@ -142,7 +142,13 @@ fn extract_with_a_recipe_fills_the_keys_training_looks_up_shard_by_shard() {
     );
     std::fs::write(&recipe, text).expect("recipe");
     let training = motionvl_train::recipe::Recipe::load(&recipe, &[]).expect("recipe reads");
-    let media = motionvl_train::sft::motion_media(&training, &candle_core::Device::Cpu).expect("media").expect("motion-aware");
+    let media = motionvl_train::sft::motion_media(
+        &training,
+        &motionvl_train::sft::recipe_processor(&training).expect("processor"),
+        &candle_core::Device::Cpu,
+    )
+    .expect("media")
+    .expect("motion-aware");
     assert!(matches!(media.qwen.video_policy, motionvl_data::frames::FramePolicy::Official { max_frames: 6 }));
     let videos = motionvl_flow::extract::manifest_videos(&data).expect("videos");
     assert!(!media.is_cached(&videos[0]).expect("key"), "nothing is cached before the extraction");

@@ -25,8 +25,8 @@ use motionvl_flow::{
 };
 use motionvl_models::backbone::Backbone;
 use motionvl_models::lora::LoraWeights;
-use motionvl_models::motion::{MotionBranch, MotionMeta, vision_features};
-use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, Qwen25Vl, RepetitionPenalty, VisionInputs};
+use motionvl_models::motion::{MotionBranch, MotionMeta, qwen3_features, vision_features};
+use motionvl_models::qwen25vl::{GenerateOptions, Padding, PixelInput, PromptBatch, RepetitionPenalty, VisionInputs};
 use motionvl_models::sis_package::SisPackage;
 use motionvl_models::{CheckpointFiles, HubOptions};
 use rayon::prelude::*;
@@ -382,7 +382,11 @@ impl QwenGenerator {
                 let positions = model.positions(&rows, &vision)?;
                 model.generate_penalised(&embeds, &rows.mask, &positions, &options, penalty.as_ref())?
             }
-            Backbone::Qwen3(model) => model.generate(&rows, &vision, None, &options, penalty.as_ref())?,
+            Backbone::Qwen3(model) => {
+                let features = qwen3_features(model, self.motion.as_ref(), &vision, motion.as_ref())?;
+                let positions = model.positions(&rows, &vision)?;
+                model.generate_from(&rows, &features, &positions, &options, penalty.as_ref())?
+            }
         };
         generation
             .tokens
@@ -448,8 +452,7 @@ pub fn load_qwen(config: &RunConfig, bench: &'static dyn Bench) -> Result<(QwenP
     });
     let (motion_media, branch) = match inputs.motion {
         Some(m) => {
-            let qwen25 = model.qwen25().ok_or(EvalError::Backbone { family: model.family().model_type(), what: "the motion branch" })?;
-            let branch = m.source.load(qwen25, &device)?;
+            let branch = m.source.load(&model, &device)?;
             (Some(m.media), Some(branch))
         }
         None => (None, None),
@@ -589,12 +592,12 @@ enum BranchSource {
 
 impl BranchSource {
     /// The branch on (a copy of) `model`'s vision tower.
-    fn load(&self, model: &Qwen25Vl, device: &Device) -> Result<MotionBranch> {
+    fn load(&self, model: &Backbone, device: &Device) -> Result<MotionBranch> {
         Ok(match self {
-            BranchSource::Trained { dir, meta } => MotionBranch::load(dir, meta, model.visual(), device)?,
+            BranchSource::Trained { dir, meta } => MotionBranch::load(dir, meta, model.motion_tower(), device)?,
             BranchSource::Package(package) => {
-                let connector = package.load_connector(model.config().text.hidden_size, device)?;
-                MotionBranch::from_visual(model.visual(), &connector)?
+                let connector = package.load_connector(model.hidden_size(), device)?;
+                MotionBranch::from_visual(model.motion_tower(), &connector)?
             }
         })
     }

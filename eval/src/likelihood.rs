@@ -18,7 +18,7 @@ use motionvl_data::loader::PixelInput as DataPixels;
 use motionvl_data::manifest::AnswerOption;
 use motionvl_data::text::{EncodedPrompt, EncodedSample, LabelMask, Message, QwenTokenizer, TemplateOptions, TextError};
 use motionvl_models::backbone::Backbone;
-use motionvl_models::motion::{MotionBranch, vision_features};
+use motionvl_models::motion::{MotionBranch, qwen3_features, vision_features};
 use motionvl_models::qwen25vl::{Padding, PixelInput, PromptBatch, VisionFeatures, VisionInputs};
 
 use crate::config::{Continuation, Normalisation};
@@ -183,11 +183,8 @@ pub fn option_log_likelihoods(
             let (picked, picks) = model.labelled_states(&embeds, &batch.mask, &positions, &labels)?;
             (picked, picks, model.lm_head())
         }
-        Backbone::Qwen3(_) if branch.is_some() => {
-            return Err(EvalError::Backbone { family: model.family().model_type(), what: "the motion branch" });
-        }
         Backbone::Qwen3(model) => {
-            let features = model.encode_vision(&once)?.repeated(k)?;
+            let features = qwen3_features(model, branch, &once, motion_pixels.as_ref())?.repeated(k)?;
             let (picked, picks) = model.labelled_states(&batch, &features, &positions, &labels)?;
             (picked, picks, model.lm_head())
         }

@@ -248,7 +248,7 @@ fn the_motion_aware_model_ranks_options_through_its_motion_branch() {
             var.set(&seeded::randn((width, width), 0.5, 1, &Device::Cpu).expect("randn")).expect("set");
         }
     }
-    generator.motion = Some(MotionBranch::from_visual(generator.model.qwen25().expect("a Qwen2.5-VL checkpoint").visual(), &vars).expect("branch"));
+    generator.motion = Some(MotionBranch::from_visual(generator.model.motion_tower(), &vars).expect("branch"));
     let estimator = estimator_by_name("dis", None, &Device::Cpu).expect("dis");
     preparer.motion = Some(MotionMedia::new(preparer.media.clone(), Arc::from(estimator), None, PseudoImageConfig::default()));
 

@@ -30,8 +30,13 @@ pub const MOFNET_WIDTH: usize = 480;
 /// Flows are clamped to ±400 (1/8-grid pixels) before the pseudo-images (`motion_mllm.py:281`).
 pub const FLOW_CLAMP: f32 = 400.0;
 /// The pseudo-images' CLIP normalisation (`motion_mllm.py:12-13`), written as the reference's
-/// Python floats: `torch.tensor(..., dtype=float32)` rounds them from f64.
+/// Python floats: `torch.tensor(..., dtype=float32)` rounds them from f64. A Qwen2.5-VL
+/// processor's mean and std are these (a test holds them equal); the pipeline normalises with
+/// the processor's, so that on Qwen3-VL (mean and std 0.5) the pseudo-images are normalised as
+/// its frames are — the official code, written for Qwen2.5-VL alone, hard-codes CLIP's.
+#[cfg(test)]
 const CLIP_MEAN: [f64; 3] = [0.48145466, 0.4578275, 0.40821073];
+#[cfg(test)]
 const CLIP_STD: [f64; 3] = [0.26862954, 0.26130258, 0.27577711];
 /// The magnitude's ε (`motion_mllm.py:117`) and the smallest value range min-max normalises
 /// (`motion_mllm.py:125`); both are f32 in the reference's arithmetic.
@@ -186,7 +191,7 @@ pub fn pixel_values_flow(flows: ArrayView4<f32>, grid_thw: [usize; 3], cfg: &Pre
         pseudo.fill(0.0);
     }
     for (ch, mut plane) in pseudo.axis_iter_mut(Axis(1)).enumerate() {
-        let (mean, std) = (CLIP_MEAN[ch] as f32, CLIP_STD[ch] as f32);
+        let (mean, std) = (cfg.image_mean[ch], cfg.image_std[ch]);
         plane.mapv_inplace(|v| (v - mean) / std);
     }
 
@@ -350,6 +355,32 @@ mod tests {
         let calm = pixel_values_flow(Array4::zeros((2, 2, 28, 28)).view(), [1, 2, 2], &cfg).expect("pixels");
         assert_eq!(calm[[2, col(1, 0, 3, 3)]], clip(0.0, 1));
         assert!(pixel_values_flow(flows.view(), [1, 3, 2], &cfg).is_err(), "a grid side not a multiple of the merge size");
+    }
+
+    /// The processor's normalisation: Qwen2.5-VL's is the reference's CLIP constants, bit for
+    /// bit; on Qwen3-VL (patch 16, mean and std 0.5) the same min-maxed values are normalised
+    /// with 0.5, on its 16-pixel patches.
+    #[test]
+    fn pseudo_images_take_the_processors_normalisation() {
+        let default = PreprocessConfig::default();
+        assert_eq!(default.image_mean, CLIP_MEAN.map(|v| v as f32));
+        assert_eq!(default.image_std, CLIP_STD.map(|v| v as f32));
+        let mut flows = Array4::<f32>::zeros((2, 2, 32, 32));
+        flows.slice_mut(s![0, 0, .., ..]).fill(3.0);
+        flows.slice_mut(s![0, 1, .., ..]).fill(-4.0);
+        flows[[1, 1, 20, 3]] = 8.0;
+        let cfg = PreprocessConfig::qwen3_vl();
+        let pixels = pixel_values_flow(flows.view(), [1, 2, 2], &cfg).expect("pixels");
+        assert_eq!(pixels.dim(), (4, 3 * 2 * 16 * 16));
+        let half = |v: f32| (v - 0.5) / 0.5;
+        let col = |ch: usize, tp: usize, py: usize, px: usize| ((ch * 2 + tp) * 16 + py) * 16 + px;
+        // min −4 (frame 0's dy), max 8 (frame 1's dy and its magnitude).
+        let range = 8.0f32 - -4.0;
+        assert_eq!(pixels[[0, col(0, 0, 0, 0)]], half((5.0 - -4.0) / range));
+        assert_eq!(pixels[[0, col(2, 0, 7, 7)]], half(0.0));
+        // Frame 1 at (20, 3): patch row 1, column 0 of the block is row 2.
+        assert_eq!(pixels[[2, col(2, 1, 4, 3)]], half(1.0));
+        assert_eq!(pixels[[2, col(1, 1, 4, 3)]], half((0.0 - -4.0) / range));
     }
 
     /// More frames than grid slots are subsampled with torch's linspace (3 → 2 takes frames 0

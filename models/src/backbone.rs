@@ -6,7 +6,7 @@ use candle_core::{DType, Device};
 
 use crate::checkpoint::CheckpointFiles;
 use crate::error::{ModelError, Result};
-use crate::motion::{MotionBranch, vision_features};
+use crate::motion::{MotionBranch, MotionTower, qwen3_features, vision_features};
 use crate::ops::Linear;
 use crate::prompt::{PixelInput, PromptBatch, VisionInputs};
 use crate::qwen3vl::Qwen3Vl;
@@ -41,11 +41,20 @@ impl Backbone {
         }
     }
 
-    /// The Qwen2.5-VL model, for what only it has (the motion branch).
+    /// The Qwen2.5-VL model, when the checkpoint holds one.
     pub fn qwen25(&self) -> Option<&Qwen25Vl> {
         match self {
             Self::Qwen25(m) => Some(m),
             Self::Qwen3(_) => None,
+        }
+    }
+
+    /// A copy of the vision tower with its base weights only: the motion encoder of a branch
+    /// that has none of its own.
+    pub fn motion_tower(&self) -> MotionTower {
+        match self {
+            Self::Qwen25(m) => MotionTower::qwen25(m.visual()),
+            Self::Qwen3(m) => MotionTower::qwen3(m.visual()),
         }
     }
 
@@ -116,7 +125,7 @@ impl Backbone {
     }
 
     /// The training loss of a batch (see [`TrainingLoss`]); `motion` fuses a motion branch's
-    /// features into the videos' (Qwen2.5-VL only).
+    /// features into the videos'.
     pub fn training_loss(
         &self,
         batch: &PromptBatch,
@@ -125,16 +134,10 @@ impl Backbone {
         labels: &[Vec<i64>],
     ) -> Result<TrainingLoss> {
         let positions = self.positions(batch, inputs)?;
+        let (branch, pixels) = (motion.map(|(branch, _)| branch), motion.and_then(|(_, pixels)| pixels));
         match self {
-            Self::Qwen25(m) => {
-                let features = vision_features(m, motion.map(|(branch, _)| branch), inputs, motion.and_then(|(_, pixels)| pixels))?;
-                m.training_loss(batch, &features, &positions, labels)
-            }
-            Self::Qwen3(_) if motion.is_some() => Err(ModelError::ModelConfig {
-                model: "Qwen3-VL",
-                problem: "the motion branch runs on Qwen2.5-VL checkpoints only (train with `--motion none`)".into(),
-            }),
-            Self::Qwen3(m) => m.training_loss(batch, &m.encode_vision(inputs)?, &positions, labels),
+            Self::Qwen25(m) => m.training_loss(batch, &vision_features(m, branch, inputs, pixels)?, &positions, labels),
+            Self::Qwen3(m) => m.training_loss(batch, &qwen3_features(m, branch, inputs, pixels)?, &positions, labels),
         }
     }
 }

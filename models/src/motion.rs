@@ -6,17 +6,62 @@
 //! flow pseudo-images P ──► motion encoder E_m ─► e_m ─► LN ─► Linear(d→h) ─► GELU ─► Linear(h→d) ─► e_m' ─(+)─► e
 //! ```
 //! `e` replaces the video placeholder tokens; images have no motion and pass through unchanged.
+//!
+//! On Qwen3-VL the encoder is a copy of the Qwen3-VL tower and `e_m` its merged tokens: the
+//! connector's output is added to the video's merged tokens, the tokens that replace the
+//! placeholders, which is where the paper adds it (`e = e_v + MLP(LN(e_m))`). The DeepStack
+//! levels the decoder adds to its first layers come from the frames alone; the motion tower's
+//! DeepStack mergers are not run (the paper's connector maps one token set, and a second
+//! connector per level would be a model the paper does not describe).
 
 use candle_core::{DType, Device, Module, Tensor, Var};
 use candle_nn::VarBuilder;
 use rand::{Rng, SeedableRng};
 
-use crate::config::VisionConfig;
 use crate::error::{ModelError, Result};
 use crate::ops::{LayerNorm, Linear};
+use crate::prompt::{PixelInput, VisionFeatures, VisionInputs};
+use crate::qwen3vl::vision::Qwen3VisionTower;
+use crate::qwen3vl::{Qwen3Features, Qwen3Vl};
+use crate::qwen25vl::Qwen25Vl;
 use crate::vision::VisionTower;
 
-/// The motion encoder E_m: a ViT with the Qwen2.5-VL vision tower's architecture, fed the flow
+/// The tower a motion encoder runs: the architecture of the backbone's vision tower.
+#[derive(Debug, Clone)]
+pub enum MotionTower {
+    Qwen25(VisionTower),
+    Qwen3(Qwen3VisionTower),
+}
+
+impl MotionTower {
+    /// A copy of a Qwen2.5-VL tower with its base weights only (a LoRA on the vision tower
+    /// adapts the visual path; the motion encoder stays frozen).
+    pub fn qwen25(visual: &VisionTower) -> Self {
+        Self::Qwen25(visual.without_adapters())
+    }
+
+    /// A copy of a Qwen3-VL tower with its base weights only.
+    pub fn qwen3(visual: &Qwen3VisionTower) -> Self {
+        Self::Qwen3(visual.without_adapters())
+    }
+
+    /// The same architecture with the weights under `vb` (`motion_encoder` of a weights file).
+    fn with_weights(&self, vb: VarBuilder) -> candle_core::Result<Self> {
+        Ok(match self {
+            Self::Qwen25(t) => Self::Qwen25(VisionTower::new(t.config(), vb)?),
+            Self::Qwen3(t) => Self::Qwen3(Qwen3VisionTower::new(t.config(), vb)?),
+        })
+    }
+
+    fn dtype(&self) -> DType {
+        match self {
+            Self::Qwen25(t) => t.dtype(),
+            Self::Qwen3(t) => t.dtype(),
+        }
+    }
+}
+
+/// The motion encoder E_m: a ViT with the backbone's vision tower's architecture, fed the flow
 /// pseudo-images of the same sampled frames with the same grid, so it yields exactly one token
 /// per visual token, of the same width.
 ///
@@ -28,19 +73,17 @@ use crate::vision::VisionTower;
 /// It can also load weights of its own (`motion_encoder.*`).
 #[derive(Debug, Clone)]
 pub struct MotionEncoder {
-    tower: VisionTower,
+    tower: MotionTower,
 }
 
 impl MotionEncoder {
-    /// `vb` is scoped at the tower's root: `visual` of a checkpoint, or `motion_encoder` of a
-    /// dedicated weights file.
-    pub fn new(cfg: &VisionConfig, vb: VarBuilder) -> candle_core::Result<Self> {
-        Ok(Self { tower: VisionTower::new(cfg, vb)? })
-    }
-
-    /// `pseudo_pixels`: pseudo-images preprocessed like video frames, `[Σ t·h·w, C·Tp·P·P]`.
+    /// `pseudo_pixels`: pseudo-images preprocessed like video frames, `[Σ t·h·w, C·Tp·P·P]` →
+    /// the tower's merged tokens `[Σ t·h·w / 4, d]`.
     pub fn forward(&self, pseudo_pixels: &Tensor, grids: &[[usize; 3]]) -> Result<Tensor> {
-        self.tower.forward(pseudo_pixels, grids)
+        match &self.tower {
+            MotionTower::Qwen25(t) => t.forward(pseudo_pixels, grids),
+            MotionTower::Qwen3(t) => t.forward_merged(pseudo_pixels, grids),
+        }
     }
 }
 
@@ -216,25 +259,41 @@ impl MotionBranch {
     }
 }
 
-/// Vision features for a batch: the tower's output, with the videos' tokens fused with their
-/// motion tokens when a motion branch and motion pixels are given. Images are never fused.
+/// Vision features for a Qwen2.5-VL batch: the tower's output, with the videos' tokens fused
+/// with their motion tokens when a motion branch and motion pixels are given. Images are never
+/// fused.
 pub fn vision_features(
-    model: &crate::qwen25vl::Qwen25Vl,
+    model: &Qwen25Vl,
     branch: Option<&MotionBranch>,
-    inputs: &crate::qwen25vl::VisionInputs,
-    motion: Option<&crate::qwen25vl::PixelInput>,
-) -> Result<crate::qwen25vl::VisionFeatures> {
+    inputs: &VisionInputs,
+    motion: Option<&PixelInput>,
+) -> Result<VisionFeatures> {
     let mut features = model.encode_vision(inputs)?;
     if let (Some(branch), Some(videos)) = (branch, features.videos.as_ref()) {
-        let motion =
-            motion.ok_or_else(|| ModelError::Pixels { problem: "the model is motion-aware but the batch carries no motion pixels".into() })?;
-        let video_grids = inputs.videos.as_ref().map(|v| v.grids.clone()).unwrap_or_default();
-        if motion.grids != video_grids {
-            return Err(ModelError::Pixels { problem: format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids) });
-        }
-        features.videos = Some(branch.fuse(videos, &motion.pixel_values, &motion.grids)?);
+        features.videos = Some(fuse_videos(branch, videos, inputs, motion)?);
     }
     Ok(features)
+}
+
+/// [`vision_features`] for a Qwen3-VL batch: the videos' merged tokens fused, their DeepStack
+/// levels as the frames give them.
+pub fn qwen3_features(model: &Qwen3Vl, branch: Option<&MotionBranch>, inputs: &VisionInputs, motion: Option<&PixelInput>) -> Result<Qwen3Features> {
+    let mut features = model.encode_vision(inputs)?;
+    if let (Some(branch), Some(videos)) = (branch, features.videos.as_mut()) {
+        videos.features = fuse_videos(branch, &videos.features, inputs, motion)?;
+    }
+    Ok(features)
+}
+
+/// The videos' visual tokens plus the connector's motion tokens, after checking that the motion
+/// pixels describe the same videos.
+fn fuse_videos(branch: &MotionBranch, videos: &Tensor, inputs: &VisionInputs, motion: Option<&PixelInput>) -> Result<Tensor> {
+    let motion = motion.ok_or_else(|| ModelError::Pixels { problem: "the model is motion-aware but the batch carries no motion pixels".into() })?;
+    let video_grids = inputs.videos.as_ref().map(|v| v.grids.clone()).unwrap_or_default();
+    if motion.grids != video_grids {
+        return Err(ModelError::Pixels { problem: format!("motion grids {:?} differ from video grids {video_grids:?}", motion.grids) });
+    }
+    branch.fuse(videos, &motion.pixel_values, &motion.grids)
 }
 
 /// What a motion-aware checkpoint records beside its tensors (`motion.json`).
@@ -275,8 +334,9 @@ impl MotionMeta {
 
 impl MotionBranch {
     /// Loads the branch saved in `dir` (`motion.json` + `motion.safetensors`); the encoder is
-    /// the checkpoint's own or a copy of `visual`.
-    pub fn load(dir: &std::path::Path, meta: &MotionMeta, visual: &VisionTower, device: &Device) -> Result<Self> {
+    /// the checkpoint's own (of `visual`'s architecture) or `visual` itself, a copy of the
+    /// backbone's tower without adapters (`Backbone::motion_tower`).
+    pub fn load(dir: &std::path::Path, meta: &MotionMeta, visual: MotionTower, device: &Device) -> Result<Self> {
         let path = dir.join(MOTION_WEIGHTS_FILE);
         let tensors = candle_core::safetensors::load(&path, device)?;
         let vars = CONNECTOR_TENSORS
@@ -301,20 +361,20 @@ impl MotionBranch {
                 ),
             });
         }
-        let encoder = if meta.own_encoder {
+        let tower = if meta.own_encoder {
             let vb = VarBuilder::from_tensors(tensors, visual.dtype(), device);
-            MotionEncoder::new(visual.config(), vb.pp("motion_encoder"))?
+            visual.with_weights(vb.pp("motion_encoder"))?
         } else {
-            MotionEncoder { tower: visual.without_adapters() }
+            visual
         };
-        Ok(Self { encoder, connector })
+        Ok(Self { encoder: MotionEncoder { tower }, connector })
     }
 
-    /// The default branch of a visual-only model: encoder copied from `visual` (base weights
-    /// only: a LoRA on the vision tower adapts the visual path, the motion encoder stays frozen),
-    /// and the given connector.
-    pub fn from_visual(visual: &VisionTower, connector_vars: &[(String, Var)]) -> Result<Self> {
-        Ok(Self { encoder: MotionEncoder { tower: visual.without_adapters() }, connector: Connector::from_vars(connector_vars)? })
+    /// The default branch of a visual-only model: the encoder is `visual`, a copy of the
+    /// backbone's tower with base weights only (a LoRA on the vision tower adapts the visual
+    /// path, the motion encoder stays frozen), and the given connector.
+    pub fn from_visual(visual: MotionTower, connector_vars: &[(String, Var)]) -> Result<Self> {
+        Ok(Self { encoder: MotionEncoder { tower: visual }, connector: Connector::from_vars(connector_vars)? })
     }
 }
 

@@ -5,7 +5,7 @@
 use candle_core::{DType, Device, Tensor, Var};
 use motionvl_models::CheckpointFiles;
 use motionvl_models::lora::{DEFAULT_TARGETS, LoraConfig, LoraWeights};
-use motionvl_models::motion::{Connector, MotionBranch, vision_features};
+use motionvl_models::motion::{Connector, MotionBranch, MotionTower, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, Qwen25Vl};
 use motionvl_models::seeded;
 
@@ -84,7 +84,7 @@ pub fn gradients(fx: &QwenDump, setting: Setting, device: &Device) -> anyhow::Re
                 var.set(&seeded::randn(var.dims(), 0.05, 100 + k as u64, &Device::Cpu)?.to_device(device)?)?;
             }
         }
-        let branch = MotionBranch::from_visual(model.visual(), &vars)?;
+        let branch = MotionBranch::from_visual(MotionTower::qwen25(model.visual()), &vars)?;
         trained.extend(vars);
         let video = fx.video();
         let pixels = seeded::randn(video.pixel_values.dims(), 1.0, 999, &Device::Cpu)?.to_device(device)?;

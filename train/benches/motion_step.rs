@@ -19,7 +19,7 @@ use motionvl_flow::{FlowCache, PseudoImageConfig, estimator_by_name};
 use motionvl_models::Qwen25VlConfig;
 use motionvl_models::init::random_model;
 use motionvl_models::lora::{LoraConfig, LoraWeights};
-use motionvl_models::motion::{Connector, MotionBranch, vision_features};
+use motionvl_models::motion::{Connector, MotionBranch, MotionTower, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_train::guard::{Snapshot, TrainedGroup, require_gradients};
@@ -71,7 +71,7 @@ fn main() -> anyhow::Result<()> {
     let lora = LoraWeights::init(&model.linear_shapes(), &LoraConfig::default(), 0, &device)?;
     lora.attach(model.linears_mut())?;
     let connector = Connector::init_vars(cfg.text.hidden_size, 0, &device)?;
-    let branch = MotionBranch::from_visual(model.visual(), &connector)?;
+    let branch = MotionBranch::from_visual(MotionTower::qwen25(model.visual()), &connector)?;
     let adam = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 };
     let mut optim = AdamW::new(vec![("lora".into(), 1e-5, lora.named_vars()), ("connector".into(), 2e-5, connector.clone())], adam)?;
 

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use candle_core::{DType, Device};
-use motionvl_models::motion::{Connector, MotionBranch, MotionMeta, vision_features};
+use motionvl_models::motion::{Connector, MotionBranch, MotionMeta, MotionTower, vision_features};
 use motionvl_models::qwen25vl::{PixelInput, PromptBatch, Qwen25Vl, VisionInputs};
 use motionvl_models::rope::TokenKind;
 use motionvl_models::seeded;
@@ -45,7 +45,7 @@ fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
     let motion = PixelInput { pixel_values: seeded::randn(pixels.shape(), 1.0, 1, &Device::Cpu).unwrap(), grids };
 
     let vars = Connector::init_vars(model.config().text.hidden_size, 3, &Device::Cpu).unwrap();
-    let branch = MotionBranch::from_visual(model.visual(), &vars).unwrap();
+    let branch = MotionBranch::from_visual(MotionTower::qwen25(model.visual()), &vars).unwrap();
     let fused = vision_features(&model, Some(&branch), &vision, Some(&motion)).unwrap();
     let plain = vision_features(&model, None, &vision, None).unwrap();
     let positions = model.positions(&batch, &vision).unwrap();
@@ -55,7 +55,9 @@ fn step_zero_motion_model_equals_the_visual_only_model_exactly() {
 
     // Once the connector's last layer is non-zero the motion tokens do change the output.
     vars.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1.set(&seeded::randn((96, 96), 0.1, 2, &Device::Cpu).unwrap()).unwrap();
-    let moved = vision_features(&model, Some(&MotionBranch::from_visual(model.visual(), &vars).unwrap()), &vision, Some(&motion)).unwrap();
+    let moved =
+        vision_features(&model, Some(&MotionBranch::from_visual(MotionTower::qwen25(model.visual()), &vars).unwrap()), &vision, Some(&motion))
+            .unwrap();
     let c = logits(&moved);
     let diff = (c - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar::<f32>().unwrap();
     assert!(diff > 1e-4, "a trained connector must reach the logits");
@@ -91,7 +93,7 @@ fn only_lora_and_connector_learn_and_the_checkpoint_round_trips() {
     let meta = MotionMeta::read(&checkpoint).unwrap().expect("motion.json");
     assert_eq!(meta.estimator, "dis");
     assert!(!meta.own_encoder);
-    let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().qwen25().expect("a Qwen2.5-VL run").visual(), &Device::Cpu).unwrap();
+    let loaded = MotionBranch::load(&checkpoint, &meta, trainer.model().motion_tower(), &Device::Cpu).unwrap();
     let probe = seeded::randn((5, 96), 1.0, 3, &Device::Cpu).unwrap();
     let live = Connector::from_vars(connector).unwrap();
     assert_eq!(
@@ -147,7 +149,7 @@ fn motion_encoder_stays_the_frozen_base_tower_when_the_vision_tower_gets_lora() 
     assert!(moved > 1e-3, "the vision LoRA must change the visual path");
 
     let vars = Connector::init_vars(96, 0, &Device::Cpu).unwrap();
-    let branch = MotionBranch::from_visual(model.visual(), &vars).unwrap();
+    let branch = MotionBranch::from_visual(MotionTower::qwen25(model.visual()), &vars).unwrap();
     let motion = branch.encoder.forward(pixels, &grids).unwrap();
     assert_eq!(motion.flatten_all().unwrap().to_vec1::<f32>().unwrap(), base.flatten_all().unwrap().to_vec1::<f32>().unwrap());
 }

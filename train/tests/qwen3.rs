@@ -2,12 +2,15 @@
 //! DeepStack from its first vision block), with Qwen3-VL's processor (patch 16, a pixel bound
 //! over the whole clip, a `<t seconds>` block per temporal step). It learns, gradients reach
 //! every adapter (the trainer checks each step), frozen weights stay as they were, and the saved
-//! adapter reloads onto the base model with the trained model's logits.
+//! adapter reloads onto the base model with the trained model's logits. A motion recipe trains
+//! the SIS-Motion branch on it.
 
 use candle_core::{DType, Device};
 use motionvl_data::text::QwenTokenizer;
 use motionvl_models::backbone::{Backbone, Family};
 use motionvl_models::lora::LoraWeights;
+use motionvl_models::motion::{Connector, MotionBranch, MotionMeta, qwen3_features};
+use motionvl_models::prompt::{PixelInput, VisionInputs};
 use motionvl_models::{CheckpointFiles, CheckpointWeights};
 use motionvl_train::sft::Trainer;
 
@@ -67,13 +70,50 @@ fn a_fresh_qwen3_vl_learns_and_its_adapter_reloads() {
     assert!(diff <= 1e-5, "reloaded adapter: logits differ by {diff:e}");
 }
 
+/// The motion branch on Qwen3-VL: pseudo-images on the Qwen3-VL processor's grid (patch 16), the
+/// connector at the model's width on a frozen copy of its tower; LoRA and connector both learn
+/// (the trainer checks every gradient each step), and the checkpoint's branch reloads onto the
+/// base model with the trained connector and moves the logits.
 #[test]
-fn a_motion_recipe_on_qwen3_vl_is_refused_by_name() {
+fn a_motion_recipe_trains_on_qwen3_vl_and_its_branch_reloads() {
     let dir = tempfile::tempdir().unwrap();
-    let recipe = tiny_qwen3(dir.path(), &[("motion.estimator", "\"dis\"")]);
-    let err = match Trainer::new(&recipe, None) {
-        Ok(_) => panic!("motion on Qwen3-VL was not refused"),
-        Err(e) => e.to_string(),
-    };
-    assert!(err.contains("qwen3_vl") && err.contains("--motion none"), "{err}");
+    let recipe = tiny_qwen3(dir.path(), &[("motion.estimator", "\"dis\""), ("optim.max_steps", "3"), ("checkpoint.every", "3")]);
+    let mut trainer = Trainer::new(&recipe, None).unwrap();
+    for _ in 0..3 {
+        trainer.train_step().unwrap();
+    }
+    let connector = trainer.connector_vars().expect("a motion run has a connector");
+    let width = trainer.model().hidden_size();
+    let fc2 = &connector.iter().find(|(n, _)| n == "connector.fc2.weight").unwrap().1;
+    assert_eq!(fc2.dims(), [width, width], "the connector is at the model's width");
+    assert!(fc2.as_tensor().abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0, "the connector's last layer never moved");
+    let moved = trainer.lora().modules.values().all(|p| p.b.as_tensor().abs().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap() > 0.0);
+    assert!(moved, "a LoRA B stayed zero");
+
+    let checkpoint = dir.path().join("checkpoint-3");
+    let meta = MotionMeta::read(&checkpoint).unwrap().expect("motion.json");
+    assert_eq!(meta.estimator, "dis");
+    let files = CheckpointFiles::from_dir(&dir.path().join("base-model")).unwrap();
+    let base = Backbone::load(&files, DType::F32, &Device::Cpu).unwrap();
+    let loaded = MotionBranch::load(&checkpoint, &meta, base.motion_tower(), &Device::Cpu).unwrap();
+    let probe = motionvl_models::seeded::randn((5, width), 1.0, 3, &Device::Cpu).unwrap();
+    let live = Connector::from_vars(connector).unwrap();
+    let values = |c: &Connector| c.forward(&probe).unwrap().flatten_all().unwrap().to_vec1::<f32>().unwrap();
+    assert_eq!(values(&loaded.connector), values(&live));
+
+    // Pseudo-images of a Qwen3-VL grid (16-pixel patches) through the branch move the logits.
+    let Backbone::Qwen3(model) = &base else { unreachable!("a Qwen3-VL run") };
+    let grids = vec![[2, 4, 4]];
+    let patch_dim = model.config().vision.patch_dim();
+    assert_eq!(patch_dim, 3 * 2 * 16 * 16);
+    let pixels = |seed| motionvl_models::seeded::randn((32, patch_dim), 1.0, seed, &Device::Cpu).unwrap();
+    let inputs =
+        VisionInputs { images: None, videos: Some(PixelInput { pixel_values: pixels(4), grids: grids.clone() }), video_seconds_per_grid: vec![] };
+    let flow = PixelInput { pixel_values: pixels(5), grids };
+    let fused = qwen3_features(model, Some(&loaded), &inputs, Some(&flow)).unwrap();
+    let plain = qwen3_features(model, None, &inputs, None).unwrap();
+    let tokens = |f: &motionvl_models::qwen3vl::Qwen3Features| f.videos.as_ref().unwrap().features.clone();
+    let diff = (tokens(&fused) - tokens(&plain)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff > 1e-4, "the trained connector does not reach the video tokens ({diff})");
+    assert!(dir.path().join("flow-cache").read_dir().unwrap().next().is_some(), "flows are cached");
 }

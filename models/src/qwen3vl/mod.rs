@@ -267,12 +267,25 @@ impl Qwen3Vl {
         penalty: Option<&RepetitionPenalty>,
     ) -> Result<Generation> {
         let features = self.encode_vision(inputs)?;
-        let embeds = self.embed(batch, &features)?;
-        let deepstack = self.deepstack(batch, &features)?;
         let positions = match positions {
             Some(p) => p.clone(),
             None => self.positions(batch, inputs)?,
         };
-        greedy(&self.text, &self.lm_head, &embeds, &batch.mask, &positions, options, penalty, deepstack.as_ref())
+        self.generate_from(batch, &features, &positions, options, penalty)
+    }
+
+    /// [`Self::generate`] from vision features already computed (fused with motion tokens, or
+    /// encoded once for several prompts).
+    pub fn generate_from(
+        &self,
+        batch: &PromptBatch,
+        features: &Qwen3Features,
+        positions: &RopePositions,
+        options: &GenerateOptions,
+        penalty: Option<&RepetitionPenalty>,
+    ) -> Result<Generation> {
+        let embeds = self.embed(batch, features)?;
+        let deepstack = self.deepstack(batch, features)?;
+        greedy(&self.text, &self.lm_head, &embeds, &batch.mask, positions, options, penalty, deepstack.as_ref())
     }
 }

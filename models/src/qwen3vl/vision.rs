@@ -6,7 +6,7 @@
 //! Patches arrive in the processor's order, where every 4 consecutive rows form one 2×2 merge
 //! unit; with no window attention the tower keeps that order throughout.
 
-use candle_core::{Device, Module, Result, Tensor};
+use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
 use super::config::Qwen3VisionConfig;
@@ -199,6 +199,17 @@ pub struct Qwen3VisionTrace {
     pub output: Qwen3VisionOutput,
 }
 
+/// What one tower pass computes beyond the merged tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Merged tokens and DeepStack levels.
+    Features,
+    /// Merged tokens only.
+    MergedOnly,
+    /// Features, the embeddings and every block's output.
+    Traced,
+}
+
 #[derive(Debug, Clone)]
 pub struct Qwen3VisionTower {
     patch_embed: PatchEmbed,
@@ -229,6 +240,21 @@ impl Qwen3VisionTower {
         &self.cfg
     }
 
+    /// The tower with its base weights only (any LoRA adapters removed).
+    pub fn without_adapters(&self) -> Self {
+        let mut tower = self.clone();
+        let mut linears = Vec::new();
+        tower.linears_mut("visual", &mut linears);
+        for (_, linear) in linears {
+            linear.set_adapter(None);
+        }
+        tower
+    }
+
+    pub fn dtype(&self) -> DType {
+        self.patch_embed.proj.weight().dtype()
+    }
+
     /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.attn.qkv`).
     pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
         for (i, block) in self.blocks.iter_mut().enumerate() {
@@ -242,15 +268,21 @@ impl Qwen3VisionTower {
 
     /// `pixel_values`: [Σ t·h·w, C·Tp·P·P] in the processor's order.
     pub fn forward(&self, pixel_values: &Tensor, grids: &[[usize; 3]]) -> crate::Result<Qwen3VisionOutput> {
-        Ok(self.run(pixel_values, grids, false)?.output)
+        Ok(self.run(pixel_values, grids, Pass::Features)?.output)
+    }
+
+    /// The merged tokens `[Σ t·h·w / 4, out_hidden]` only, the DeepStack mergers not run (what a
+    /// motion encoder made of this tower yields).
+    pub fn forward_merged(&self, pixel_values: &Tensor, grids: &[[usize; 3]]) -> crate::Result<Tensor> {
+        Ok(self.run(pixel_values, grids, Pass::MergedOnly)?.output.features)
     }
 
     /// Like [`forward`](Self::forward), also returning the embeddings and every block's output.
     pub fn forward_traced(&self, pixel_values: &Tensor, grids: &[[usize; 3]]) -> crate::Result<Qwen3VisionTrace> {
-        self.run(pixel_values, grids, true)
+        self.run(pixel_values, grids, Pass::Traced)
     }
 
-    fn run(&self, pixel_values: &Tensor, grids: &[[usize; 3]], trace: bool) -> crate::Result<Qwen3VisionTrace> {
+    fn run(&self, pixel_values: &Tensor, grids: &[[usize; 3]], pass: Pass) -> crate::Result<Qwen3VisionTrace> {
         let patches = FramePatches::new(grids, self.cfg.spatial_merge_size)?;
         let expected = [patches.rot_pos_ids.len(), self.cfg.patch_dim()];
         if pixel_values.dims() != expected {
@@ -269,10 +301,12 @@ impl Qwen3VisionTower {
         let mut deepstack = Vec::new();
         for (i, block) in self.blocks.iter().enumerate() {
             xs = block.forward(&xs, &cos, &sin, &frames)?;
-            if let Some(level) = self.cfg.deepstack_visual_indexes.iter().position(|&b| b == i) {
+            if let Some(level) = self.cfg.deepstack_visual_indexes.iter().position(|&b| b == i)
+                && pass != Pass::MergedOnly
+            {
                 deepstack.push(self.deepstack_merger_list[level].forward(&xs)?);
             }
-            if trace {
+            if pass == Pass::Traced {
                 blocks.push(xs.clone());
             }
         }

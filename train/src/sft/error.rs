@@ -35,9 +35,6 @@ pub enum TrainError {
     /// Neither a checkpoint to fine-tune nor a config to build a fresh model from.
     #[error("[model] needs `checkpoint` or `init_config`")]
     NoModel,
-    /// A motion-aware recipe on a backbone the motion branch does not run on yet.
-    #[error("the motion branch runs on Qwen2.5-VL checkpoints; this one is `{family}` (train it with `--motion none`)")]
-    MotionNeedsQwen25 { family: &'static str },
     #[error(transparent)]
     RecipeFile(Box<crate::recipe::RecipeError>),
     /// A recipe key this command cannot run with: `problem` says why and what to set instead.

@@ -1,18 +1,20 @@
 //! The media a run feeds the model: the recipe's pixels, with motion pseudo-images when the
 //! recipe is motion-aware, and the plain path for samples that train without motion.
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use candle_core::Device;
 use motionvl_data::budget::{VideoBudget, VideoLimits};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::{BoxError, MediaGrids, MediaProcessor, ProcessedMedia, QwenMedia};
-use motionvl_data::processor::ModelProcessor;
+use motionvl_data::processor::{ModelFamily, ModelProcessor};
 use motionvl_data::samples::{LlavaRows, TrainingSample};
 use motionvl_flow::media::MotionMedia;
 use motionvl_flow::{EstimatorSpec, FlowCache, FlowEstimator, estimator_from_spec};
+use motionvl_models::{HubOptions, ModelError};
 
-use super::error::Result;
+use super::error::{Result, TrainError};
 use crate::recipe::Recipe;
 
 /// The media path of a run: plain (visual-only) or with motion pseudo-images.
@@ -72,10 +74,11 @@ fn media_without_motion(recipe: &Recipe, processor: &ModelProcessor) -> QwenMedi
     media
 }
 
-/// The frames, flows and pseudo-images a run of `recipe` feeds its motion branch, and the
-/// cache it keeps the flows in (`[motion] cache_dir`, else `<output_dir>/flow-cache`); `None`
-/// for a visual-only recipe. `flow extract --config` fills the same cache through this.
-pub fn motion_media(recipe: &Recipe, device: &Device) -> Result<Option<MotionMedia>> {
+/// The frames, flows and pseudo-images a run of `recipe` feeds its motion branch, with
+/// `processor`'s pixels (the model's: [`recipe_processor`]), and the cache it keeps the flows in
+/// (`[motion] cache_dir`, else `<output_dir>/flow-cache`); `None` for a visual-only recipe.
+/// `flow extract --config` fills the same cache through this.
+pub fn motion_media(recipe: &Recipe, processor: &ModelProcessor, device: &Device) -> Result<Option<MotionMedia>> {
     let Some(name) = recipe.motion.estimator.estimator() else {
         return Ok(None);
     };
@@ -87,7 +90,29 @@ pub fn motion_media(recipe: &Recipe, device: &Device) -> Result<Option<MotionMed
     };
     let estimator: Arc<dyn FlowEstimator> = estimator_from_spec(&spec, device)?.into();
     let cache_dir = recipe.motion.cache_dir.clone().unwrap_or_else(|| recipe.output_dir.join("flow-cache"));
-    let mut media = MotionMedia::new(recipe.data.media(), estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
+    let mut media = MotionMedia::new(recipe.data.media_for(processor), estimator, Some(FlowCache::new(cache_dir)?), recipe.motion.pseudo_images);
     media.cache_only = recipe.motion.cache_only;
     Ok(Some(media))
+}
+
+/// The processor of the model a run of `recipe` trains, read without loading it: the family's
+/// for a fresh model (`init_config`), else the checkpoint's `config.json` and
+/// `preprocessor_config.json` (only those two fetched from the hub).
+pub fn recipe_processor(recipe: &Recipe) -> Result<ModelProcessor> {
+    let family =
+        |config: &Path| ModelFamily::of_config(config).map_err(|reason| TrainError::from(ModelError::Config { path: config.to_path_buf(), reason }));
+    let dir = match (&recipe.model.init_config, recipe.model.checkpoint.as_deref()) {
+        (Some(init), _) => return Ok(ModelProcessor::of_family(family(init)?)),
+        (None, Some(id)) if Path::new(id).is_dir() => PathBuf::from(id),
+        (None, Some(id)) => {
+            let (repo, revision) = id.split_once('@').unwrap_or((id, "main"));
+            let hub = HubOptions::from_env();
+            let config = hub.fetch(repo, revision, "config.json")?;
+            // Absent from the repository: the family's defaults apply.
+            let _ = hub.fetch(repo, revision, "preprocessor_config.json");
+            config.parent().map(Path::to_path_buf).unwrap_or_default()
+        }
+        (None, None) => return Err(TrainError::NoModel),
+    };
+    Ok(ModelProcessor::of_checkpoint(family(&dir.join("config.json"))?, &dir)?)
 }

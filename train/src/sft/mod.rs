@@ -42,7 +42,7 @@ pub use error::TrainError;
 pub use inspect::{ShownSample, check_data, show_samples};
 pub use logs::StepLog;
 use media::Media;
-pub use media::motion_media;
+pub use media::{motion_media, recipe_processor};
 use model::Motion;
 pub(crate) use model::fresh_model_config;
 pub use resume::changes_since_checkpoint;

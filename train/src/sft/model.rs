@@ -129,11 +129,10 @@ impl Motion {
     /// A fresh connector on `model`'s vision tower, seeded from the recipe, and the metadata
     /// its checkpoints record: `media`'s estimator and the recipe's pseudo-images.
     pub(super) fn init(recipe: &Recipe, model: &Backbone, media: &MotionMedia, device: &Device) -> Result<Self> {
-        let model = model.qwen25().ok_or(TrainError::MotionNeedsQwen25 { family: model.family().model_type() })?;
         let estimator = media.estimator.clone();
-        let connector = recipe.motion.connector(model.config().text.hidden_size);
-        let vars = Connector::init_vars_with(model.config().text.hidden_size, connector, recipe.seed ^ 0x6d6f74696f6e, device)?;
-        let branch = MotionBranch::from_visual(model.visual(), &vars)?;
+        let connector = recipe.motion.connector(model.hidden_size());
+        let vars = Connector::init_vars_with(model.hidden_size(), connector, recipe.seed ^ 0x6d6f74696f6e, device)?;
+        let branch = MotionBranch::from_visual(model.motion_tower(), &vars)?;
         let meta = MotionMeta {
             estimator: estimator.name().to_owned(),
             estimator_settings: estimator.settings(),

@@ -107,7 +107,7 @@ impl Trainer {
             AdamWConfig { beta1: recipe.optim.beta1, beta2: recipe.optim.beta2, eps: recipe.optim.eps, weight_decay: recipe.optim.weight_decay };
         let mut groups = vec![("lora".to_owned(), recipe.optim.lr, lora.named_vars())];
 
-        let (media, motion) = if let Some(media) = motion_media(recipe, &device)? {
+        let (media, motion) = if let Some(media) = motion_media(recipe, &processor, &device)? {
             let motion = Motion::init(recipe, &model, &media, &device)?;
             groups.push(("connector".to_owned(), recipe.motion.connector_lr, motion.vars.clone()));
             (Media::new(recipe, RunMedia::Motion(media), &processor), Some(motion))
