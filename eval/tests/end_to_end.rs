@@ -136,42 +136,6 @@ fn tiny_checkpoint_end_to_end() {
     assert_ne!(adapted, batched, "the filled-in adapter answers as the base model");
 }
 
-/// Writes a `train sft --motion`-style checkpoint folder: `adapter/` (a LoRA with B = 0),
-/// `motion.json` for the DIS estimator, and `motion.safetensors` with a connector whose last
-/// layer is zero (step 0) or filled in.
-fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: bool) -> PathBuf {
-    let files = motionvl_models::CheckpointFiles::from_dir(base).expect("files");
-    let model = Qwen25Vl::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
-    let out = dir.join(name);
-    let lora =
-        LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 3, &Device::Cpu).expect("lora");
-    lora.save_peft(&out.join("adapter"), None).expect("adapter saved");
-    let estimator = motionvl_flow::estimator_by_name("dis", None, &Device::Cpu).expect("dis estimator");
-    let meta = motionvl_models::motion::MotionMeta {
-        estimator: estimator.name().to_string(),
-        estimator_settings: estimator.settings(),
-        pseudo_images: serde_json::to_value(motionvl_flow::PseudoImageConfig::default()).expect("json"),
-        own_encoder: false,
-        connector: None,
-    };
-    meta.write(&out).expect("motion.json");
-    let width = model.config().text.hidden_size;
-    let vars = motionvl_models::motion::Connector::init_vars(width, 11, &Device::Cpu).expect("connector");
-    let mut tensors = std::collections::HashMap::new();
-    for (name, var) in vars {
-        let t = var.as_tensor().clone();
-        let t = if trained_connector && name.starts_with("connector.fc2") {
-            let values: Vec<f32> = (0..t.elem_count()).map(|i| 0.8 * (i as f32 * 0.61).cos()).collect();
-            candle_core::Tensor::from_vec(values, t.shape(), &Device::Cpu).expect("tensor")
-        } else {
-            t
-        };
-        tensors.insert(name, t);
-    }
-    candle_core::safetensors::save(&tensors, out.join(motionvl_models::motion::MOTION_WEIGHTS_FILE)).expect("save");
-    out
-}
-
 #[test]
 fn motion_aware_checkpoint_end_to_end() {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -184,13 +148,13 @@ fn motion_aware_checkpoint_end_to_end() {
     // Step 0 (connector's last layer zero): exactly the visual-only answers, through the whole
     // flow → pseudo-image → motion encoder → connector path.
     let mut step0 = config(dir.path(), &checkpoint, &manifest, "motion-step0", 2);
-    step0.model.adapter = Some(motion_checkpoint(dir.path(), &checkpoint, "checkpoint-0", false));
+    step0.model.adapter = Some(common::motion_checkpoint(dir.path(), &checkpoint, "checkpoint-0", false));
     run(&step0, false).expect("motion run at step 0");
     assert_eq!(outputs(&step0.out.join("predictions.jsonl")), visual);
     assert!(step0.out.join("flow-cache").is_dir(), "flows are cached in the run folder");
 
     let mut trained = config(dir.path(), &checkpoint, &manifest, "motion-trained", 2);
-    trained.model.adapter = Some(motion_checkpoint(dir.path(), &checkpoint, "checkpoint-9", true));
+    trained.model.adapter = Some(common::motion_checkpoint(dir.path(), &checkpoint, "checkpoint-9", true));
     run(&trained, false).expect("motion run");
     // A wiring check, not a value check (the motion-aware answers are checked against an
     // independent computation in `likelihood.rs`): the motion tokens reach the decoder.

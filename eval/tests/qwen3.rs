@@ -175,3 +175,45 @@ fn likelihood_ranking_on_qwen3_vl_equals_per_row_forward_passes() {
     }
     assert!(scores.iter().any(|&(_, s)| (s - scores[0].1).abs() > 1e-3), "the options score differently: {scores:?}");
 }
+
+/// A motion-aware Qwen3-VL checkpoint (the `train sft --motion` layout) evaluates with no other
+/// flag: at step 0 (the connector's last layer zero) it answers as the visual-only model through
+/// the whole flow → pseudo-image → Qwen3-VL tower → connector path, and a trained connector
+/// moves the options' likelihoods. (This tiny random model's greedy text ignores its clips —
+/// two shades give the same answer — so the wiring is read off the scores; the fused tokens'
+/// values are checked against transformers in `tests/tests/qwen3vl_motion.rs`.)
+#[test]
+fn a_motion_aware_qwen3_vl_checkpoint_evaluates() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let checkpoint = checkpoint(dir.path());
+    let manifest = manifest(dir.path());
+    let visual = config(dir.path(), &checkpoint, &manifest, "visual", 2, None);
+    run(&visual, false).expect("visual-only run");
+
+    let mut step0 = config(dir.path(), &checkpoint, &manifest, "motion-step0", 2, None);
+    step0.model.adapter = Some(common::motion_checkpoint(dir.path(), &checkpoint, "checkpoint-0", false));
+    run(&step0, false).expect("motion run at step 0");
+    assert_eq!(outputs(&step0.out.join("predictions.jsonl")), outputs(&visual.out.join("predictions.jsonl")));
+    assert!(step0.out.join("flow-cache").is_dir(), "flows are cached in the run folder");
+
+    let trained_adapter = common::motion_checkpoint(dir.path(), &checkpoint, "checkpoint-9", true);
+    let mut trained = config(dir.path(), &checkpoint, &manifest, "motion-trained", 2, None);
+    trained.model.adapter = Some(trained_adapter.clone());
+    let summary = run(&trained, false).expect("motion run");
+    assert_eq!((summary.generated, summary.failed.len()), (3, 0));
+
+    let scores = |adapter: Option<PathBuf>, out: &str| {
+        let mut cfg = config(dir.path(), &checkpoint, &manifest, out, 2, None);
+        cfg.model.adapter = adapter;
+        cfg.generation.answer = AnswerMode::Likelihood;
+        run(&cfg, false).unwrap_or_else(|e| panic!("{out}: {e}"));
+        let text = std::fs::read_to_string(cfg.out.join("predictions.jsonl")).expect("predictions");
+        text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).expect("a JSON row")["option_scores"].clone()).collect::<Vec<_>>()
+    };
+    let (plain, moved) = (scores(None, "ranked-visual"), scores(Some(trained_adapter), "ranked-motion"));
+    assert_eq!(plain.len(), 3);
+    assert!(plain.iter().all(|s| s.as_object().is_some_and(|m| m.len() == OPTIONS.len())), "{plain:?}");
+    for (a, b) in plain.iter().zip(&moved) {
+        assert_ne!(a, b, "wiring: the trained connector does not reach the options' likelihoods");
+    }
+}

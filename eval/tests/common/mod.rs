@@ -10,8 +10,10 @@ use candle_core::Device;
 use motionvl_data::text::train_tokenizer;
 use motionvl_data::video::{EncodeSettings, VideoWriter};
 use motionvl_models::Qwen25VlConfig;
+use motionvl_models::backbone::Backbone;
 use motionvl_models::checkpoint::transformers5_name;
 use motionvl_models::init::{random_model, random_qwen3, save_checkpoint};
+use motionvl_models::lora::{LoraConfig, LoraWeights};
 use motionvl_models::qwen3vl::Qwen3VlConfig;
 use serde_json::json;
 
@@ -88,4 +90,40 @@ pub fn write_clip(path: &Path, shade: u8) {
         writer.push(frame.view()).expect("push frame");
     }
     writer.finish().expect("finish clip");
+}
+
+/// Writes a `train sft --motion`-style checkpoint folder of the model at `base` (either family): `adapter/` (a LoRA with B = 0),
+/// `motion.json` for the DIS estimator, and `motion.safetensors` with a connector whose last
+/// layer is zero (step 0) or filled in.
+pub fn motion_checkpoint(dir: &Path, base: &Path, name: &str, trained_connector: bool) -> PathBuf {
+    let files = motionvl_models::CheckpointFiles::from_dir(base).expect("files");
+    let model = Backbone::load(&files, candle_core::DType::F32, &Device::Cpu).expect("model loads");
+    let out = dir.join(name);
+    let lora =
+        LoraWeights::init(&model.linear_shapes(), &LoraConfig { rank: 4, alpha: 8.0, ..LoraConfig::default() }, 3, &Device::Cpu).expect("lora");
+    lora.save_peft(&out.join("adapter"), None).expect("adapter saved");
+    let estimator = motionvl_flow::estimator_by_name("dis", None, &Device::Cpu).expect("dis estimator");
+    let meta = motionvl_models::motion::MotionMeta {
+        estimator: estimator.name().to_string(),
+        estimator_settings: estimator.settings(),
+        pseudo_images: serde_json::to_value(motionvl_flow::PseudoImageConfig::default()).expect("json"),
+        own_encoder: false,
+        connector: None,
+    };
+    meta.write(&out).expect("motion.json");
+    let width = model.hidden_size();
+    let vars = motionvl_models::motion::Connector::init_vars(width, 11, &Device::Cpu).expect("connector");
+    let mut tensors = std::collections::HashMap::new();
+    for (name, var) in vars {
+        let t = var.as_tensor().clone();
+        let t = if trained_connector && name.starts_with("connector.fc2") {
+            let values: Vec<f32> = (0..t.elem_count()).map(|i| 0.8 * (i as f32 * 0.61).cos()).collect();
+            candle_core::Tensor::from_vec(values, t.shape(), &Device::Cpu).expect("tensor")
+        } else {
+            t
+        };
+        tensors.insert(name, t);
+    }
+    candle_core::safetensors::save(&tensors, out.join(motionvl_models::motion::MOTION_WEIGHTS_FILE)).expect("save");
+    out
 }
