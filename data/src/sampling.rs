@@ -10,6 +10,11 @@
 //! - [`Sampling::Transformers`]: the Qwen2-VL video processor's own `sample_frames`
 //!   (`arange(0, total, total / n).int()`, the count from `fps` like `smart_nframes` but with
 //!   `min_frames` not rounded to even) and its uint8 resize kernel.
+//! - [`Sampling::Qwen3Vl`]: the Qwen3-VL video processor's `sample_frames` (transformers 4.57
+//!   and 5 alike): `int(total / video_fps × fps)` clamped to `[min_frames, max_frames]` and the
+//!   clip, not rounded to even (the processor repeats the last frame to fill a temporal pair),
+//!   or a fixed count as given; the frames are numpy's `linspace(0, total - 1, n).round()`; the
+//!   uint8 resize of transformers' video processors.
 //! - [`Sampling::RateExact`]: motionvl's own plans ([`crate::frames`]): frame k at `k / fps`
 //!   when the rate fits, spread otherwise, the actual rate reported; the uint8 resize.
 //!
@@ -30,6 +35,8 @@ use crate::preprocess::{
 pub enum Sampling {
     QwenVlUtils,
     Transformers,
+    #[serde(rename = "qwen3-vl")]
+    Qwen3Vl,
     RateExact,
 }
 
@@ -91,6 +98,30 @@ fn transformers_nframes(element: Element, total: usize, video_fps: f64) -> Resul
     if n == 0 || n > total { Err(n) } else { Ok(n) }
 }
 
+/// transformers' `Qwen3VLVideoProcessor.sample_frames` frame count; `Err` holds the count it
+/// refuses (none: a clip of one frame gives it once).
+fn qwen3_nframes(element: Element, total: usize, video_fps: f64) -> Result<usize, usize> {
+    let n = match element {
+        Element::Frames(n) => n,
+        Element::Fps { fps, min_frames, max_frames } => {
+            // Python's `int()` of a non-negative float: truncation.
+            let n = (total as f64 / video_fps * fps) as usize;
+            n.max(min_frames).min(max_frames.unwrap_or(FPS_MAX_FRAMES)).min(total)
+        }
+    };
+    if n == 0 { Err(n) } else { Ok(n) }
+}
+
+/// `np.linspace(0, last, n).round()`: float64 `i × (last / (n − 1))`, the last value `last`
+/// exactly, rounded half to even (`4.5` → 4).
+fn linspace_round_f64(last: usize, n: usize) -> Vec<usize> {
+    if n == 1 {
+        return vec![0];
+    }
+    let step = last as f64 / (n - 1) as f64;
+    (0..n).map(|i| if i == n - 1 { last } else { (i as f64 * step).round_ties_even() as usize }).collect()
+}
+
 /// `torch.linspace(0, last, n)` (float32, its two-sided scalar formula) then `.round()`
 /// (half to even). With `n` even the exact values have an odd denominator, so no value sits
 /// on a tie and the last-bit differences of torch's vectorised path cannot change an index.
@@ -123,6 +154,7 @@ pub fn sampled_indices(sampling: Sampling, element: Element, total: usize, video
     match sampling {
         Sampling::QwenVlUtils => Some(smart_nframes(element, total, video_fps).map(|n| linspace_round(total.saturating_sub(1), n))),
         Sampling::Transformers => Some(transformers_nframes(element, total, video_fps).map(|n| arange_int(total, n))),
+        Sampling::Qwen3Vl => Some(qwen3_nframes(element, total, video_fps).map(|n| linspace_round_f64(total.saturating_sub(1), n))),
         Sampling::RateExact => None,
     }
 }
@@ -144,7 +176,7 @@ pub fn video_size(sampling: Sampling, height: usize, width: usize, frames: usize
             let cap = ((VIDEO_MAX_TOKEN_NUM as f64 * f2).min(share)).max((cfg.min_pixels as f64 * 1.05).floor());
             (cfg.max_pixels as f64).min(cap) as usize
         }
-        Sampling::Transformers | Sampling::RateExact => cfg.max_pixels,
+        Sampling::Transformers | Sampling::Qwen3Vl | Sampling::RateExact => cfg.max_pixels,
     };
     smart_resize(height, width, factor, cfg.min_pixels, max_pixels)
 }
@@ -153,7 +185,7 @@ pub fn video_size(sampling: Sampling, height: usize, width: usize, frames: usize
 pub fn resize_video(sampling: Sampling, frames: ArrayView4<u8>, out_h: usize, out_w: usize) -> Array4<u8> {
     match sampling {
         Sampling::QwenVlUtils => resize_frames_f32(frames, out_h, out_w),
-        Sampling::Transformers | Sampling::RateExact => resize_frames(frames, out_h, out_w),
+        Sampling::Transformers | Sampling::Qwen3Vl | Sampling::RateExact => resize_frames(frames, out_h, out_w),
     }
 }
 

@@ -1,12 +1,15 @@
 //! Qwen3-VL's processor against transformers (`tests/fixtures/qwen3_vl_processor/*`, made by
 //! `tools/fixtures/qwen3_vl_processor.py`): the video resize bounded over the whole clip, the
 //! pixels of videos and images (patch 16, mean and std 0.5), and the `<t seconds>` blocks
-//! transformers 5 writes in place of a video's pad. Every dump is checked.
+//! transformers 5 writes in place of a video's pad; and its frame sampling
+//! (`tests/fixtures/qwen3_vl_sampling/*`, `tools/fixtures/qwen3_vl_sampling.py`): the frames
+//! `Qwen3VLVideoProcessor.sample_frames` keeps by rate or count and the times its processor gives
+//! their temporal steps. Every dump is checked.
 
 use candle_core::Tensor;
-use motionvl_data::frames::FramePlan;
+use motionvl_data::frames::{ClipTiming, FramePlan, FramePolicy, TrainingPlan};
 use motionvl_data::preprocess::{PreprocessConfig, normalize_patchify, preprocess_image};
-use motionvl_data::sampling::{Sampling, resize_video, video_size};
+use motionvl_data::sampling::{Element, Sampling, resize_video, sampled_indices, video_size};
 use motionvl_data::text::{Message, TemplateOptions, VideoLayout, render_chat_timed};
 use motionvl_tests::fixtures::{Dump, dumps};
 use ndarray::{Array2, Array3, Array4};
@@ -109,5 +112,70 @@ fn timestamps_are_written_to_one_decimal_half_to_even_as_python_does() {
     // Python's f"{x:.1f}" on the exact binary value: 0.25 and 1.25 are ties and go to even.
     for (x, want) in [(0.25, "0.2"), (1.25, "1.2"), (2.75, "2.8"), (0.35, "0.3"), (10.05, "10.1"), (3.0, "3.0")] {
         assert_eq!(format!("{x:.1}"), want, "{x}");
+    }
+}
+
+/// One sampling case of a `qwen3_vl_sampling` dump: the clip, what the sampler was asked, what
+/// it kept and the times of the kept frames' temporal steps.
+struct SamplingCase {
+    label: String,
+    clip: ClipTiming,
+    indices: Vec<usize>,
+    grid_seconds: Vec<f64>,
+    case: serde_json::Value,
+}
+
+fn sampling_cases(dump_name: &str) -> Vec<SamplingCase> {
+    let dump = dumps("qwen3_vl_sampling").into_iter().find(|d| d.dir.ends_with(dump_name)).expect("the Qwen3-VL sampling dump");
+    let cases = dump.json("expected.json")["cases"].as_array().expect("cases").clone();
+    assert!(cases.len() >= 20, "{}: expected the sampling cases", dump.label);
+    cases
+        .into_iter()
+        .map(|case| {
+            let number = |k: &str| case[k].as_f64().unwrap_or_else(|| panic!("{}: `{k}` in {case}", dump.label));
+            let list = |k: &str| case[k].as_array().unwrap_or_else(|| panic!("{}: `{k}` in {case}", dump.label)).clone();
+            SamplingCase {
+                label: format!("{}: {case}", dump.label),
+                clip: ClipTiming::new(number("frames") as usize, number("video_fps")),
+                indices: list("indices").iter().map(|v| v.as_u64().expect("an index") as usize).collect(),
+                grid_seconds: list("grid_seconds").iter().map(|v| v.as_f64().expect("a time")).collect(),
+                case,
+            }
+        })
+        .collect()
+}
+
+/// The grid-step times of `indices` as the processor computes them (it samples the clip itself:
+/// each frame keeps its time in the clip).
+fn grid_seconds(clip: ClipTiming, indices: Vec<usize>) -> Vec<f64> {
+    let timestamps = indices.iter().map(|&i| i as f64 / clip.fps).collect();
+    FramePlan { indices, timestamps, fps: clip.fps }.grid_seconds(2, false)
+}
+
+#[test]
+fn qwen3_vl_samples_by_rate_as_its_video_processor() {
+    for c in sampling_cases("rates") {
+        let field = |k: &str| c.case[k].as_f64().expect("a number");
+        let plan = TrainingPlan {
+            fps: field("fps"),
+            min_frames: field("min_frames") as usize,
+            max_frames: field("max_frames") as usize,
+            sampling: Sampling::Qwen3Vl,
+        };
+        let kept = FramePolicy::Training(plan).plan(c.clip).unwrap_or_else(|e| panic!("{}: {e}", c.label));
+        assert_eq!(kept.indices, c.indices, "{}", c.label);
+        assert_eq!(kept.grid_seconds(2, false), c.grid_seconds, "{}", c.label);
+    }
+}
+
+#[test]
+fn qwen3_vl_samples_a_count_as_its_video_processor() {
+    for c in sampling_cases("counts") {
+        let n = c.case["num_frames"].as_u64().expect("num_frames") as usize;
+        let kept = sampled_indices(Sampling::Qwen3Vl, Element::Frames(n), c.clip.frame_count, c.clip.fps)
+            .expect("a sampler")
+            .unwrap_or_else(|n| panic!("{}: refused {n} frames", c.label));
+        assert_eq!(kept, c.indices, "{}", c.label);
+        assert_eq!(grid_seconds(c.clip, kept), c.grid_seconds, "{}", c.label);
     }
 }
