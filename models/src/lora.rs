@@ -148,13 +148,17 @@ impl LoraWeights {
         self.modules.iter().flat_map(|(m, p)| [(format!("{m}.lora_A.weight"), p.a.clone()), (format!("{m}.lora_B.weight"), p.b.clone())]).collect()
     }
 
-    /// Folds every adapter into `tensors` (hub names): `W ← W + scale · B A`.
+    /// Folds every adapter into `tensors` (stored under hub or transformers-5 names):
+    /// `W ← W + scale · B A`.
     pub fn merge_into(&self, tensors: &mut HashMap<String, Tensor>) -> Result<()> {
+        // Modules are named by hub (legacy) paths; a checkpoint may store transformers 5's
+        // (`model.language_model.…`, every Qwen3-VL checkpoint).
+        let stored: HashMap<String, String> = tensors.keys().map(|name| (canonical_name(name), name.clone())).collect();
         for (module, pair) in &self.modules {
-            let name = format!("{module}.weight");
-            let weight = tensors.get(&name).ok_or_else(|| ModelError::AdapterExtraModule { module: module.clone() })?;
+            let name = stored.get(&format!("{module}.weight")).ok_or_else(|| ModelError::AdapterExtraModule { module: module.clone() })?;
+            let weight = &tensors[name];
             let merged = self.merged_weight(module, pair, weight)?;
-            tensors.insert(name, merged);
+            tensors.insert(name.clone(), merged);
         }
         Ok(())
     }

@@ -68,6 +68,19 @@ fn a_fresh_qwen3_vl_learns_and_its_adapter_reloads() {
     };
     let diff = logits(trainer.model()).sub(&logits(&reloaded)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
     assert!(diff <= 1e-5, "reloaded adapter: logits differ by {diff:e}");
+
+    // `train merge` folds it into the base (stored under transformers' names): the merged
+    // checkpoint, loaded alone, gives the same logits.
+    let merged_dir = dir.path().join("merged");
+    let summary = motionvl_train::merge::merge(&files, &checkpoint, &merged_dir, usize::MAX).unwrap();
+    assert_eq!(summary.merged_modules, trainer.lora().modules.len());
+    let merged = Backbone::load(&CheckpointFiles::from_dir(&merged_dir).unwrap(), DType::F32, &Device::Cpu).unwrap();
+    assert_eq!(merged.family(), Family::Qwen3Vl);
+    let diff = logits(trainer.model()).sub(&logits(&merged)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(diff <= 1e-5, "merged checkpoint: logits differ by {diff:e}");
+    let base = Backbone::load(&files, DType::F32, &Device::Cpu).unwrap();
+    let moved = logits(&merged).sub(&logits(&base)).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
+    assert!(moved > 1e-4, "the merged weights answer as the base model (max |Δ| {moved:e})");
 }
 
 /// The motion branch on Qwen3-VL: pseudo-images on the Qwen3-VL processor's grid (patch 16), the
