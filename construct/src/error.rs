@@ -14,8 +14,15 @@ pub enum ConstructError {
     /// A bad input file or row: `file` and, in `detail`, the row, key or name at fault.
     #[error("{}: {detail}", file.display())]
     Input { file: PathBuf, detail: String },
-    #[error("invalid settings: {0}")]
-    Config(String),
+    /// A setting (`key`, as the command line or config names it) this construction cannot run with.
+    #[error("{key}: {problem}")]
+    Setting { key: &'static str, problem: String },
+    /// Two listed clips share a name.
+    #[error("clip `{name}` is listed twice")]
+    DuplicateClip { name: String },
+    /// Two sources would write the same video.
+    #[error("two sources would both write {video}; rename one")]
+    DuplicateVideo { video: String },
     #[error(transparent)]
     Video(#[from] VideoError),
 }

@@ -225,11 +225,10 @@ pub fn plan_videos(sources: &[Source], config: &VideosConfig) -> Result<Vec<Vide
         });
     }
     if config.concatenated > 0 && short.len() < 4 {
-        return Err(ConstructError::Config(format!(
-            "concatenations of up to 4 clips need at least 4 short sources (under {} s); found {}",
-            config.long_min_s,
-            short.len()
-        )));
+        return Err(ConstructError::Setting {
+            key: "concatenated",
+            problem: format!("concatenations of up to 4 clips need at least 4 short sources (under {} s); found {}", config.long_min_s, short.len()),
+        });
     }
     let mut rng = SynthRng::new(derive_seed(config.seed, 0xc0ca));
     for (c, n) in concat_counts(config.concatenated, &mut rng).into_iter().enumerate() {
@@ -245,7 +244,10 @@ pub fn plan_videos(sources: &[Source], config: &VideosConfig) -> Result<Vec<Vide
     }
     let eligible: Vec<usize> = (0..sources.len()).filter(|&i| spatiotemporal_parts(sources[i].duration_s()).is_some()).collect();
     if config.shuffled > 0 && eligible.is_empty() {
-        return Err(ConstructError::Config("shuffled videos need a source longer than 3 s (the spatio-temporal parts' overlap)".into()));
+        return Err(ConstructError::Setting {
+            key: "shuffled",
+            problem: "shuffled videos need a source longer than 3 s (the spatio-temporal parts' overlap)".into(),
+        });
     }
     let mut rng = SynthRng::new(derive_seed(config.seed, 0x5f1e));
     let mut deck: Vec<usize> = Vec::new();
@@ -273,7 +275,7 @@ pub fn plan_videos(sources: &[Source], config: &VideosConfig) -> Result<Vec<Vide
     let mut names: Vec<&str> = jobs.iter().map(|j| j.video.as_str()).collect();
     names.sort_unstable();
     if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
-        return Err(ConstructError::Config(format!("two sources would both write {}; rename one", w[0])));
+        return Err(ConstructError::DuplicateVideo { video: w[0].to_owned() });
     }
     Ok(jobs)
 }

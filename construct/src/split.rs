@@ -127,7 +127,7 @@ pub fn split_clips(clips: &[ClipName], config: &SplitConfig) -> Result<SplitOutc
     let mut sorted: Vec<&ClipName> = clips.iter().collect();
     sorted.sort_by(|a, b| a.name.cmp(&b.name));
     if let Some(w) = sorted.windows(2).find(|w| w[0].name == w[1].name) {
-        return Err(ConstructError::Config(format!("clip `{}` is listed twice", w[0].name)));
+        return Err(ConstructError::DuplicateClip { name: w[0].name.clone() });
     }
     let mut train = Vec::new();
     let mut benchmark = Vec::new();
@@ -143,10 +143,10 @@ pub fn split_clips(clips: &[ClipName], config: &SplitConfig) -> Result<SplitOutc
     }
     let wanted = config.webuav_benchmark;
     if web_test.len() + web_rest.len() < wanted {
-        return Err(ConstructError::Config(format!(
-            "the benchmark is to keep {wanted} WebUAV3M clips but only {} are listed (lower --webuav-benchmark)",
-            web_test.len() + web_rest.len()
-        )));
+        return Err(ConstructError::Setting {
+            key: "--webuav-benchmark",
+            problem: format!("the benchmark is to keep {wanted} WebUAV3M clips but only {} are listed", web_test.len() + web_rest.len()),
+        });
     }
     let mut rng = SynthRng::new(config.seed);
     rng.shuffle(&mut web_test);

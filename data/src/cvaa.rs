@@ -30,8 +30,17 @@ pub enum PairsError {
     Layout { path: PathBuf, reason: String },
     #[error(transparent)]
     Video(#[from] VideoError),
-    #[error("{0}")]
-    Input(String),
+    /// A UAV view typed as `VIDEO@SECONDS` whose time is not a non-negative number of seconds.
+    #[error("`{arg}`: the time after @ must be a non-negative number of seconds, e.g. clip.mp4@2.5")]
+    BadTime { arg: String },
+    #[error("{}: {seconds} s is past the end of the video ({duration_s:.2} s)", path.display())]
+    PastTheEnd { path: PathBuf, seconds: f64, duration_s: f64 },
+    #[error("University-1652 split `{0}`: use train or test")]
+    UnknownSplit(String),
+    #[error("window sizes {0:?} must be fractions in (0, 1]")]
+    WindowSides(Vec<f64>),
+    #[error("window stride {0} must be a fraction in (0, 1]")]
+    WindowStride(f64),
 }
 
 /// The UAV side of a pair: a still image or one moment of a video.
@@ -45,9 +54,10 @@ impl UavView {
     /// `FRAME` or `VIDEO@SECONDS`, as typed on a command line.
     pub fn parse(arg: &str) -> Result<Self, PairsError> {
         if let Some((path, t)) = arg.rsplit_once('@') {
-            let seconds: f64 = t.parse().map_err(|_| PairsError::Input(format!("`{arg}`: the time after @ must be seconds, e.g. clip.mp4@2.5")))?;
+            let bad = || PairsError::BadTime { arg: arg.to_owned() };
+            let seconds: f64 = t.parse().map_err(|_| bad())?;
             if !(seconds >= 0.0 && seconds.is_finite()) {
-                return Err(PairsError::Input(format!("`{arg}`: the time must be a non-negative number of seconds")));
+                return Err(bad());
             }
             return Ok(Self::VideoAt { path: PathBuf::from(path), seconds });
         }
@@ -69,11 +79,7 @@ impl UavView {
                 let last = info.frame_count.saturating_sub(1);
                 let index = ((seconds * info.fps).round() as usize).min(last);
                 if *seconds > info.duration_s + 1.0 / info.fps.max(1e-9) {
-                    return Err(PairsError::Input(format!(
-                        "{}: {seconds} s is past the end of the video ({:.2} s)",
-                        path.display(),
-                        info.duration_s
-                    )));
+                    return Err(PairsError::PastTheEnd { path: path.clone(), seconds: *seconds, duration_s: info.duration_s });
                 }
                 let plan = FramePlan { indices: vec![index], timestamps: vec![index as f64 / info.fps], fps: info.fps };
                 let decoded = decode_video(path, &plan)?;
@@ -148,7 +154,7 @@ pub fn read_university1652(root: &Path, split: &str) -> Result<Vec<Pair>, PairsE
     let (drone, satellite) = match split {
         "train" => ("train/drone", "train/satellite"),
         "test" => ("test/query_drone", "test/gallery_satellite"),
-        other => return Err(PairsError::Input(format!("University-1652 split `{other}`: use train or test"))),
+        other => return Err(PairsError::UnknownSplit(other.to_owned())),
     };
     let (drone_dir, satellite_dir) = (root.join(drone), root.join(satellite));
     let list = |dir: &Path| -> Result<Vec<PathBuf>, PairsError> {
@@ -206,10 +212,10 @@ pub fn normalized_chw(image: ArrayView3<u8>, out_h: usize, out_w: usize) -> Vec<
 /// plus one flush with the right and bottom edges.
 pub fn sliding_windows(width: usize, height: usize, sides: &[f64], stride: f64) -> Result<Vec<[f64; 4]>, PairsError> {
     if sides.is_empty() || !sides.iter().all(|s| *s > 0.0 && *s <= 1.0) {
-        return Err(PairsError::Input(format!("window sizes {sides:?} must be fractions in (0, 1]")));
+        return Err(PairsError::WindowSides(sides.to_vec()));
     }
     if !(stride > 0.0 && stride <= 1.0) {
-        return Err(PairsError::Input(format!("window stride {stride} must be a fraction in (0, 1]")));
+        return Err(PairsError::WindowStride(stride));
     }
     let shorter = width.min(height) as f64;
     let mut boxes = Vec::new();

@@ -33,8 +33,19 @@ pub enum PlanError {
     EmptyClip,
     #[error("clip frame rate {0} is not a positive finite number")]
     BadClipFps(f64),
-    #[error("invalid frame plan: {0}")]
-    BadPlan(String),
+    #[error("training fps {0} must be positive")]
+    TrainingFps(f64),
+    #[error("training frames [{min_frames}, {max_frames}] hold no even count of at least 2")]
+    TrainingFrames { min_frames: usize, max_frames: usize },
+    /// An evaluation protocol with no frames to keep (`max_frames` 0 or a rate not positive).
+    #[error("evaluation protocol keeps no frames (max_frames {max_frames}, rates {short_fps} and {medium_fps} fps)")]
+    EvalKeepsNothing { max_frames: usize, short_fps: f64, medium_fps: f64 },
+    /// A plan of a fixed count (`plan`: official, uniform) asked for no frame.
+    #[error("the {plan} plan needs at least one frame")]
+    NoFramesAsked { plan: &'static str },
+    /// Plan timestamps a decoder cannot seek to.
+    #[error("plan timestamps {0:?} must be finite and non-empty")]
+    BadTimestamps(Vec<f64>),
     #[error("clip has {frames} frames, fewer than the plan's min_frames {min_frames}")]
     TooFewFrames { frames: usize, min_frames: usize },
 }
@@ -346,12 +357,12 @@ fn with_frame_times(clip: ClipTiming, indices: Vec<usize>, fps: f64) -> FramePla
 pub fn training_plan(clip: ClipTiming, plan: &TrainingPlan) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if !(plan.fps.is_finite() && plan.fps > 0.0) {
-        return Err(PlanError::BadPlan(format!("training fps {} must be positive", plan.fps)));
+        return Err(PlanError::TrainingFps(plan.fps));
     }
     let min_even = plan.min_frames.div_ceil(2) * 2;
     let max_even = plan.max_frames / 2 * 2;
     if max_even < 2 || min_even > max_even {
-        return Err(PlanError::BadPlan(format!("training frames [{}, {}] hold no even count of at least 2", plan.min_frames, plan.max_frames)));
+        return Err(PlanError::TrainingFrames { min_frames: plan.min_frames, max_frames: plan.max_frames });
     }
     if clip.frame_count < plan.min_frames {
         return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: plan.min_frames });
@@ -382,7 +393,7 @@ pub fn eval_plan(clip: ClipTiming, protocol: &EvalProtocol) -> Result<FramePlan,
         return Err(PlanError::TooFewFrames { frames: clip.frame_count, min_frames: EVAL_MIN_FRAMES });
     }
     if protocol.max_frames == 0 || !(protocol.short_fps > 0.0 && protocol.medium_fps > 0.0) {
-        return Err(PlanError::BadPlan(format!("evaluation protocol {protocol:?} keeps no frames")));
+        return Err(PlanError::EvalKeepsNothing { max_frames: protocol.max_frames, short_fps: protocol.short_fps, medium_fps: protocol.medium_fps });
     }
     let d = clip.duration_s();
     let fps = if d < protocol.short_below_s {
@@ -427,7 +438,7 @@ pub fn official_indices(total: usize, max_frames: usize) -> Vec<usize> {
 pub fn official_plan(clip: ClipTiming, max_frames: usize) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if max_frames == 0 {
-        return Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into()));
+        return Err(PlanError::NoFramesAsked { plan: "official" });
     }
     Ok(with_frame_times(clip, official_indices(clip.frame_count, max_frames), OFFICIAL_PROCESSOR_FPS))
 }
@@ -437,7 +448,7 @@ pub fn official_plan(clip: ClipTiming, max_frames: usize) -> Result<FramePlan, P
 pub fn uniform_plan(clip: ClipTiming, frames: usize) -> Result<FramePlan, PlanError> {
     clip.validate()?;
     if frames == 0 {
-        return Err(PlanError::BadPlan("uniform plan needs at least one frame".into()));
+        return Err(PlanError::NoFramesAsked { plan: "uniform" });
     }
     Ok(spread(clip, frames))
 }
@@ -521,7 +532,7 @@ mod tests {
     #[test]
     fn training_rejects_bad_settings() {
         let bad = TrainingPlan { fps: 2.0, min_frames: 9, max_frames: 9, ..TrainingPlan::default() };
-        assert!(matches!(training_plan(ClipTiming::new(100, 10.0), &bad), Err(PlanError::BadPlan(_))));
+        assert_eq!(training_plan(ClipTiming::new(100, 10.0), &bad), Err(PlanError::TrainingFrames { min_frames: 9, max_frames: 9 }));
         assert_eq!(training_plan(ClipTiming::new(0, 10.0), &TrainingPlan::default()), Err(PlanError::EmptyClip));
         assert!(matches!(training_plan(ClipTiming::new(10, 0.0), &TrainingPlan::default()), Err(PlanError::BadClipFps(_))));
     }
@@ -631,10 +642,7 @@ mod tests {
         assert_eq!(policy.sampling(), Sampling::Transformers);
         assert_eq!(policy.with_max_frames(8), FramePolicy::Official { max_frames: 8 });
         assert_eq!(policy.min_frames(), None);
-        assert_eq!(
-            FramePolicy::Official { max_frames: 0 }.plan(clip),
-            Err(PlanError::BadPlan("official plan needs max_frames of at least 1".into()))
-        );
+        assert_eq!(FramePolicy::Official { max_frames: 0 }.plan(clip), Err(PlanError::NoFramesAsked { plan: "official" }));
         assert_eq!(policy.plan(ClipTiming::new(0, 30.0)), Err(PlanError::EmptyClip));
     }
 

@@ -15,8 +15,12 @@ use parquet::file::reader::SerializedFileReader;
 pub enum ParquetError {
     #[error(transparent)]
     Io(#[from] std::io::Error),
-    #[error("{0}")]
-    Layout(String),
+    #[error("not a readable Parquet file: {0}")]
+    NotParquet(#[source] parquet::errors::ParquetError),
+    #[error("row {row}: {source}")]
+    Row { row: usize, source: parquet::errors::ParquetError },
+    #[error("damaged pages (the parquet reader failed on them)")]
+    DamagedPages,
 }
 
 /// Whether `path` is read as Parquet (by its extension).
@@ -27,17 +31,17 @@ pub fn is_parquet(path: &Path) -> bool {
 /// Every row of a Parquet file, in order, as JSON objects.
 pub fn read_parquet_rows(path: &Path) -> Result<Vec<serde_json::Value>, ParquetError> {
     let file = File::open(path)?;
-    let reader = SerializedFileReader::new(file).map_err(|e| ParquetError::Layout(format!("not a readable Parquet file: {e}")))?;
+    let reader = SerializedFileReader::new(file).map_err(ParquetError::NotParquet)?;
     // The parquet crate asserts on some damaged pages (definition levels out of range, found by
     // tests/tests/fuzz.rs) instead of returning an error: a damaged file is an error here.
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
         // Not preallocated from the footer's `num_rows`: a bogus count would abort the process.
         let mut rows = Vec::new();
         for (i, row) in reader.into_iter().enumerate() {
-            let row = row.map_err(|e| ParquetError::Layout(format!("row {}: {e}", i + 1)))?;
+            let row = row.map_err(|source| ParquetError::Row { row: i + 1, source })?;
             rows.push(row.to_json_value());
         }
         Ok(rows)
     }))
-    .unwrap_or_else(|_| Err(ParquetError::Layout("damaged pages (the parquet reader failed on them)".into())))
+    .unwrap_or_else(|_| Err(ParquetError::DamagedPages))
 }

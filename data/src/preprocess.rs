@@ -43,8 +43,11 @@ pub enum PreprocessError {
     Channels { channels: usize },
     #[error("a video needs at least one frame")]
     NoFrames,
-    #[error("invalid preprocessor config: {0}")]
-    Config(String),
+    /// A setting (`key`, as `preprocessor_config.json` names it) the pipeline cannot run with.
+    #[error("invalid preprocessor config: `{key}` {problem}")]
+    Config { key: &'static str, problem: String },
+    #[error("a clip of {frames} frame(s) is shorter than one temporal patch of {temporal_patch_size}")]
+    ClipShorterThanPatch { frames: usize, temporal_patch_size: usize },
     #[error("cannot read preprocessor config {path}: {source}")]
     ConfigIo { path: String, source: std::io::Error },
     #[error("cannot parse preprocessor config {path}: {source}")]
@@ -192,21 +195,20 @@ impl PreprocessConfig {
 
     /// Rejects settings that would make the pipeline divide by zero or loop on nothing.
     pub fn validate(&self) -> Result<(), PreprocessError> {
-        let bad = |m: String| Err(PreprocessError::Config(m));
-        if self.patch_size == 0 || self.temporal_patch_size == 0 || self.merge_size == 0 {
-            return bad(format!(
-                "patch_size {}, temporal_patch_size {} and merge_size {} must all be positive",
-                self.patch_size, self.temporal_patch_size, self.merge_size
-            ));
+        let bad = |key: &'static str, problem: String| Err(PreprocessError::Config { key, problem });
+        for (key, value) in [("patch_size", self.patch_size), ("temporal_patch_size", self.temporal_patch_size), ("merge_size", self.merge_size)] {
+            if value == 0 {
+                return bad(key, "must be positive, not 0".into());
+            }
         }
         if self.min_pixels > self.max_pixels {
-            return bad(format!("min_pixels {} exceeds max_pixels {}", self.min_pixels, self.max_pixels));
+            return bad("min_pixels", format!("{} exceeds max_pixels {}", self.min_pixels, self.max_pixels));
         }
         if self.image_std.iter().any(|s| *s == 0.0 || !s.is_finite()) {
-            return bad(format!("image_std {:?} must be finite and non-zero", self.image_std));
+            return bad("image_std", format!("{:?} must be finite and non-zero", self.image_std));
         }
         if !(self.rescale_factor.is_finite() && self.rescale_factor > 0.0) {
-            return bad(format!("rescale_factor {} must be positive", self.rescale_factor));
+            return bad("rescale_factor", format!("{} must be positive", self.rescale_factor));
         }
         Ok(())
     }
@@ -258,7 +260,7 @@ pub fn smart_resize_clip(
         return Err(PreprocessError::Empty { height, width });
     }
     if frames < temporal_factor {
-        return Err(PreprocessError::Config(format!("a clip of {frames} frame(s) is shorter than one temporal patch of {temporal_factor}")));
+        return Err(PreprocessError::ClipShorterThanPatch { frames, temporal_patch_size: temporal_factor });
     }
     let (mut h, mut w, f) = (height as f64, width as f64, factor as f64);
     if height < factor || width < factor {

@@ -33,8 +33,11 @@ pub enum ReadError {
     Io { path: PathBuf, source: std::io::Error },
     #[error("{path}:{line}: not valid JSON: {message}")]
     Syntax { path: PathBuf, line: usize, message: String },
-    #[error("{path}: {message}")]
-    Layout { path: PathBuf, message: String },
+    /// A JSON object that holds no row array under any of the wrapper keys.
+    #[error("{path}: a JSON object that holds no row array under any of {WRAPPER_KEYS:?}")]
+    NoRowArray { path: PathBuf },
+    #[error("{path}: {source}")]
+    Parquet { path: PathBuf, source: ParquetError },
     #[error(transparent)]
     Row(#[from] RowError),
 }
@@ -143,17 +146,14 @@ pub fn read_records(path: &Path) -> Result<Vec<Record>, ReadError> {
     if is_parquet(path) {
         let rows = read_parquet_rows(path).map_err(|e| match e {
             ParquetError::Io(source) => ReadError::Io { path: path.to_path_buf(), source },
-            ParquetError::Layout(message) => ReadError::Layout { path: path.to_path_buf(), message },
+            source => ReadError::Parquet { path: path.to_path_buf(), source },
         })?;
         return Ok(rows.into_iter().enumerate().map(|(i, value)| Record { line: i + 1, value: Ok(value) }).collect());
     }
     let text = std::fs::read_to_string(path).map_err(|source| ReadError::Io { path: path.to_path_buf(), source })?;
-    records_from_str(&text).map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message }).and_then(|r| {
-        r.ok_or_else(|| ReadError::Layout {
-            path: path.to_path_buf(),
-            message: format!("a JSON object that holds no row array under any of {WRAPPER_KEYS:?}"),
-        })
-    })
+    records_from_str(&text)
+        .map_err(|(line, message)| ReadError::Syntax { path: path.to_path_buf(), line, message })
+        .and_then(|r| r.ok_or_else(|| ReadError::NoRowArray { path: path.to_path_buf() }))
 }
 
 /// `Ok(None)` when the text is one JSON object with no wrapper key; `Err((line, message))`

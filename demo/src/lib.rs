@@ -29,6 +29,7 @@ use motionvl_construct::synth::describe::write_pretraining_set;
 use motionvl_construct::synth::{Split, SynthConfig, SynthSummary, generate_with_progress};
 use motionvl_eval::config::{GenerationConfig, ModelConfig, MotionConfig, ProtocolConfig, RunConfig};
 use motionvl_eval::results::Results;
+use motionvl_flow::{EstimatorName, MotionChoice};
 use motionvl_train::checkpoint::latest_complete;
 use motionvl_train::pretrain::{MODEL_DIR, Scope, answer_loss, pretrain};
 use motionvl_train::recipe::Recipe;
@@ -50,8 +51,41 @@ pub enum DemoError {
     Train { run: String, source: Box<dyn std::error::Error + Send + Sync> },
     #[error("evaluating the {run} model: {source}")]
     Eval { run: String, source: Box<dyn std::error::Error + Send + Sync> },
+    /// The held-out manifest could not be read for its clips.
+    #[error("summary: {}: {source}", path.display())]
+    Manifest { path: PathBuf, source: Box<motionvl_eval::EvalError> },
+    /// A run's `scored.jsonl`: unreadable, or a line (1-based) without question id, task and value.
+    #[error("summary: {}{}: {problem}", path.display(), line.map(|l| format!(" line {l}")).unwrap_or_default())]
+    Scores { path: PathBuf, line: Option<usize>, problem: String },
+    /// The runs summarised together disagree: a run missing, or questions one answered and another did not.
     #[error("summary: {0}")]
-    Summary(String),
+    Runs(RunsMismatch),
+    #[error("summary: {dimension}: {source}")]
+    Bootstrap { dimension: String, source: motionvl_eval::stats::StatsError },
+    #[error("summary: cannot serialise: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("summary: {0}")]
+    Write(#[from] motionvl_train::checkpoint::CheckpointError),
+    /// The chart renderer's own message (plotters' errors are rendered as text).
+    #[error("summary: chart: {0}")]
+    Chart(String),
+}
+
+/// How the runs of a summary disagree.
+#[derive(Debug, thiserror::Error)]
+pub enum RunsMismatch {
+    #[error("no {0} model among the runs")]
+    MissingRun(String),
+    #[error("no run to chart")]
+    NoRuns,
+    #[error("no summary of {0}")]
+    NoSummary(String),
+    #[error("no question of the {0} dimension")]
+    NoDimension(&'static str),
+    #[error("{answered} answered {question} ({task}), {other} did not: the runs were asked different questions")]
+    DifferentQuestions { answered: String, other: String, question: String, task: String },
+    #[error("{run}: question {question} is not in the manifest's clips")]
+    UnknownClip { run: String, question: String },
 }
 
 /// `configs/demo.toml`.
@@ -61,9 +95,9 @@ pub struct DemoConfig {
     /// Everything the demo writes goes below this folder.
     pub output_dir: PathBuf,
     /// Flow estimator of the motion-aware model.
-    pub motion: String,
+    pub motion: EstimatorName,
     /// Flow "estimator" of the control (`zero`: pseudo-images without motion).
-    pub control: String,
+    pub control: EstimatorName,
     pub world: SynthConfig,
     /// Stage 0: a training recipe without `output_dir` and `data.train`, which the demo fills
     /// in; every parameter is trained (`[lora]` and `[motion]` do not apply).
@@ -120,7 +154,7 @@ impl DemoConfig {
 #[derive(Debug, Clone)]
 pub struct DemoRun {
     pub name: String,
-    pub motion: String,
+    pub motion: MotionChoice,
     pub train_dir: PathBuf,
     pub eval_dir: PathBuf,
     pub final_loss: Option<f64>,
@@ -168,13 +202,15 @@ pub fn run(config: &DemoConfig, config_path: &Path, show_progress: bool) -> Resu
     };
 
     let mut runs = Vec::new();
-    for (name, motion) in [(VISUAL, "none"), (MOTION, config.motion.as_str()), (CONTROL, config.control.as_str())] {
+    let runs_of =
+        [(VISUAL, MotionChoice::None), (MOTION, MotionChoice::Estimator(config.motion)), (CONTROL, MotionChoice::Estimator(config.control))];
+    for (name, motion) in runs_of {
         let train_dir = config.output_dir.join(name);
         let recipe = recipe_for(config, config_path, &world, &pretrained, &train_dir, motion)?;
         let final_loss = train(&recipe, &pretrained, name, show_progress)?;
         let eval_dir = train_dir.join("eval");
         let results = evaluate(config, &world, &pretrained, &train_dir, &eval_dir, name, show_progress)?;
-        runs.push(DemoRun { name: name.to_owned(), motion: motion.to_owned(), train_dir, eval_dir, final_loss, results });
+        runs.push(DemoRun { name: name.to_owned(), motion, train_dir, eval_dir, final_loss, results });
     }
     let evaluated: Vec<Evaluated> =
         runs.iter().map(|r| Evaluated { name: r.name.clone(), results: r.results.clone(), eval_dir: r.eval_dir.clone() }).collect();
@@ -199,7 +235,10 @@ fn asks_as_evaluated(world: &SynthSummary) -> bool {
 fn clips_of(manifest: &Path) -> Result<summary::Clips, DemoError> {
     use motionvl_eval::bench::Bench as _;
     let opts = motionvl_data::samples::ReadOptions::rows_only();
-    let items = motionvl_eval::bench::SIS_BENCH.read(manifest, &opts).map_err(|e| DemoError::Summary(format!("{}: {e}", manifest.display())))?.items;
+    let items = motionvl_eval::bench::SIS_BENCH
+        .read(manifest, &opts)
+        .map_err(|e| DemoError::Manifest { path: manifest.to_path_buf(), source: Box::new(e) })?
+        .items;
     Ok(items.into_iter().map(|item| (item.id, item.videos.iter().map(|v| v.display().to_string()).collect::<Vec<_>>().join(" + "))).collect())
 }
 
@@ -252,14 +291,14 @@ fn recipe_for(
     world: &SynthSummary,
     base: &Path,
     train_dir: &Path,
-    motion: &str,
+    motion: MotionChoice,
 ) -> Result<Recipe, DemoError> {
     let quoted = |p: &Path| format!("{:?}", p.display().to_string());
     let overrides = vec![
         ("output_dir".to_owned(), quoted(train_dir)),
         ("data.train".to_owned(), quoted(&world.train_conversations())),
         ("model.checkpoint".to_owned(), quoted(base)),
-        ("motion.estimator".to_owned(), format!("{motion:?}")),
+        ("motion.estimator".to_owned(), format!("{:?}", motion.as_str())),
         ("logging.progress_bar".to_owned(), "true".to_owned()),
     ];
     Recipe::from_table(config.train.clone(), config_path, &overrides)

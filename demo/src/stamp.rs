@@ -16,7 +16,7 @@ pub fn matches(dir: &Path, inputs: &Value) -> bool {
 
 /// Records `inputs` as what `dir` was made from (atomically).
 pub fn write(dir: &Path, inputs: &Value) -> Result<(), DemoError> {
-    let text = serde_json::to_string_pretty(inputs).map_err(|e| DemoError::Summary(e.to_string()))?;
+    let text = serde_json::to_string_pretty(inputs)?;
     motionvl_train::checkpoint::write_atomic(dir.join(STAMP_FILE), text.as_bytes())
         .map_err(|e| DemoError::Stage { stage: dir.display().to_string(), reason: e.to_string() })
 }

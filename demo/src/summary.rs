@@ -25,7 +25,7 @@ use motionvl_eval::results::Results;
 use motionvl_eval::stats::{cluster_paired_bootstrap95, wilson95};
 use serde::Serialize;
 
-use crate::DemoError;
+use crate::{DemoError, RunsMismatch};
 
 /// The model whose gain is measured, the baseline it is measured against, and the control.
 pub const VISUAL: &str = "visual-only";
@@ -116,7 +116,7 @@ pub struct Summary {
 /// Builds the report of `runs` (which must hold [`VISUAL`], [`MOTION`] and [`CONTROL`]);
 /// `clips` names the clip of every question they answered.
 pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, resamples: usize, seed: u64) -> Result<Summary, DemoError> {
-    let find = |name: &str| runs.iter().find(|r| r.name == name).ok_or_else(|| DemoError::Summary(format!("no {name} model among the runs")));
+    let find = |name: &str| runs.iter().find(|r| r.name == name).ok_or_else(|| DemoError::Runs(RunsMismatch::MissingRun(name.to_owned())));
     let (visual, motion, control) = (find(VISUAL)?, find(MOTION)?, find(CONTROL)?);
     let models = runs.iter().map(|r| (r.name.clone(), model_summary(&r.results))).collect();
     let paired = |a: &Evaluated, b: &Evaluated, dim: &str| paired(a, b, dim, clips, resamples, seed);
@@ -127,8 +127,7 @@ pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, r
         columns.vs_control.insert(dim.clone(), paired(control, motion, dim)?);
         columns.control_vs_visual.insert(dim.clone(), paired(visual, control, dim)?);
     }
-    let self_of =
-        |d: &BTreeMap<String, Difference>| d.get("self").copied().ok_or_else(|| DemoError::Summary("no question of the self dimension".into()));
+    let self_of = |d: &BTreeMap<String, Difference>| d.get("self").copied().ok_or_else(|| DemoError::Runs(RunsMismatch::NoDimension("self")));
     let difference = Differences {
         self_vs_control: self_of(&columns.vs_control)?,
         self_control_vs_visual: self_of(&columns.control_vs_visual)?,
@@ -143,12 +142,12 @@ pub fn summarise(runs: &[Evaluated], clips: &Clips, tower: Option<TowerCheck>, r
 impl Summary {
     /// Writes the three files into `dir`, each atomically; returns their paths.
     pub fn write(&self, dir: &Path) -> Result<Vec<PathBuf>, DemoError> {
-        let json = serde_json::to_string_pretty(&self.json).map_err(|e| DemoError::Summary(e.to_string()))?;
+        let json = serde_json::to_string_pretty(&self.json)?;
         [(JSON_FILE, json.into_bytes()), (MARKDOWN_FILE, self.markdown.clone().into_bytes()), (CHART_FILE, self.png.clone())]
             .into_iter()
             .map(|(name, bytes)| {
                 let path = dir.join(name);
-                motionvl_train::checkpoint::write_atomic(&path, &bytes).map_err(|e| DemoError::Summary(e.to_string()))?;
+                motionvl_train::checkpoint::write_atomic(&path, &bytes)?;
                 Ok(path)
             })
             .collect()
@@ -166,15 +165,15 @@ fn model_summary(r: &Results) -> ModelSummary {
 /// Per-question scores of a run (`scored.jsonl`): question id, task, score.
 fn scores(run: &Evaluated) -> Result<Vec<(String, String, f64)>, DemoError> {
     let path = run.eval_dir.join(motionvl_eval::report::SCORED_FILE);
-    let text = std::fs::read_to_string(&path).map_err(|e| DemoError::Summary(format!("{}: {e}", path.display())))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| DemoError::Scores { path: path.clone(), line: None, problem: e.to_string() })?;
     text.lines()
         .enumerate()
         .map(|(i, line)| {
             let v: serde_json::Value =
-                serde_json::from_str(line).map_err(|e| DemoError::Summary(format!("{} line {}: {e}", path.display(), i + 1)))?;
+                serde_json::from_str(line).map_err(|e| DemoError::Scores { path: path.clone(), line: Some(i + 1), problem: e.to_string() })?;
             match (v["question_id"].as_str(), v["task"].as_str(), v["value"].as_f64()) {
                 (Some(id), Some(task), Some(score)) => Ok((id.to_owned(), task.to_owned(), score)),
-                _ => Err(DemoError::Summary(format!("{} line {}: no question_id, task and value", path.display(), i + 1))),
+                _ => Err(DemoError::Scores { path: path.clone(), line: Some(i + 1), problem: "no question_id, task and value".into() }),
             }
         })
         .collect()
@@ -197,7 +196,12 @@ fn paired(a: &Evaluated, b: &Evaluated, dim: &str, clips: &Clips, resamples: usi
     let mut pairs: Vec<(String, f64, f64)> = Vec::new();
     for (id, task, score) in scores(a)?.into_iter().filter(|(_, t, _)| tasks.contains(&t.as_str())) {
         let other = theirs.get(&id).ok_or_else(|| {
-            DemoError::Summary(format!("{} answered {id} ({task}), {} did not: the runs were asked different questions", a.name, b.name))
+            DemoError::Runs(RunsMismatch::DifferentQuestions {
+                answered: a.name.clone(),
+                other: b.name.clone(),
+                question: id.clone(),
+                task: task.clone(),
+            })
         })?;
         pairs.push((id, score, *other));
     }
@@ -207,10 +211,11 @@ fn paired(a: &Evaluated, b: &Evaluated, dim: &str, clips: &Clips, resamples: usi
     let of: Vec<&str> = pairs
         .iter()
         .map(|(id, _, _)| {
-            clips.get(id).map(String::as_str).ok_or_else(|| DemoError::Summary(format!("{}: question {id} is not in the manifest's clips", a.name)))
+            clips.get(id).map(String::as_str).ok_or_else(|| DemoError::Runs(RunsMismatch::UnknownClip { run: a.name.clone(), question: id.clone() }))
         })
         .collect::<Result<_, _>>()?;
-    let (mean, ci95) = cluster_paired_bootstrap95(&xs, &ys, &of, resamples, seed).map_err(|e| DemoError::Summary(format!("{dim}: {e}")))?;
+    let (mean, ci95) =
+        cluster_paired_bootstrap95(&xs, &ys, &of, resamples, seed).map_err(|source| DemoError::Bootstrap { dimension: dim.to_owned(), source })?;
     Ok(Difference { mean, ci95 })
 }
 
@@ -302,7 +307,7 @@ pub fn claims(runs: &[Evaluated], json: &SummaryJson) -> Vec<(String, bool)> {
 type Pick = Box<dyn Fn(&ModelSummary) -> Option<Accuracy>>;
 
 fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
-    let Some(first) = runs.first() else { return Err(DemoError::Summary("no run to chart".into())) };
+    let Some(first) = runs.first() else { return Err(DemoError::Runs(RunsMismatch::NoRuns)) };
     let mut columns: Vec<(Column, Pick)> = Vec::new();
     for (task, e) in first.results.by_task.iter() {
         let label = motionvl_eval::report::short_label(&first.results.benchmark, task);
@@ -317,13 +322,13 @@ fn chart(runs: &[Evaluated], json: &SummaryJson) -> Result<Vec<u8>, DemoError> {
     let series = runs
         .iter()
         .map(|r| {
-            let m = json.models.get(&r.name).ok_or_else(|| DemoError::Summary(format!("no summary of {}", r.name)))?;
+            let m = json.models.get(&r.name).ok_or_else(|| DemoError::Runs(RunsMismatch::NoSummary(r.name.clone())))?;
             let bars = columns.iter().map(|(_, get)| get(m).map_or((0.0, [0.0, 0.0]), |a| (a.accuracy, a.ci95))).collect();
             Ok(Series { name: r.name.clone(), bars })
         })
         .collect::<Result<Vec<_>, DemoError>>()?;
     let cols: Vec<Column> = columns.into_iter().map(|(c, _)| c).collect();
-    compare_chart::render_png("SIS-Bench on held-out worlds", &cols, &series).map_err(DemoError::Summary)
+    compare_chart::render_png("SIS-Bench on held-out worlds", &cols, &series).map_err(DemoError::Chart)
 }
 
 #[cfg(test)]

@@ -92,23 +92,69 @@ pub enum EvalError {
     Model(#[from] motionvl_models::ModelError),
     #[error(transparent)]
     Candle(#[from] candle_core::Error),
-    #[error("CVAA retrieval: {0}")]
-    Cvaa(String),
+    #[error("CVAA checkpoint {}: {source}", checkpoint.display())]
+    CvaaCheckpoint { checkpoint: PathBuf, source: motionvl_models::ModelError },
+    #[error("CVAA: the window batch must be at least 1")]
+    WindowBatch,
+    /// CVAA's views: a UAV frame, a satellite image, a window layout.
+    #[error(transparent)]
+    Pairs(Box<motionvl_data::cvaa::PairsError>),
+    #[error(transparent)]
+    Video(Box<motionvl_data::video::VideoError>),
+    /// A retrieval that failed for one pair or question (`whose`).
+    #[error("CVAA retrieval for {whose}: {source}")]
+    Retrieval { whose: String, source: Box<EvalError> },
+    #[error("cannot serialise a row: {0}")]
+    Serialise(#[from] serde_json::Error),
     #[error(transparent)]
     Flow(Box<motionvl_flow::FlowError>),
     #[error("chart {path}: {message}")]
     Chart { path: PathBuf, message: String },
     #[error(transparent)]
     RunDir(#[from] motionvl_data::run_dir::RunDirError),
-    /// Something the evaluation needs that this checkpoint's family does not run yet.
-    #[error("{what} runs on Qwen2.5-VL checkpoints; this one is `{family}`")]
-    Backbone { family: &'static str, what: &'static str },
-    /// The predictor (model or a caller's stand-in) failed on a batch.
-    #[error("generation failed: {0}")]
-    Generate(String),
+    /// A caller's predictor (a stand-in for the model) failed on a batch.
+    #[error("the predictor failed: {0}")]
+    Predictor(Box<dyn std::error::Error + Send + Sync>),
+    /// A motion-aware model given a batch whose videos do not all carry motion pixels.
+    #[error("the model is motion-aware but {with_motion} of the {videos} videos carry motion pixels")]
+    MotionPixels { videos: usize, with_motion: usize },
+    /// Ranking by likelihood left a question without a finite score.
+    #[error("question {question}: no option has a finite score ({scores:?})")]
+    NoFiniteScore { question: String, scores: Vec<f64> },
+    /// The run's own bookkeeping broke: a question unanswered or never tokenised, an output for
+    /// a question not asked, a batch answered by the wrong count, the preparing thread gone.
+    #[error("generation: {0}")]
+    Bookkeeping(Bookkeeping),
     /// `answer = "likelihood"` on a benchmark or question whose answer is not one bare option.
     #[error("{bench}{}: cannot rank options by likelihood: {reason}; answer it with [generation] answer = \"generate\"", .question.as_ref().map(|q| format!(" question {q}")).unwrap_or_default())]
     NotRankable { bench: &'static str, question: Option<String>, reason: NotRankable },
+}
+
+/// What [`EvalError::Bookkeeping`] found.
+#[derive(Debug, thiserror::Error)]
+pub enum Bookkeeping {
+    #[error("question {0} got no answer")]
+    NoAnswer(String),
+    #[error("question {0} was not tokenised")]
+    NotTokenised(String),
+    #[error("an output for question {0}, which was not asked")]
+    Unasked(String),
+    #[error("{outputs} outputs for a batch of {questions} questions")]
+    OutputCount { outputs: usize, questions: usize },
+    #[error("the preparing thread stopped")]
+    PreparerStopped,
+}
+
+impl From<motionvl_data::cvaa::PairsError> for EvalError {
+    fn from(e: motionvl_data::cvaa::PairsError) -> Self {
+        EvalError::Pairs(Box::new(e))
+    }
+}
+
+impl From<motionvl_data::video::VideoError> for EvalError {
+    fn from(e: motionvl_data::video::VideoError) -> Self {
+        EvalError::Video(Box::new(e))
+    }
 }
 
 impl From<ReadError> for EvalError {

@@ -33,7 +33,7 @@ use rayon::prelude::*;
 
 use crate::bench::Bench;
 use crate::config::{AdapterMerge, AnswerMode, Continuation, Normalisation, ProtocolKind, RunConfig};
-use crate::error::{EvalError, Result};
+use crate::error::{Bookkeeping, EvalError, Result};
 use crate::item::Item;
 use crate::likelihood::{OptionRow, best, chosen_output, encode_options, option_log_likelihoods};
 use crate::official::{GenerationDefaults, OfficialRows};
@@ -313,11 +313,7 @@ impl Generate for QwenGenerator {
         for (&i, (text, ids)) in generated.iter().zip(self.greedy(&questions)?) {
             answers[i] = Some(Answer { text, option_scores: None, output_ids: Some(ids) });
         }
-        answers
-            .into_iter()
-            .zip(&batch.questions)
-            .map(|(a, q)| a.ok_or_else(|| EvalError::Generate(format!("question {} got no answer", q.id))))
-            .collect()
+        answers.into_iter().zip(&batch.questions).map(|(a, q)| a.ok_or_else(|| EvalError::Bookkeeping(Bookkeeping::NoAnswer(q.id.clone())))).collect()
     }
 }
 
@@ -329,7 +325,7 @@ impl QwenGenerator {
         let likelihoods = option_log_likelihoods(&self.model, self.motion.as_ref(), &q.option_rows, media, pad_id, &self.device)?;
         let scores: Vec<f64> = likelihoods.iter().map(|l| l.score(self.likelihood_normalisation)).collect();
         let options: Vec<&AnswerOption> = q.option_rows.iter().map(|r| &r.option).collect();
-        let chosen = best(&scores).ok_or_else(|| EvalError::Generate(format!("question {}: no option has a finite score ({scores:?})", q.id)))?;
+        let chosen = best(&scores).ok_or_else(|| EvalError::NoFiniteScore { question: q.id.clone(), scores: scores.clone() })?;
         Ok(Answer {
             text: chosen_output(options[chosen]),
             option_scores: Some(options.iter().map(|o| o.label).zip(scores).collect()),
@@ -345,7 +341,7 @@ impl QwenGenerator {
         }
         let prompts: Vec<&EncodedPrompt> = questions
             .iter()
-            .map(|q| q.prompt.as_ref().ok_or_else(|| EvalError::Generate(format!("question {} was not tokenised", q.id))))
+            .map(|q| q.prompt.as_ref().ok_or_else(|| EvalError::Bookkeeping(Bookkeeping::NotTokenised(q.id.clone()))))
             .collect::<Result<_>>()?;
         let tokens: Vec<(&[u32], &[u8])> = prompts.iter().map(|p| (p.input_ids.as_slice(), p.mm_token_type_ids.as_slice())).collect();
         let rows = PromptBatch::padded(&tokens, self.tokenizer.special().endoftext, Padding::Left);
@@ -362,11 +358,7 @@ impl QwenGenerator {
             Some(_) => {
                 let motion: Vec<&DataPixels> = questions.iter().flat_map(|q| &q.motion).collect();
                 if motion.len() != videos.len() {
-                    return Err(EvalError::Generate(format!(
-                        "the model is motion-aware but {} of the batch's {} videos carry motion pixels",
-                        motion.len(),
-                        videos.len()
-                    )));
+                    return Err(EvalError::MotionPixels { videos: videos.len(), with_motion: motion.len() });
                 }
                 PixelInput::stack(&motion, &self.device, dtype)?
             }

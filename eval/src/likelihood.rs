@@ -147,11 +147,7 @@ pub fn option_log_likelihoods(
     let once = VisionInputs { images: images.clone(), videos: videos_once.clone(), video_seconds_per_grid: seconds.clone() };
     let motion_pixels = match branch {
         Some(_) if motion.len() != videos.len() => {
-            return Err(EvalError::Generate(format!(
-                "the model is motion-aware but {} of the question's {} videos carry motion pixels",
-                motion.len(),
-                videos.len()
-            )));
+            return Err(EvalError::MotionPixels { videos: videos.len(), with_motion: motion.len() });
         }
         Some(_) => PixelInput::stack(&motion.iter().collect::<Vec<_>>(), device, dtype)?,
         None => None,

@@ -52,7 +52,7 @@ impl CvaaPriorConfig {
 pub fn views_of(item: &Item) -> Result<Option<(UavView, PathBuf)>> {
     let Some(satellite) = item.images.last() else { return Ok(None) };
     if let Some(video) = item.videos.first() {
-        let info = probe_video(video).map_err(|e| EvalError::Cvaa(format!("{}: {e}", item.location())))?;
+        let info = probe_video(video).map_err(|e| EvalError::Retrieval { whose: item.location(), source: Box::new(e.into()) })?;
         return Ok(Some((UavView::VideoAt { path: video.clone(), seconds: info.duration_s / 2.0 }, satellite.clone())));
     }
     if item.images.len() >= 2 {
@@ -79,7 +79,8 @@ pub fn add_priors(items: &mut [Item], cfg: &CvaaPriorConfig, device: &Device, on
     for item in items.iter_mut() {
         let prior = match views_of(item)? {
             Some((uav, satellite)) => {
-                let best = retriever.retrieve(&uav, &satellite, 1).map_err(|e| EvalError::Cvaa(format!("{}: {e}", item.location())))?;
+                let best =
+                    retriever.retrieve(&uav, &satellite, 1).map_err(|e| EvalError::Retrieval { whose: item.location(), source: Box::new(e) })?;
                 let b = best[0].bbox;
                 item.question = format!("{}\n{}", item.question, cfg.template.replace("{box}", &serialise_box(b)));
                 Prior { question_id: item.id.clone(), bbox: Some(b), score: Some(best[0].score) }
@@ -132,7 +133,7 @@ pub fn write_prompts(
             images: item.images.clone(),
             bbox,
         };
-        let line = serde_json::to_string(&row).map_err(|e| EvalError::Cvaa(e.to_string()))?;
+        let line = serde_json::to_string(&row)?;
         writeln!(file, "{line}").map_err(EvalError::io("write", &tmp))?;
     }
     file.sync_all().map_err(EvalError::io("write", &tmp))?;

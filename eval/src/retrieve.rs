@@ -70,22 +70,18 @@ pub struct Retriever {
     cache: Mutex<HashMap<PathBuf, Arc<WindowIndex>>>,
 }
 
-fn model_error(e: impl std::fmt::Display) -> EvalError {
-    EvalError::Cvaa(e.to_string())
-}
-
 impl Retriever {
     pub fn new(model: Cvaa, windows: WindowConfig, device: Device) -> Result<Self> {
         if windows.batch == 0 {
-            return Err(EvalError::Cvaa("window batch must be at least 1".into()));
+            return Err(EvalError::WindowBatch);
         }
-        sliding_windows(2, 2, &windows.sizes, windows.stride).map_err(model_error)?;
+        sliding_windows(2, 2, &windows.sizes, windows.stride)?;
         Ok(Self { model, windows, device, cache: Mutex::default() })
     }
 
     /// A `train cvaa` checkpoint folder.
     pub fn load(checkpoint: &Path, windows: WindowConfig, device: &Device) -> Result<Self> {
-        let model = Cvaa::load(checkpoint, device).map_err(|e| EvalError::Cvaa(format!("{}: {e}", checkpoint.display())))?;
+        let model = Cvaa::load(checkpoint, device).map_err(|source| EvalError::CvaaCheckpoint { checkpoint: checkpoint.to_path_buf(), source })?;
         Self::new(model, windows, device.clone())
     }
 
@@ -104,7 +100,7 @@ impl Retriever {
     pub fn embed_satellite_views(&self, views: &[Array3<u8>]) -> Result<Tensor> {
         let mut parts = Vec::new();
         for chunk in views.chunks(self.windows.batch) {
-            parts.push(self.model.embed_satellite(&self.satellite_pixels(chunk)?).map_err(model_error)?);
+            parts.push(self.model.embed_satellite(&self.satellite_pixels(chunk)?)?);
         }
         Ok(Tensor::cat(&parts, 0)?)
     }
@@ -116,7 +112,7 @@ impl Retriever {
         for chunk in frames.chunks(self.windows.batch) {
             let data: Vec<f32> = chunk.iter().flat_map(|f| normalized_chw(f.view(), h, w)).collect();
             let pixels = Tensor::from_vec(data, (chunk.len(), 3, h, w), &self.device)?;
-            parts.push(self.model.embed_uav(&pixels).map_err(model_error)?);
+            parts.push(self.model.embed_uav(&pixels)?);
         }
         Ok(Tensor::cat(&parts, 0)?)
     }
@@ -126,7 +122,7 @@ impl Retriever {
         if let Some(hit) = self.cache.lock().ok().and_then(|c| c.get(satellite).cloned()) {
             return Ok(hit);
         }
-        let image = load_image(satellite).map_err(model_error)?;
+        let image = load_image(satellite)?;
         let index = Arc::new(self.index_image(image.view())?);
         if let Ok(mut cache) = self.cache.lock() {
             cache.insert(satellite.to_path_buf(), index.clone());
@@ -136,14 +132,14 @@ impl Retriever {
 
     pub fn index_image(&self, image: ArrayView3<u8>) -> Result<WindowIndex> {
         let (h, w) = (image.shape()[0], image.shape()[1]);
-        let boxes = sliding_windows(w, h, &self.windows.sizes, self.windows.stride).map_err(model_error)?;
+        let boxes = sliding_windows(w, h, &self.windows.sizes, self.windows.stride)?;
         let views: Vec<Array3<u8>> = boxes.iter().map(|b| crop(image, *b)).collect();
         Ok(WindowIndex { embeddings: self.embed_satellite_views(&views)?, boxes })
     }
 
     /// The `top_k` windows of `satellite` most similar to the UAV frame, best first.
     pub fn retrieve(&self, uav: &UavView, satellite: &Path, top_k: usize) -> Result<Vec<Retrieved>> {
-        let frame = uav.load().map_err(model_error)?;
+        let frame = uav.load()?;
         let query = self.embed_uav_frames(&[frame])?;
         let index = self.index(satellite)?;
         rank_windows(&index, &query, top_k)
@@ -240,7 +236,7 @@ impl Retriever {
         let mut images: HashMap<PathBuf, Arc<Array3<u8>>> = HashMap::new();
         for p in pairs {
             if !images.contains_key(&p.satellite) {
-                images.insert(p.satellite.clone(), Arc::new(load_image(&p.satellite).map_err(model_error)?));
+                images.insert(p.satellite.clone(), Arc::new(load_image(&p.satellite)?));
             }
         }
         let key = |p: &Pair| format!("{}|{:?}", p.satellite.display(), p.footprint.map(|b| b.map(round3)));
@@ -265,7 +261,7 @@ impl Retriever {
         }
         let mut frames = Vec::with_capacity(pairs.len());
         for p in pairs {
-            frames.push(p.uav.load().map_err(|e| EvalError::Cvaa(format!("pair {}: {e}", p.id)))?);
+            frames.push(p.uav.load().map_err(|e| EvalError::Retrieval { whose: format!("pair {}", p.id), source: Box::new(e.into()) })?);
             on_item();
         }
         let uav = self.embed_uav_frames(&frames)?;

@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 
 use crate::bench::{self, Bench};
 use crate::config::{AnswerMode, Continuation, ExtractMode, Normalisation, OfficialConfig, ProtocolConfig, ProtocolKind, RunConfig};
-use crate::error::{EvalError, Result};
+use crate::error::{Bookkeeping, EvalError, Result};
 use crate::infer::{Generate, Prepare, load_qwen};
 use crate::item::Item;
 use crate::metrics::Tally;
@@ -361,16 +361,16 @@ pub fn run_with(config: &RunConfig, show_progress: bool, stop: &StopFlag, factor
                 asked += chunk.len();
                 let batch = match rx.recv() {
                     Ok(batch) => batch?,
-                    Err(_) => return Err(EvalError::Generate("the preparing thread stopped".into())),
+                    Err(_) => return Err(EvalError::Bookkeeping(Bookkeeping::PreparerStopped)),
                 };
                 let outputs = generator.answer(&batch)?;
                 if outputs.len() != batch.questions.len() {
-                    return Err(EvalError::Generate(format!("{} outputs for a batch of {} questions", outputs.len(), batch.questions.len())));
+                    return Err(EvalError::Bookkeeping(Bookkeeping::OutputCount { outputs: outputs.len(), questions: batch.questions.len() }));
                 }
                 for (q, answer) in batch.questions.iter().zip(&outputs) {
                     let text = &answer.text;
                     let Some(item) = chunk.iter().find(|i| i.id == q.id) else {
-                        return Err(EvalError::Generate(format!("an output for question {}, which was not asked", q.id)));
+                        return Err(EvalError::Bookkeeping(Bookkeeping::Unasked(q.id.clone())));
                     };
                     let mut extra = Map::new();
                     extra.insert("task".into(), Value::String(item.task.clone()));

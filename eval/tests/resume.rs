@@ -49,7 +49,7 @@ struct Scripted {
 impl Generate for Scripted {
     fn generate(&mut self, batch: &PreparedBatch) -> Result<Vec<String>> {
         if self.fail_on == Some(self.batches) {
-            return Err(EvalError::Generate("simulated crash".into()));
+            return Err(EvalError::Predictor("simulated crash".into()));
         }
         if let Some((batch, stop)) = &self.stop_on
             && *batch == self.batches
@@ -171,7 +171,7 @@ fn interrupted_run_resumes_without_asking_twice() {
     assert!(cfg.out.join("results.json").is_file() && cfg.out.join("chart.png").is_file());
 
     // A finished run resumed again asks nothing (the model is not even loaded) and re-scores.
-    let summary = run_with(&cfg, false, &Default::default(), &mut |_| Err(EvalError::Generate("the model must not be loaded".into())))
+    let summary = run_with(&cfg, false, &Default::default(), &mut |_| Err(EvalError::Predictor("the model must not be loaded".into())))
         .expect("nothing left to ask");
     assert_eq!((summary.resumed, summary.generated), (5, 0));
     assert_eq!(summary.results.overall.correct, 3);

@@ -19,8 +19,9 @@ pub enum DccsError {
     Instances { path: PathBuf, detail: String },
     #[error("{}: {detail}", path.display())]
     Cloud { path: PathBuf, detail: String },
-    #[error("invalid setting: {0}")]
-    Config(String),
+    /// A setting (`key`, as the command line or config names it) the stage cannot run with.
+    #[error("{key}: {problem}")]
+    Setting { key: &'static str, problem: String },
     #[error("{}: {detail}", path.display())]
     Requests { path: PathBuf, detail: String },
     /// A file named after a landmark or mission would land outside the output folder.

@@ -60,18 +60,21 @@ impl Stage3Config {
     /// clearance and windows.
     pub fn validate(&self) -> Result<(), DccsError> {
         let (v, t) = (&self.visibility, &self.trajectory);
-        let bad = |m: String| Err(DccsError::Config(m));
+        let bad = |key: &'static str, problem: String| Err(DccsError::Setting { key, problem });
         if v.width == 0 || v.height == 0 || !v.width.is_multiple_of(2) || !v.height.is_multiple_of(2) {
-            return bad(format!("video size {}x{} must be positive and even", v.width, v.height));
+            return bad("visibility.width/height", format!("video size {}x{} must be positive and even", v.width, v.height));
         }
         if !(t.fps > 0.0 && t.clearance_m > 0.0 && v.hfov_deg > 0.0 && v.hfov_deg < 180.0) {
-            return bad(format!(
-                "fps {}, clearance {} m and field of view {}° must be positive (the view under 180°)",
-                t.fps, t.clearance_m, v.hfov_deg
-            ));
+            return bad(
+                "trajectory.fps/clearance_m, visibility.hfov_deg",
+                format!("fps {}, clearance {} m and field of view {}° must be positive (the view under 180°)", t.fps, t.clearance_m, v.hfov_deg),
+            );
         }
         if t.pose_window == 0 || t.forward_window == 0 || v.test_width == 0 {
-            return bad("smoothing windows and the test width must be at least 1".into());
+            return bad(
+                "trajectory.pose_window/forward_window, visibility.test_width",
+                "smoothing windows and the test width must be at least 1".into(),
+            );
         }
         Ok(())
     }

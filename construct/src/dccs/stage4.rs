@@ -77,7 +77,10 @@ impl Stage4Config {
     pub fn validate(&self) -> Result<(), DccsError> {
         let v = &self.visibility;
         if v.width * 3 != v.height * 4 || v.width == 0 || !v.width.is_multiple_of(2) || !v.height.is_multiple_of(2) {
-            return Err(DccsError::Config(format!("Stage 4 images are 4:3 with even sides; {}x{} is not", v.width, v.height)));
+            return Err(DccsError::Setting {
+                key: "visibility.width/height",
+                problem: format!("Stage 4 images are 4:3 with even sides; {}x{} is not", v.width, v.height),
+            });
         }
         Ok(())
     }

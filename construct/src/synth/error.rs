@@ -7,8 +7,12 @@ use motionvl_data::video::VideoError;
 /// Failures of `construct synth`. Each says what to change or which file it concerns.
 #[derive(Debug, thiserror::Error)]
 pub enum SynthError {
-    #[error("invalid synth settings: {0}")]
-    Config(String),
+    /// A setting (`key`, as the command line names it) the world cannot be built with.
+    #[error("{key}: {problem}")]
+    Setting { key: &'static str, problem: String },
+    /// An image whose pixel buffer does not fill its size (a bug, reported with the file).
+    #[error("{}: a {width}×{height} image with a pixel buffer of the wrong length", path.display())]
+    ImageBuffer { path: PathBuf, width: usize, height: usize },
     #[error("world seed {seed}: {detail}")]
     Planning { seed: u64, detail: String },
     #[error(

@@ -146,35 +146,35 @@ impl Default for SynthConfig {
 impl SynthConfig {
     /// Checks the settings, saying which one to change.
     pub fn validate(&self) -> Result<(), SynthError> {
-        let bad = |m: String| Err(SynthError::Config(m));
+        let bad = |key: &'static str, problem: String| Err(SynthError::Setting { key, problem });
         if self.train_worlds == 0 || self.test_worlds == 0 {
-            return bad("both --train-worlds and --test-worlds must be at least 1".into());
+            return bad("--train-worlds/--test-worlds", "both must be at least 1".into());
         }
         if self.clips_per_world == 0 {
-            return bad("--clips-per-world must be at least 1".into());
+            return bad("--clips-per-world", "must be at least 1".into());
         }
         if self.concats_per_world > 0 && self.clips_per_world < 2 {
-            return bad("concatenated videos need --clips-per-world of at least 2".into());
+            return bad("--clips-per-world", "concatenated videos need at least 2".into());
         }
         if self.width < 16 || self.height < 16 || self.width % 2 == 1 || self.height % 2 == 1 {
-            return bad(format!("{}x{}: sizes must be even and at least 16 (4:2:0 video)", self.width, self.height));
+            return bad("--width/--height", format!("{}x{}: sizes must be even and at least 16 (4:2:0 video)", self.width, self.height));
         }
         if self.width > 4096 || self.height > 4096 {
-            return bad(format!("{}x{}: at most 4096 pixels a side", self.width, self.height));
+            return bad("--width/--height", format!("{}x{}: at most 4096 pixels a side", self.width, self.height));
         }
         if self.fps == 0 || self.fps > 120 {
-            return bad(format!("--fps {} must be between 1 and 120", self.fps));
+            return bad("--fps", format!("{} must be between 1 and 120", self.fps));
         }
         if !(self.seconds.is_finite() && self.seconds > 0.0 && self.seconds <= 60.0) {
-            return bad(format!("--seconds {} must be in (0, 60]", self.seconds));
+            return bad("--seconds", format!("{} must be in (0, 60]", self.seconds));
         }
         if let Some(fixed) = self.fixed_recognition()?
             && (0..4).any(|i| (i + 1..4).any(|j| fixed[i].nested_with(fixed[j])))
         {
-            return bad(format!("recognition movements {fixed:?} must be four distinct movements, none part of another"));
+            return bad("recognition movements", format!("{fixed:?} must be four distinct movements, none part of another"));
         }
         if self.frames_per_clip() < 2 {
-            return bad(format!("{} s at {} fps is under two frames; no flow without a pair", self.seconds, self.fps));
+            return bad("--seconds/--fps", format!("{} s at {} fps is under two frames; no flow without a pair", self.seconds, self.fps));
         }
         Ok(())
     }
@@ -188,7 +188,7 @@ impl SynthConfig {
             .recognition_movements
             .clone()
             .try_into()
-            .map_err(|v: Vec<Behaviour>| SynthError::Config(format!("recognition movements: give exactly 4, not {}", v.len())))?;
+            .map_err(|v: Vec<Behaviour>| SynthError::Setting { key: "recognition movements", problem: format!("give exactly 4, not {}", v.len()) })?;
         Ok(Some(list))
     }
 
@@ -304,7 +304,7 @@ pub fn generate_with_progress(config: &SynthConfig, out_dir: &Path, force: bool,
     let test_seeds = config.world_seeds(Split::Test);
     let train_set: BTreeSet<u64> = train_seeds.iter().copied().collect();
     if train_set.len() != train_seeds.len() || test_seeds.iter().any(|s| train_set.contains(s)) {
-        return Err(SynthError::Config(format!("seed {} gives overlapping world seeds; choose another --seed", config.seed)));
+        return Err(SynthError::Setting { key: "--seed", problem: format!("{} gives overlapping world seeds; choose another", config.seed) });
     }
     let train = build_split(config, Split::Train, &train_seeds, out_dir, on_clip)?;
     let test = build_split(config, Split::Test, &test_seeds, out_dir, on_clip)?;

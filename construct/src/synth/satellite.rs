@@ -62,19 +62,22 @@ impl Default for SatelliteConfig {
 
 impl SatelliteConfig {
     pub fn validate(&self) -> Result<(), SynthError> {
-        let bad = |m: String| Err(SynthError::Config(m));
+        let bad = |key: &'static str, problem: String| Err(SynthError::Setting { key, problem });
         if self.size_px < 16 || self.frame_px < 16 {
-            return bad(format!("satellite size {} px and frame size {} px must both be at least 16", self.size_px, self.frame_px));
+            return bad("satellite size/frame size", format!("{} px and {} px must both be at least 16", self.size_px, self.frame_px));
         }
         if !(self.metres_per_pixel > 0.0) {
-            return bad(format!("satellite metres per pixel must be positive, not {}", self.metres_per_pixel));
+            return bad("satellite metres per pixel", format!("must be positive, not {}", self.metres_per_pixel));
         }
         let [lo, hi] = self.altitude;
         if !(lo > 5.0 && hi >= lo && 2.2 * hi < self.span_m()) {
-            return bad(format!(
-                "UAV altitude range {lo}–{hi} m must start above 5 m and leave a footprint (2.2 × altitude) inside the {} m satellite image",
-                self.span_m()
-            ));
+            return bad(
+                "UAV altitude",
+                format!(
+                    "UAV altitude range {lo}–{hi} m must start above 5 m and leave a footprint (2.2 × altitude) inside the {} m satellite image",
+                    self.span_m()
+                ),
+            );
         }
         Ok(())
     }
@@ -180,8 +183,11 @@ fn round3(v: f64) -> f64 {
 }
 
 fn write_png(path: &Path, rgb: Vec<u8>, w: usize, h: usize) -> Result<(), SynthError> {
-    let image = image::RgbImage::from_raw(w as u32, h as u32, rgb)
-        .ok_or_else(|| SynthError::Config(format!("{}: {w}×{h} image buffer of the wrong length", path.display())))?;
+    let image = image::RgbImage::from_raw(w as u32, h as u32, rgb).ok_or_else(|| SynthError::ImageBuffer {
+        path: path.to_path_buf(),
+        width: w,
+        height: h,
+    })?;
     let tmp = path.with_extension("png.tmp");
     image.save_with_format(&tmp, image::ImageFormat::Png).map_err(|e| SynthError::Io { path: tmp.clone(), source: std::io::Error::other(e) })?;
     std::fs::rename(&tmp, path).map_err(SynthError::io(path))

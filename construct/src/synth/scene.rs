@@ -444,7 +444,10 @@ impl World {
     pub fn generate(seed: u64, spec: &WorldSpec) -> Result<Self, SynthError> {
         let max = all_landmark_names().len();
         if spec.landmarks > max {
-            return Err(SynthError::Config(format!("{} landmarks per world asked, but only {max} distinct names exist", spec.landmarks)));
+            return Err(SynthError::Setting {
+                key: "landmarks",
+                problem: format!("{} landmarks per world asked, but only {max} distinct names exist", spec.landmarks),
+            });
         }
         let terrain = Terrain::new(seed);
         let mut rng = SynthRng::new(derive_seed(seed, 0x1a4d));

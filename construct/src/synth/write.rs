@@ -34,7 +34,7 @@ use super::render::RenderedClip;
 
 /// Encodes RGB frames (`[H, W, 3]` each) as an H.264 MP4 at `fps`.
 pub fn write_video<'a>(path: &Path, frames: impl IntoIterator<Item = &'a [u8]>, width: usize, height: usize, fps: u32) -> Result<(), SynthError> {
-    let fps = i32::try_from(fps).map_err(|_| SynthError::Config(format!("fps {fps} is too large")))?;
+    let fps = i32::try_from(fps).map_err(|_| SynthError::Setting { key: "--fps", problem: format!("{fps} is too large") })?;
     let settings = EncodeSettings {
         frame_rate: (fps, 1),
         // About 2 bits per pixel per second: visually lossless at these sizes, so estimated

@@ -105,10 +105,7 @@ pub fn decode_video(path: &Path, plan: &FramePlan) -> Result<DecodedFrames, Vide
 /// get the last frame.
 pub fn decode_video_with(path: &Path, plan: &FramePlan, options: &DecodeOptions) -> Result<DecodedFrames, VideoError> {
     if plan.timestamps.is_empty() || plan.timestamps.iter().any(|t| !t.is_finite()) {
-        return Err(VideoError::Plan {
-            path: path.to_path_buf(),
-            source: PlanError::BadPlan(format!("plan timestamps {:?} must be finite and non-empty", plan.timestamps)),
-        });
+        return Err(VideoError::Plan { path: path.to_path_buf(), source: PlanError::BadTimestamps(plan.timestamps.clone()) });
     }
     let mut order: Vec<usize> = (0..plan.timestamps.len()).collect();
     order.sort_by(|a, b| plan.timestamps[*a].total_cmp(&plan.timestamps[*b]));
