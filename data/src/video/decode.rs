@@ -370,7 +370,6 @@ impl DecodeSession {
         // The last target sought: never seek twice to the same target (a keyframe between
         // the old position and the target would otherwise be sought again and again).
         let mut last_sought = f64::NEG_INFINITY;
-        let mut packet = ffmpeg::Packet::empty();
         let path = self.path.clone();
         let conv_err = |source| VideoError::Convert { path: path.clone(), source };
 
@@ -386,6 +385,10 @@ impl DecodeSession {
         let mut eof = false;
         while sink.next_target().is_some() {
             if !eof {
+                // A fresh packet per read, freed when it goes out of scope: `av_read_frame`
+                // overwrites its packet without unreferencing what it held, so one packet reused
+                // leaked every packet's buffer but the last (valgrind, FFmpeg 5.1).
+                let mut packet = ffmpeg::Packet::empty();
                 match packet.read(&mut self.ictx) {
                     Ok(()) => {
                         if packet.stream() != self.stream_index {
