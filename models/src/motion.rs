@@ -24,7 +24,7 @@ use crate::prompt::{PixelInput, VisionFeatures, VisionInputs};
 use crate::qwen3vl::vision::Qwen3VisionTower;
 use crate::qwen3vl::{Qwen3Features, Qwen3Vl};
 use crate::qwen25vl::Qwen25Vl;
-use crate::vision::VisionTower;
+use crate::vision::{AdaptableTower, VisionTower};
 
 /// The tower a motion encoder runs: the architecture of the backbone's vision tower.
 #[derive(Debug, Clone)]

@@ -15,7 +15,7 @@ use crate::prompt::{place_features, vision_spans};
 use crate::rope::{RopePositions, rope_index};
 use crate::text::{CausalMask, TextModel};
 use crate::training_loss::{EmbeddingLeaf, TrainingLoss};
-use crate::vision::VisionTower;
+use crate::vision::{AdaptableTower, VisionTower};
 
 #[derive(Debug, Clone)]
 pub struct Qwen25Vl {

@@ -348,28 +348,8 @@ impl VisionTower {
         &self.cfg
     }
 
-    /// The tower with its base weights only (any LoRA adapters removed).
-    pub fn without_adapters(&self) -> Self {
-        let mut tower = self.clone();
-        let mut linears = Vec::new();
-        tower.linears_mut("visual", &mut linears);
-        for (_, linear) in linears {
-            linear.set_adapter(None);
-        }
-        tower
-    }
-
     pub fn dtype(&self) -> DType {
         self.patch_embed.weight.dtype()
-    }
-
-    /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.mlp.gate_proj`).
-    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
-        for (i, block) in self.blocks.iter_mut().enumerate() {
-            block.linears_mut(&format!("{prefix}.blocks.{i}"), out);
-        }
-        out.push((format!("{prefix}.merger.mlp.0"), &mut self.merger.fc1));
-        out.push((format!("{prefix}.merger.mlp.2"), &mut self.merger.fc2));
     }
 
     /// `pixel_values`: [Σ t·h·w, C·Tp·P·P] in the processor's order → [Σ t·h·w / 4, out_hidden].
@@ -425,5 +405,32 @@ impl VisionTower {
     /// cos/sin of the 2D rotary embedding, [N, 1, head_dim] in window order.
     fn rotary(&self, layout: &VisionLayout, patch_order: &[u32], device: &Device) -> Result<(Tensor, Tensor)> {
         rotary_2d(self.cfg.head_dim(), self.cfg.rope_theta, patch_order.iter().map(|&row| layout.rot_pos_ids[row as usize]), device)
+    }
+}
+
+/// A vision tower whose linear layers LoRA adapts, listed by checkpoint path.
+pub trait AdaptableTower: Clone {
+    /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.mlp.gate_proj`).
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>);
+
+    /// The tower with its base weights only (any LoRA adapters removed).
+    fn without_adapters(&self) -> Self {
+        let mut tower = self.clone();
+        let mut linears = Vec::new();
+        tower.linears_mut("visual", &mut linears);
+        for (_, linear) in linears {
+            linear.set_adapter(None);
+        }
+        tower
+    }
+}
+
+impl AdaptableTower for VisionTower {
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            block.linears_mut(&format!("{prefix}.blocks.{i}"), out);
+        }
+        out.push((format!("{prefix}.merger.mlp.0"), &mut self.merger.fc1));
+        out.push((format!("{prefix}.merger.mlp.2"), &mut self.merger.fc2));
     }
 }

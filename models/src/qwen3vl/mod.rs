@@ -21,6 +21,7 @@ use crate::prompt::{LabelPicks, PixelInput, PromptBatch, VideoBlocks, VisionFeat
 use crate::rope::{RopePositions, TokenKind, rope_index};
 use crate::text::{CausalMask, Deepstack, TextModel};
 use crate::training_loss::{EmbeddingLeaf, TrainingLoss};
+use crate::vision::AdaptableTower;
 pub use config::{Qwen3VisionConfig, Qwen3VlConfig};
 use vision::{Qwen3VisionOutput, Qwen3VisionTower};
 

@@ -13,7 +13,7 @@ use super::config::Qwen3VisionConfig;
 use crate::config::Activation;
 use crate::error::ModelError;
 use crate::ops::{LayerNorm, Linear};
-use crate::vision::{FramePatches, Segments, VisionAttention, rotary_2d};
+use crate::vision::{AdaptableTower, FramePatches, Segments, VisionAttention, rotary_2d};
 
 /// LayerNorm eps of every norm in the tower (fixed in the reference).
 const NORM_EPS: f64 = 1e-6;
@@ -240,30 +240,8 @@ impl Qwen3VisionTower {
         &self.cfg
     }
 
-    /// The tower with its base weights only (any LoRA adapters removed).
-    pub fn without_adapters(&self) -> Self {
-        let mut tower = self.clone();
-        let mut linears = Vec::new();
-        tower.linears_mut("visual", &mut linears);
-        for (_, linear) in linears {
-            linear.set_adapter(None);
-        }
-        tower
-    }
-
     pub fn dtype(&self) -> DType {
         self.patch_embed.proj.weight().dtype()
-    }
-
-    /// Every linear layer with its checkpoint path below `prefix` (e.g. `visual.blocks.0.attn.qkv`).
-    pub fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
-        for (i, block) in self.blocks.iter_mut().enumerate() {
-            block.linears_mut(&format!("{prefix}.blocks.{i}"), out);
-        }
-        self.merger.linears_mut(&format!("{prefix}.merger"), out);
-        for (i, merger) in self.deepstack_merger_list.iter_mut().enumerate() {
-            merger.linears_mut(&format!("{prefix}.deepstack_merger_list.{i}"), out);
-        }
     }
 
     /// `pixel_values`: [Σ t·h·w, C·Tp·P·P] in the processor's order.
@@ -316,5 +294,17 @@ impl Qwen3VisionTower {
 
     fn rotary(&self, patches: &FramePatches, device: &Device) -> Result<(Tensor, Tensor)> {
         rotary_2d(self.cfg.head_dim(), self.cfg.rope_theta, patches.rot_pos_ids.iter().copied(), device)
+    }
+}
+
+impl AdaptableTower for Qwen3VisionTower {
+    fn linears_mut<'a>(&'a mut self, prefix: &str, out: &mut Vec<(String, &'a mut Linear)>) {
+        for (i, block) in self.blocks.iter_mut().enumerate() {
+            block.linears_mut(&format!("{prefix}.blocks.{i}"), out);
+        }
+        self.merger.linears_mut(&format!("{prefix}.merger"), out);
+        for (i, merger) in self.deepstack_merger_list.iter_mut().enumerate() {
+            merger.linears_mut(&format!("{prefix}.deepstack_merger_list.{i}"), out);
+        }
     }
 }
