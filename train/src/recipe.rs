@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use motionvl_data::frames::FramePolicy;
 use motionvl_data::loader::QwenMedia;
 use motionvl_data::media_config::TrainingVideo;
-use motionvl_data::processor::{ModelFamily, ModelProcessor};
+use motionvl_data::processor::ModelProcessor;
 use motionvl_data::samples::LlavaRows;
 use motionvl_models::device::{DTypeName, DeviceName};
 use motionvl_models::lora::LoraConfig;
@@ -226,11 +226,6 @@ fn default_sampling() -> motionvl_data::sampling::Sampling {
 }
 
 impl DataSection {
-    /// The training media with Qwen2.5-VL's processor (see [`Self::media_for`]).
-    pub fn media(&self) -> QwenMedia {
-        self.media_for(&ModelProcessor::of_family(ModelFamily::Qwen25Vl))
-    }
-
     /// The training media with `processor`'s patch sizes and normalisation: [`Self::video`]'s
     /// frames and pixel bounds, with `frames` as the frame plan when set.
     pub fn media_for(&self, processor: &ModelProcessor) -> QwenMedia {
