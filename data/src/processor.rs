@@ -33,11 +33,17 @@ impl ModelProcessor {
     /// (patch sizes, normalisation, pixel bounds), the family's defaults otherwise. How video
     /// bounds apply is the family's processor class, not a key of that file.
     pub fn of_checkpoint(family: ModelFamily, dir: &Path) -> Result<Self, PreprocessError> {
-        let mut processor = Self::of_family(family);
         let file = dir.join("preprocessor_config.json");
-        if file.is_file() {
+        Self::with_config_file(family, file.is_file().then_some(file.as_path()))
+    }
+
+    /// The family's processor with `file` (a `preprocessor_config.json`, wherever it was
+    /// fetched to) read over its defaults, when there is one.
+    pub fn with_config_file(family: ModelFamily, file: Option<&Path>) -> Result<Self, PreprocessError> {
+        let mut processor = Self::of_family(family);
+        if let Some(file) = file {
             let video_bound = processor.pixels.video_bound;
-            processor.pixels = PreprocessConfig { video_bound, ..PreprocessConfig::from_json_file(&file)? };
+            processor.pixels = PreprocessConfig { video_bound, ..PreprocessConfig::from_json_file(file)? };
         }
         Ok(processor)
     }

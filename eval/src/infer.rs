@@ -518,11 +518,9 @@ fn inputs_of(config: &RunConfig, files: &CheckpointFiles, device: &Device) -> Re
     // The family's processor, with the checkpoint's own normalisation and patch sizes when it
     // ships a processor config.
     let family = ModelFamily::of_config(&files.config).map_err(|reason| EvalError::ConfigFile { reason, path: files.config.clone() })?;
-    let mut processor = ModelProcessor::of_family(family);
-    if let Some(path) = checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")? {
-        let read = PreprocessConfig::from_json_file(&path).map_err(|e| EvalError::ConfigFile { reason: e.to_string(), path })?;
-        processor.pixels = PreprocessConfig { video_bound: processor.pixels.video_bound, ..read };
-    }
+    let file = checkpoint_file(&config.model.checkpoint, files, "preprocessor_config.json")?;
+    let processor = ModelProcessor::with_config_file(family, file.as_deref())
+        .map_err(|e| EvalError::ConfigFile { reason: e.to_string(), path: file.clone().unwrap_or_default() })?;
     let base = processor.pixels.clone();
     let kind = config.protocol_kind();
     let media = match kind {
