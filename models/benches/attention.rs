@@ -58,7 +58,8 @@ fn main() -> candle_core::Result<()> {
     let k = Var::from_tensor(&Tensor::randn(0f32, 1.0, (1, kv_heads, len, dim), &dev)?)?;
     let v = Var::from_tensor(&Tensor::randn(0f32, 1.0, (1, kv_heads, len, dim), &dev)?)?;
     let causal = Mask::Causal { past: 0, key_padding: None };
-    let dense = motionvl_models::text::causal_mask(&[vec![true; len]], 0, len, &dev)?;
+    let causal_rows: Vec<f32> = (0..len * len).map(|x| if x % len <= x / len { 0.0 } else { f32::MIN }).collect();
+    let dense = Some(Tensor::from_vec(causal_rows, (1, 1, len, len), &dev)?);
     let repeat = |x: &Tensor| -> candle_core::Result<Tensor> {
         x.unsqueeze(2)?.broadcast_as((1, kv_heads, heads / kv_heads, len, dim))?.reshape((1, heads, len, dim))
     };

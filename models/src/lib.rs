@@ -3,6 +3,7 @@
 
 pub mod backbone;
 pub mod checkpoint;
+pub mod chunked_attention;
 pub mod config;
 pub mod cvaa;
 pub mod device;

@@ -5,7 +5,7 @@
 //! this crate's own fused ops with hand-written backward ([`crate::fused`]) where those apply
 //! (CPU, contiguous f32) and are composed of differentiable primitives elsewhere; the rest is
 //! composed throughout, except that a [`Linear`] with a frozen weight skips that weight's
-//! gradient on the CPU.
+//! gradient.
 
 use candle_core::backend::BackendStorage;
 use candle_core::{CpuStorage, CustomOp1, D, DType, Layout, Module, Result, Shape, Storage, Tensor};
@@ -98,7 +98,7 @@ impl Module for Linear {
         let in_dim = dims[dims.len() - 1];
         let rows: usize = dims[..dims.len() - 1].iter().product();
         let flat = xs.reshape((rows, in_dim))?;
-        let ys = if flat.track_op() && !self.weight.track_op() && self.weight.device().is_cpu() {
+        let ys = if flat.track_op() && !self.weight.track_op() && (self.weight.device().is_cpu() || self.weight.device().is_cuda()) {
             flat.apply_op1(FrozenWeightMatmul { weight: self.weight.clone() })?
         } else {
             flat.matmul(&self.weight.t()?)?
@@ -121,7 +121,7 @@ impl Module for Linear {
 /// or a frozen tower). Candle's matmul backward computes the gradient of both operands, so a
 /// plain matmul would also compute the frozen weight's `[in, out]` gradient (as many FLOPs as the
 /// forward product) and keep it in the gradient store to the end of the backward pass; this op
-/// gives `x`'s gradient only. CPU only for now: on CUDA the plain matmul runs.
+/// gives `x`'s gradient only. On the CPU and CUDA (the same Candle matmul either way).
 struct FrozenWeightMatmul {
     weight: Tensor,
 }
@@ -140,6 +140,20 @@ impl CustomOp1 for FrozenWeightMatmul {
         let (weight, weight_layout) = self.weight.storage_and_layout();
         let Storage::Cpu(weight) = &*weight else { candle_core::bail!("{}: the weight is not on the CPU", self.name()) };
         // Candle's own CPU matmul (the same gemm as `Tensor::matmul`) on the transposed weight view.
+        let ys = storage.matmul(weight, (1, rows, out, inner), layout, &weight_layout.transpose(0, 1)?)?;
+        Ok((ys, Shape::from((rows, out))))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(&self, storage: &candle_core::CudaStorage, layout: &Layout) -> Result<(candle_core::CudaStorage, Shape)> {
+        let (rows, inner) = layout.shape().dims2()?;
+        let (out, weight_inner) = self.weight.dims2()?;
+        if inner != weight_inner {
+            candle_core::bail!("{}: input has {inner} features, the weight {weight_inner}", self.name())
+        }
+        let (weight, weight_layout) = self.weight.storage_and_layout();
+        let Storage::Cuda(weight) = &*weight else { candle_core::bail!("{}: the weight is not on the GPU", self.name()) };
+        // cuBLAS through Candle, as `Tensor::matmul` calls it.
         let ys = storage.matmul(weight, (1, rows, out, inner), layout, &weight_layout.transpose(0, 1)?)?;
         Ok((ys, Shape::from((rows, out))))
     }

@@ -72,20 +72,12 @@ impl CustomOp1 for Recompute {
     }
 
     fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> Result<(CpuStorage, Shape)> {
-        let (storage, layout) = self.output.storage_and_layout();
-        match &*storage {
-            Storage::Cpu(cpu) => Ok((cpu.try_clone(layout)?, self.output.shape().clone())),
-            _ => candle_core::bail!("recomputed block: output is not on the CPU"),
-        }
+        cpu_copy(&self.output, self.name())
     }
 
     #[cfg(feature = "cuda")]
     fn cuda_fwd(&self, _: &candle_core::CudaStorage, _: &Layout) -> Result<(candle_core::CudaStorage, Shape)> {
-        let (storage, layout) = self.output.storage_and_layout();
-        match &*storage {
-            Storage::Cuda(cuda) => Ok((cuda.try_clone(layout)?, self.output.shape().clone())),
-            _ => candle_core::bail!("recomputed block: output is not on the GPU"),
-        }
+        cuda_copy(&self.output, self.name())
     }
 
     fn bwd(&self, arg: &Tensor, _res: &Tensor, grad_res: &Tensor) -> Result<Option<Tensor>> {
@@ -99,5 +91,25 @@ impl CustomOp1 for Recompute {
             }
         }
         Ok(if self.input_needs_grad { inner.get(&input).cloned() } else { None })
+    }
+}
+
+/// A copy of `result`'s storage: the forward pass of an op (`op`) whose result was computed ahead
+/// of entering the graph.
+pub(crate) fn cpu_copy(result: &Tensor, op: &str) -> Result<(CpuStorage, Shape)> {
+    let (storage, layout) = result.storage_and_layout();
+    match &*storage {
+        Storage::Cpu(cpu) => Ok((cpu.try_clone(layout)?, result.shape().clone())),
+        _ => candle_core::bail!("{op}: its result is not on the CPU"),
+    }
+}
+
+/// [`cpu_copy`] on a GPU.
+#[cfg(feature = "cuda")]
+pub(crate) fn cuda_copy(result: &Tensor, op: &str) -> Result<(candle_core::CudaStorage, Shape)> {
+    let (storage, layout) = result.storage_and_layout();
+    match &*storage {
+        Storage::Cuda(cuda) => Ok((cuda.try_clone(layout)?, result.shape().clone())),
+        _ => candle_core::bail!("{op}: its result is not on the GPU"),
     }
 }

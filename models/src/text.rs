@@ -1,14 +1,15 @@
 //! The Qwen2 language model of Qwen2.5-VL: decoder layers with grouped-query attention (q/k/v
 //! biases), RMSNorm, SwiGLU MLP and multimodal rotary embedding, plus a KV cache for decoding.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
-use candle_core::{DType, Device, Module, Result, Tensor};
+use candle_core::{Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use crate::chunked_attention;
 use crate::config::TextConfig;
 use crate::fused::attention as fused;
-use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary, attention};
+use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary};
 use crate::recompute::{RecomputedGrads, checkpointed};
 use crate::rope::RopePositions;
 
@@ -142,26 +143,16 @@ impl TextAttention {
         }
         let scale = (self.head_dim as f64).powf(-0.5);
         let out = if fused::applies(&q, &k, &v) {
-            fused::attention(&q, &k, &v, scale, &mask.fused())?
+            fused::attention(&q, &k, &v, scale, &mask.described())?
         } else {
             // A decode step without padding has no mask: the flash kernel serves it on a GPU.
             let flash = if mask.is_trivial() { crate::flash::unmasked(&q, &k, &v, scale)? } else { None };
             match flash {
                 Some(out) => out,
-                None => attention(&q, &self.repeat_kv(k)?, &self.repeat_kv(v)?, scale, mask.dense(q.device())?.as_ref())?,
+                None => chunked_attention::attention(&q, &k, &v, scale, &mask.described())?,
             }
         };
         self.o_proj.forward(&out.transpose(1, 2)?.reshape((b, l, self.num_heads * self.head_dim))?)
-    }
-
-    /// Grouped-query attention: each key/value head serves `num_heads / num_kv_heads` query heads.
-    fn repeat_kv(&self, xs: Tensor) -> Result<Tensor> {
-        let rep = self.num_heads / self.num_kv_heads;
-        if rep == 1 {
-            return Ok(xs);
-        }
-        let (b, n, t, d) = xs.dims4()?;
-        xs.unsqueeze(2)?.broadcast_as((b, n, rep, t, d))?.reshape((b, n * rep, t, d))
     }
 }
 
@@ -363,22 +354,21 @@ impl Deepstack {
 }
 
 /// Which keys the queries of one decoder pass see: query `i` of row `b` sees key `j` when
-/// `j ≤ past + i` and `key_mask[b][j]` (a real token). The fused attention reads this
-/// description directly; the composed fallback gets the additive tensor, built once per pass.
+/// `j ≤ past + i` and `key_mask[b][j]` (a real token). Both attention kernels read this
+/// description; neither needs the `[B, 1, L, past + L]` additive tensor.
 #[derive(Debug, Clone)]
 pub struct CausalMask {
     key_mask: Arc<[Vec<bool>]>,
     past: usize,
     len: usize,
     padded: bool,
-    dense: Arc<OnceLock<Option<Tensor>>>,
 }
 
 impl CausalMask {
     /// `key_mask`: per batch row, whether each of the `past + len` keys is a real token.
     pub fn new(key_mask: &[Vec<bool>], past: usize, len: usize) -> Self {
         let padded = key_mask.iter().any(|row| row.iter().any(|&real| !real));
-        Self { key_mask: key_mask.into(), past, len, padded, dense: Arc::default() }
+        Self { key_mask: key_mask.into(), past, len, padded }
     }
 
     /// A single unpadded query per row sees every key: no masking at all.
@@ -386,34 +376,7 @@ impl CausalMask {
         self.len == 1 && !self.padded
     }
 
-    fn fused(&self) -> fused::Mask {
+    fn described(&self) -> fused::Mask {
         fused::Mask::Causal { past: self.past, key_padding: self.padded.then(|| self.key_mask.clone()) }
     }
-
-    /// The additive mask of [`causal_mask`], built on first use.
-    fn dense(&self, device: &Device) -> Result<Option<Tensor>> {
-        if let Some(mask) = self.dense.get() {
-            return Ok(mask.clone());
-        }
-        let mask = causal_mask(&self.key_mask, self.past, self.len, device)?;
-        Ok(self.dense.get_or_init(|| mask).clone())
-    }
-}
-
-/// Additive attention mask `[B, 1, L, past + L]` (f32): query `i` sees key `j` when `j ≤ past + i`
-/// and key `j` is a real token. `None` when nothing needs masking.
-pub fn causal_mask(key_mask: &[Vec<bool>], past: usize, len: usize, device: &Device) -> Result<Option<Tensor>> {
-    let total = past + len;
-    let padded = key_mask.iter().any(|row| row.iter().any(|&real| !real));
-    if len == 1 && !padded {
-        return Ok(None);
-    }
-    let rows = key_mask.len();
-    let mut values = Vec::with_capacity(rows * len * total);
-    for row in key_mask {
-        for i in 0..len {
-            values.extend((0..total).map(|j| if j <= past + i && row[j] { 0f32 } else { f32::MIN }));
-        }
-    }
-    Tensor::from_vec(values, (rows, 1, len, total), device)?.to_dtype(DType::F32).map(Some)
 }

@@ -8,10 +8,11 @@
 use candle_core::{DType, Device, Module, Result, Tensor};
 use candle_nn::VarBuilder;
 
+use crate::chunked_attention;
 use crate::config::VisionConfig;
 use crate::error::ModelError;
 use crate::fused::attention as fused;
-use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary, attention};
+use crate::ops::{GatedMlp, Linear, RmsNorm, apply_rotary};
 
 /// Vision RMSNorm eps is fixed in the reference, whatever the config says.
 const VISION_NORM_EPS: f64 = 1e-6;
@@ -249,7 +250,7 @@ impl VisionAttention {
             let take = |x: &Tensor| -> Result<Tensor> {
                 x.narrow(0, offset, count * len)?.reshape((count, len, self.num_heads, self.head_dim))?.transpose(1, 2)?.contiguous()
             };
-            let out = attention(&take(&q)?, &take(&k)?, &take(&v)?, scale, None)?;
+            let out = chunked_attention::attention(&take(&q)?, &take(&k)?, &take(&v)?, scale, &fused::Mask::Full)?;
             outputs.push(out.transpose(1, 2)?.reshape((count * len, self.num_heads * self.head_dim))?);
             offset += count * len;
         }

@@ -662,16 +662,15 @@ mod simd {
     }
 }
 
+/// The composed path as the attention kernels' tests compare with.
 #[cfg(test)]
-mod tests {
-    use candle_core::{D, Device, Var};
-    use motionvl_util::rng::SynthRng;
+pub(crate) mod reference {
+    use candle_core::{D, DType, Device, Tensor};
 
-    use super::*;
-    use crate::fused::seeded_randn;
+    use super::Mask;
 
     /// The additive mask the composed path takes for `mask`, `[B, 1, L, T]`.
-    fn dense_mask(mask: &Mask, b: usize, l: usize, t: usize) -> Option<Tensor> {
+    pub(crate) fn dense_mask(mask: &Mask, b: usize, l: usize, t: usize) -> Option<Tensor> {
         let visible = |bi: usize, i: usize, j: usize| match mask {
             Mask::Full => true,
             Mask::Causal { past, key_padding } => j <= past + i && key_padding.as_ref().is_none_or(|p| p[bi][j]),
@@ -682,26 +681,36 @@ mod tests {
     }
 
     /// `[B, H, L, 1]`: 1 where the query row sees at least one key.
-    fn alive(mask: &Mask, b: usize, h: usize, l: usize, t: usize) -> Tensor {
+    pub(crate) fn alive(mask: &Mask, b: usize, h: usize, l: usize, t: usize) -> Tensor {
         let dense = dense_mask(mask, b, l, t).unwrap().max_keepdim(D::Minus1).unwrap();
         dense.ge(0f64).unwrap().to_dtype(DType::F32).unwrap().broadcast_as((b, h, l, 1)).unwrap().contiguous().unwrap()
     }
 
     /// The composed path: grouped-query heads repeated, additive mask, `ops::attention`.
-    fn composed(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
+    pub(crate) fn composed(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Tensor {
         let (b, h, l, _) = q.dims4().unwrap();
         let (_, hk, t, d) = k.dims4().unwrap();
         let repeat = |x: &Tensor| x.unsqueeze(2).unwrap().broadcast_as((b, hk, h / hk, t, d)).unwrap().reshape((b, h, t, d)).unwrap();
         crate::ops::attention(q, &repeat(k), &repeat(v), scale, dense_mask(mask, b, l, t).as_ref()).unwrap()
     }
 
-    fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
+    pub(crate) fn max_abs_diff(a: &Tensor, b: &Tensor) -> f32 {
         (a - b).unwrap().abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar().unwrap()
     }
 
-    fn max_abs(a: &Tensor) -> f32 {
+    pub(crate) fn max_abs(a: &Tensor) -> f32 {
         a.abs().unwrap().flatten_all().unwrap().max(0).unwrap().to_scalar().unwrap()
     }
+}
+
+#[cfg(test)]
+mod tests {
+    use candle_core::{Device, Var};
+    use motionvl_util::rng::SynthRng;
+
+    use super::reference::{alive, composed, max_abs, max_abs_diff};
+    use super::*;
+    use crate::fused::seeded_randn;
 
     /// Outputs and q/k/v gradients of the fused op against the composed path, on the rows that
     /// see some key (the composed path averages all keys on the others, the fused op gives 0).
