@@ -3,8 +3,9 @@
 //! blocks as variable-length segments (a frozen tower, and every evaluation), and the decoder's
 //! single-token decode steps. candle-flash-attn has no backward pass, so wherever a gradient
 //! flows through attention on a GPU (the LoRA-adapted decoder in training, an adapted vision
-//! tower), and for other dtypes, the composed path ([`crate::ops::attention`]) runs instead; f32
-//! on the CPU has its own flash-style kernel with a backward pass ([`crate::fused::attention`]).
+//! tower), and for other dtypes, the chunked attention ([`crate::chunked_attention`]) runs
+//! instead; f32 on the CPU has its own flash-style kernel with a backward pass
+//! ([`crate::fused::attention`]).
 //! All give the same numbers up to the kernels' summation order.
 
 use candle_core::{Result, Tensor};

@@ -11,6 +11,7 @@
 //! (tests/tests/optim_parity.rs, on trajectories PyTorch dumped).
 
 use std::collections::HashMap;
+use std::sync::OnceLock;
 
 use candle_core::{DType, Device, Tensor, Var};
 use rayon::prelude::*;
@@ -56,15 +57,6 @@ impl State {
         let master: Vec<f32> = t.flatten_all()?.to_vec1()?;
         let n = master.len();
         Ok(State::Host { master, m: vec![0.0; n], v: vec![0.0; n], grad: vec![0.0; n] })
-    }
-
-    /// Σ g² of the accumulated gradient: on a device still a tensor, so that all parameters'
-    /// sums cross to the host together.
-    fn grad_sq(&self) -> Result<Tensor, OptimError> {
-        Ok(match self {
-            State::Host { grad, .. } => Tensor::new(&[sum_of_squares(grad)], &Device::Cpu)?,
-            State::Device { grad, .. } => grad.sqr()?.sum_all()?.to_dtype(DType::F64)?.reshape(1)?.to_device(&Device::Cpu)?,
-        })
     }
 }
 
@@ -119,6 +111,10 @@ pub struct AdamW {
     config: AdamWConfig,
     /// Optimiser steps taken.
     step: usize,
+    /// Σ g² per parameter of the gradients as they stand, once computed: the reach check, the
+    /// non-finite check and the clipping norm of a step read them, and on a GPU each computation
+    /// ends in a transfer that waits for the device.
+    squares: OnceLock<Vec<f64>>,
 }
 
 /// Whether a parameter gets weight decay, from its name (transformers' rule: not biases and
@@ -153,7 +149,7 @@ impl AdamW {
                 Ok(ParamGroup { name, lr, params })
             })
             .collect::<Result<Vec<_>, OptimError>>()?;
-        Ok(Self { groups, config, step: 0 })
+        Ok(Self { groups, config, step: 0, squares: OnceLock::new() })
     }
 
     pub fn step_count(&self) -> usize {
@@ -164,7 +160,9 @@ impl AdamW {
         self.groups.iter().flat_map(|g| g.params.iter())
     }
 
+    /// The parameters, to change: what was computed of their gradients is forgotten.
     fn params_mut(&mut self) -> impl Iterator<Item = &mut Param> {
+        self.squares.take();
         self.groups.iter_mut().flat_map(|g| g.params.iter_mut())
     }
 
@@ -198,13 +196,34 @@ impl AdamW {
         grads
     }
 
-    /// Σ g² per parameter, in parameter order, in one transfer from the devices.
+    /// Σ g² per parameter, in parameter order: the sums of parameters on a device stay there
+    /// until one transfer per device.
     fn grad_squares(&self) -> Result<Vec<f64>, OptimError> {
-        let sums: Vec<Tensor> = self.params().map(|p| p.state.grad_sq()).collect::<Result<_, _>>()?;
-        if sums.is_empty() {
-            return Ok(Vec::new());
+        if let Some(squares) = self.squares.get() {
+            return Ok(squares.clone());
         }
-        Ok(Tensor::cat(&sums, 0)?.to_vec1()?)
+        let mut squares = Vec::new();
+        let mut on_devices: Vec<(Device, Vec<(usize, Tensor)>)> = Vec::new();
+        for (i, p) in self.params().enumerate() {
+            squares.push(match &p.state {
+                State::Host { grad, .. } => sum_of_squares(grad),
+                State::Device { grad, .. } => {
+                    let sum = grad.sqr()?.sum_all()?.to_dtype(DType::F64)?.reshape(1)?;
+                    match on_devices.iter_mut().find(|(device, _)| device.same_device(grad.device())) {
+                        Some((_, sums)) => sums.push((i, sum)),
+                        None => on_devices.push((grad.device().clone(), vec![(i, sum)])),
+                    }
+                    f64::NAN
+                }
+            });
+        }
+        for (_, sums) in on_devices {
+            let (places, sums): (Vec<usize>, Vec<Tensor>) = sums.into_iter().unzip();
+            for (place, value) in places.into_iter().zip(Tensor::cat(&sums, 0)?.to_vec1::<f64>()?) {
+                squares[place] = value;
+            }
+        }
+        Ok(self.squares.get_or_init(|| squares).clone())
     }
 
     /// Global L2 norm of the accumulated gradient.
@@ -442,6 +461,32 @@ mod tests {
             assert!((h - d).abs() <= 1e-6 * h.max(1.0), "grad norms {:?} vs {:?}", host.2, device.2);
         }
         assert_ne!(host.0, init.flatten_all().unwrap().to_vec1::<f32>().unwrap(), "the steps moved the weights");
+    }
+
+    /// The per-parameter sums are computed once per set of gradients and forgotten whenever the
+    /// gradients change: a second micro-batch, a cleared step, an optimiser step.
+    #[test]
+    fn gradient_sums_follow_every_change_of_the_gradients() {
+        let cfg = AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.0 };
+        for on_device in [false, true] {
+            let w = Var::from_tensor(&Tensor::new(&[1.5f32, -2.0], &Device::Cpu).unwrap()).unwrap();
+            let b = Var::from_tensor(&Tensor::new(&[0.5f32], &Device::Cpu).unwrap()).unwrap();
+            let groups = vec![("g".to_string(), 0.01, vec![("x.weight".to_string(), w.clone()), ("x.bias".to_string(), b.clone())])];
+            let mut opt = AdamW::placed(groups, cfg, |_| on_device).unwrap();
+            // d/dw Σ w² = 2w, d/db 3b = 3.
+            let loss = || (w.as_tensor().sqr().unwrap().sum_all().unwrap() + (b.as_tensor() * 3.0).unwrap().sum_all().unwrap()).unwrap();
+            opt.accumulate(&loss().backward().unwrap()).unwrap();
+            assert_eq!(opt.grad_squares().unwrap(), [3f64 * 3.0 + 4.0 * 4.0, 9.0], "on_device {on_device}");
+            assert!(opt.reach().unwrap()[0].unreached.is_empty());
+            opt.accumulate(&loss().backward().unwrap()).unwrap();
+            assert_eq!(opt.grad_squares().unwrap(), [6f64 * 6.0 + 8.0 * 8.0, 36.0], "on_device {on_device}: a second micro-batch");
+            assert!(opt.non_finite_grads().unwrap().is_empty());
+            opt.clear_grads().unwrap();
+            assert_eq!(opt.grad_squares().unwrap(), [0.0, 0.0], "on_device {on_device}: cleared");
+            opt.accumulate(&loss().backward().unwrap()).unwrap();
+            assert_eq!(opt.step_with_clip(1.0, 0.0).unwrap(), 34f64.sqrt(), "on_device {on_device}");
+            assert_eq!(opt.grad_squares().unwrap(), [0.0, 0.0], "on_device {on_device}: after the step");
+        }
     }
 
     #[test]

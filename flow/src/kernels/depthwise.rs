@@ -6,9 +6,10 @@
 //! (MemFlow's and MOFNet's PCBlocks) layers dominate those networks' run time. This kernel
 //! pads each plane once and accumulates `k²` shifted rows with a scalar weight each, an AXPY
 //! over the row that the compiler vectorises; planes (or row bands of a plane, when there are
-//! few planes) run in parallel with rayon. The networks are frozen, so no backward pass.
+//! few planes) run in parallel with rayon; on a GPU the same taps are whole-tensor Candle ops.
+//! The networks are frozen, so no backward pass.
 
-use candle_core::{CpuStorage, CustomOp2, Layout, Shape, Tensor};
+use candle_core::{CpuStorage, CustomOp2, DType, Layout, Shape, Tensor};
 use rayon::prelude::*;
 
 use crate::error::{FlowError, Result};
@@ -16,8 +17,8 @@ use crate::error::{FlowError, Result};
 /// `x` `[B,C,H,W]` f32, `w` `[C,1,k,k]`, optional `bias` `[C]`, zero padding `pad` on every
 /// side → `[B,C,H+2p−k+1,W+2p−k+1]`.
 ///
-/// On the CPU this is the rayon kernel; on other devices it falls back to Candle's grouped
-/// convolution, which gives the same numbers.
+/// f32 on the CPU runs the rayon kernel; other devices and dtypes sum shifted taps in Candle
+/// ops ([`shifted_taps`]), which gives the same numbers.
 pub fn depthwise_conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, pad: usize) -> Result<Tensor> {
     let (_, c, h, wd) = x.dims4()?;
     let (cw, one, kh, kw) = w.dims4()?;
@@ -33,11 +34,41 @@ pub fn depthwise_conv2d(x: &Tensor, w: &Tensor, bias: Option<&Tensor>, pad: usiz
             problem: format!("{kh}×{kw} kernel larger than the padded {h}×{wd} input (pad {pad})"),
         });
     }
-    let y = if x.device().is_cpu() { x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &Depthwise { pad })? } else { x.conv2d(w, pad, 1, 1, c)? };
+    let y = if x.device().is_cpu() && x.dtype() == DType::F32 && w.dtype() == DType::F32 {
+        x.contiguous()?.apply_op2_no_bwd(&w.contiguous()?, &Depthwise { pad })?
+    } else {
+        shifted_taps(x, w, pad)?
+    };
     Ok(match bias {
         Some(b) => super::bias::add_bias(&y, b, 1)?,
         None => y,
     })
+}
+
+/// [`depthwise_conv2d`] (without bias) in Candle ops for every other device and dtype: the sum
+/// over the `k²` taps of the zero-padded input shifted by the tap, times the tap's weight per
+/// channel — `2k²` elementwise kernels over the whole batch, where Candle's grouped convolution
+/// runs one convolution per channel and concatenates them (hundreds of tiny launches per layer
+/// on a GPU). Taps are added in the CPU kernel's order (rows of the kernel, then columns), in f32
+/// whatever the dtype, as the CPU kernel and cuDNN accumulate.
+fn shifted_taps(x: &Tensor, w: &Tensor, pad: usize) -> candle_core::Result<Tensor> {
+    let (_, c, h, wd) = x.dims4()?;
+    let k = w.dim(2)?;
+    let (ho, wo) = (h + 2 * pad + 1 - k, wd + 2 * pad + 1 - k);
+    let padded = x.to_dtype(DType::F32)?.pad_with_zeros(2, pad, pad)?.pad_with_zeros(3, pad, pad)?;
+    // [k², C, 1, 1]: tap t's weight of every channel.
+    let taps = w.to_dtype(DType::F32)?.reshape((c, k * k))?.t()?.contiguous()?.reshape((k * k, c, 1, 1))?;
+    let mut sum: Option<Tensor> = None;
+    for ky in 0..k {
+        for kx in 0..k {
+            let term = padded.narrow(2, ky, ho)?.narrow(3, kx, wo)?.broadcast_mul(&taps.get(ky * k + kx)?)?;
+            sum = Some(match sum {
+                Some(acc) => (acc + term)?,
+                None => term,
+            });
+        }
+    }
+    sum.ok_or_else(|| candle_core::Error::Msg("depthwise conv: a kernel without taps".into()))?.to_dtype(x.dtype())
 }
 
 /// The CPU kernel behind [`depthwise_conv2d`]: `(x [B,C,H,W], w [C,1,k,k])`, both contiguous f32.
@@ -152,6 +183,28 @@ mod tests {
         check(1, 3, 17, 9, 15, 7)?; // row-band path, kernel wider than the input
         check(1, 4, 6, 5, 3, 0)?; // no padding: output shrinks
         check(2, 9, 16, 18, 15, 2)?; // partial padding
+        Ok(())
+    }
+
+    /// What GPUs run: the shifted taps against the CPU kernel, in f32 and in bf16 (within bf16's
+    /// rounding of the inputs and of each partial sum).
+    #[test]
+    fn shifted_taps_match_the_cpu_kernel() -> Result<()> {
+        let mut rng = SynthRng::new(5);
+        for (b, c, h, w, k, pad) in [(2, 20, 13, 11, 7, 3), (1, 3, 17, 9, 15, 7), (1, 4, 6, 5, 3, 0), (2, 6, 5, 8, 1, 0)] {
+            let x = seeded_randn(&mut rng, (b, c, h, w))?;
+            let wt = seeded_randn(&mut rng, (c, 1, k, k))?;
+            let kernel = depthwise_conv2d(&x, &wt, None, pad)?;
+            let shifted = shifted_taps(&x, &wt, pad)?;
+            assert_eq!(kernel.dims(), shifted.dims());
+            let scale = kernel.abs()?.max_all()?.to_scalar::<f32>()?;
+            let diff = (&kernel - &shifted)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(diff <= 1e-6 * scale, "k{k}: f32 differs by {diff}");
+            let bf16 = |t: &Tensor| t.to_dtype(DType::BF16);
+            let half = depthwise_conv2d(&bf16(&x)?, &bf16(&wt)?, None, pad)?.to_dtype(DType::F32)?;
+            let diff = (&kernel - &half)?.abs()?.max_all()?.to_scalar::<f32>()?;
+            assert!(diff <= 0.03 * scale, "k{k}: bf16 differs by {diff} (scale {scale})");
+        }
         Ok(())
     }
 
