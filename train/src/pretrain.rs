@@ -55,10 +55,18 @@ pub struct Pretrained {
 pub enum Scope {
     /// Every parameter: the vision tower learns the world's objects.
     All,
-    /// The merger and the language model; the vision tower keeps its random initialisation.
-    /// The baseline that shows what a trained tower adds: the language model co-adapts to the
-    /// random tower's features exactly as it does to the trained one's.
+    /// The merger and the language model; the vision tower (patch embedding and blocks) keeps
+    /// its random initialisation. The baseline that shows what a trained tower adds: the merger
+    /// and the language model co-adapt to the random tower's features exactly as they do to the
+    /// trained one's.
     RandomTower,
+}
+
+impl Scope {
+    /// Whether pretraining in this scope updates the weight `name`.
+    pub fn trains(self, name: &str) -> bool {
+        self == Scope::All || !is_tower(name)
+    }
 }
 
 /// Pretrains a fresh model on `recipe.data.train` into `<output_dir>/model`. The tokenizer is
@@ -100,7 +108,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     }
     let tokenizer = tokenizer_for_fresh_model(&corpus, recipe.model.init_vocab_size)?;
     let cfg = fresh_model_config(init_config, &tokenizer)?;
-    let (model, vars) = trainable_model(&cfg, recipe, &device)?;
+    let (model, weights) = trainable_model(&cfg, recipe, scope, &device)?;
 
     let pad_id = tokenizer.special().endoftext;
     let loader = training_loader(recipe, samples, tokenizer.clone(), recipe.data.video().media(), &ModelProcessor::of_family(ModelFamily::Qwen25Vl));
@@ -117,9 +125,8 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let per_epoch = (micro_per_epoch / recipe.optim.grad_accum.max(1)).max(1);
     let total = recipe.optim.max_steps.unwrap_or(per_epoch * recipe.optim.epochs.max(1));
     let adam = AdamWConfig { beta1: recipe.optim.beta1, beta2: recipe.optim.beta2, eps: recipe.optim.eps, weight_decay: recipe.optim.weight_decay };
-    let trains = |name: &str| scope == Scope::All || !is_tower(name);
     let named: Vec<(String, Var)> = {
-        let mut v: Vec<(String, Var)> = vars.iter().filter(|(n, _)| trains(n)).map(|(n, v)| (n.clone(), v.clone())).collect();
+        let mut v: Vec<(String, Var)> = weights.trained.iter().map(|(n, v)| (n.clone(), v.clone())).collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
         v
     };
@@ -137,12 +144,9 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         for _ in 0..accum {
             let samples = batches.next()?;
             let batch = collate(&samples, pad_id, &device)?;
-            let mut features = model.encode_vision(&batch.vision)?;
-            if scope == Scope::RandomTower {
-                // No backward through a tower that is not trained.
-                features.images = features.images.map(|t| t.detach());
-                features.videos = features.videos.map(|t| t.detach());
-            }
+            // A random tower's weights are constants: its blocks record no graph, and the
+            // backward pass starts at the merger.
+            let features = model.encode_vision(&batch.vision)?;
             let positions = model.positions(&batch.prompt, &batch.vision)?;
             let loss = model.training_loss(&batch.prompt, &features, &positions, &batch.labels)?;
             let value = loss.value()?;
@@ -186,7 +190,7 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     }
     bar.finish();
 
-    let tensors: HashMap<String, Tensor> = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+    let tensors = weights.current();
     let model_dir = save_model(&out, &cfg, &tensors, &tokenizer, &recipe.data.video().media().image_config)?;
     writeln!(text_log, "saved {} after {total} steps", model_dir.display())
         .map_err(|source| TrainError::Io { path: out.join("train.log"), source })?;
@@ -230,12 +234,32 @@ pub fn answer_loss(recipe: &Recipe, model_dir: &Path) -> Result<f64> {
 
 /// A freshly initialised model whose every weight is a variable (by hub name). A tied head
 /// stays the embedding: only the weights the initialiser made are variables.
-fn trainable_model(cfg: &Qwen25VlConfig, recipe: &Recipe, device: &Device) -> Result<(Qwen25Vl, HashMap<String, Var>)> {
+/// A fresh model's weights: those the scope trains as variables, the rest as constants.
+struct Weights {
+    trained: HashMap<String, Var>,
+    fixed: HashMap<String, Tensor>,
+}
+
+impl Weights {
+    /// Every weight by hub name, as it stands.
+    fn current(&self) -> HashMap<String, Tensor> {
+        let trained = self.trained.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone()));
+        self.fixed.iter().map(|(n, t)| (n.clone(), t.clone())).chain(trained).collect()
+    }
+}
+
+fn trainable_model(cfg: &Qwen25VlConfig, recipe: &Recipe, scope: Scope, device: &Device) -> Result<(Qwen25Vl, Weights)> {
     let (_, init) = motionvl_models::init::random_model(cfg, recipe.model.init_std, recipe.seed, device)?;
-    let vars: HashMap<String, Var> = init.iter().map(|(n, t)| Ok((n.clone(), Var::from_tensor(t)?))).collect::<Result<_>>()?;
-    let tensors = vars.iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
-    let model = Qwen25Vl::new(cfg, VarBuilder::from_tensors(tensors, DType::F32, device))?;
-    Ok((model, vars))
+    let mut weights = Weights { trained: HashMap::new(), fixed: HashMap::new() };
+    for (name, tensor) in init {
+        if scope.trains(&name) {
+            weights.trained.insert(name, Var::from_tensor(&tensor)?);
+        } else {
+            weights.fixed.insert(name, tensor);
+        }
+    }
+    let model = Qwen25Vl::new(cfg, VarBuilder::from_tensors(weights.current(), DType::F32, device))?;
+    Ok((model, weights))
 }
 
 /// Writes `<out>/model` atomically: built beside it, then renamed over the previous one.
