@@ -5,8 +5,8 @@
 #   tools/gpu_bundle.sh [OUT_DIR]        (default: gpu-bundle/, which .gitignore keeps out)
 #
 # Builds gpu_check (parity, forward and backward), the sft_step bench, the MOFNet bench and every
-# command-line binary (`train` among them) in release with `cuda,nccl`, strips the four the check
-# runs, and packs them with stand-ins for FFmpeg (tools/ffmpeg_stand_ins.py) into
+# command-line binary (`train` and `evaluate` among them) in release with `cuda,nccl`, strips the
+# five the check runs, and packs them with stand-ins for FFmpeg (tools/ffmpeg_stand_ins.py) into
 # OUT_DIR/motionvl-gpu.tar.xz; fails when the folder exceeds 60 MiB (a device run carries 64 MiB
 # in all, the working tree included: tools/device_tree.sh). On the GPU machine:
 #
@@ -33,13 +33,14 @@ step=$(find "$CARGO_TARGET_DIR/release/deps" -maxdepth 1 -type f -executable -na
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 mkdir -p "$stage/bin"
-cp "$CARGO_TARGET_DIR/release/examples/gpu_check" "$CARGO_TARGET_DIR/release/examples/bench_mofnet" "$CARGO_TARGET_DIR/release/train" "$stage/bin/"
+cp "$CARGO_TARGET_DIR/release/examples/gpu_check" "$CARGO_TARGET_DIR/release/examples/bench_mofnet" "$CARGO_TARGET_DIR/release/train" \
+  "$CARGO_TARGET_DIR/release/evaluate" "$stage/bin/"
 cp "$step" "$stage/bin/sft_step"
 strip "$stage"/bin/*
 for exe in "$stage"/bin/*; do
   readelf -d "$exe" | grep -q 'libcuda.so.1' || { echo "$(basename "$exe") is not linked against CUDA"; exit 1; }
 done
-# `train` names Debian 12's FFmpeg, which GPU images lack; the check trains from frame folders.
+# `train` and `evaluate` name Debian 12's FFmpeg, which GPU images lack; the check reads frame folders.
 python3 tools/ffmpeg_stand_ins.py "$stage/lib" "$stage"/bin/*
 mkdir -p "$out"
 # The binaries share tens of MiB (candle's PTX, the libraries): a window of 256 MiB spans all of
