@@ -69,22 +69,55 @@ impl LoraAdapter {
 
 /// An inverted-dropout mask (`0` with probability `p`, else `1/(1−p)`) drawn where the
 /// activations live, as a pure function of `(seed, element index)`: a checkpointed layer's
-/// recompute and a resumed run draw exactly the same mask, and nothing crosses between host and
-/// device. On the CPU each element is a SplitMix64 hash of its index (computed in parallel, no
-/// sequential RNG stream); on CUDA the device generator is reseeded with `seed` and draws
-/// uniforms on the device.
+/// recompute and a resumed run draw exactly the same mask, the CPU and a GPU draw the same mask,
+/// and nothing crosses between host and device. Each element is a SplitMix64 hash of its index,
+/// computed in parallel (no sequential RNG stream, no generator to seed per call).
 pub fn dropout_keep_mask(shape: &candle_core::Shape, device: &Device, seed: u64, p: f32) -> candle_core::Result<Tensor> {
-    let keep = 1.0 / (1.0 - p);
-    if device.is_cpu() {
+    // The op makes its output from nothing; a scalar puts it on the device.
+    Tensor::zeros((), DType::F32, device)?.apply_op1_no_bwd(&KeepMask { shape: shape.clone(), seed, p })
+}
+
+/// [`dropout_keep_mask`] as an op: the CPU loop here, the same hash in `kernels/fused.cu` on CUDA.
+struct KeepMask {
+    shape: candle_core::Shape,
+    seed: u64,
+    p: f32,
+}
+
+impl KeepMask {
+    /// An element is dropped when the top 24 bits of its hash fall below this.
+    fn threshold(&self) -> u64 {
+        (self.p as f64 * (1u64 << 24) as f64) as u64
+    }
+
+    fn keep(&self) -> f32 {
+        1.0 / (1.0 - self.p)
+    }
+}
+
+impl candle_core::CustomOp1 for KeepMask {
+    fn name(&self) -> &'static str {
+        "lora-dropout-keep-mask"
+    }
+
+    fn cpu_fwd(&self, _: &candle_core::CpuStorage, _: &candle_core::Layout) -> candle_core::Result<(candle_core::CpuStorage, candle_core::Shape)> {
         use rayon::prelude::*;
-        let threshold = (p as f64 * (1u64 << 24) as f64) as u64;
-        let mask: Vec<f32> = (0..shape.elem_count() as u64)
+        let (seed, threshold, keep) = (self.seed, self.threshold(), self.keep());
+        let mask: Vec<f32> = (0..self.shape.elem_count() as u64)
             .into_par_iter()
             .map(|i| if motionvl_util::rng::mix64(seed ^ i.wrapping_mul(0xD1B5_4A32_D192_ED03)) >> 40 < threshold { 0.0 } else { keep })
             .collect();
-        return Tensor::from_vec(mask, shape, device);
+        Ok((candle_core::CpuStorage::F32(mask), self.shape.clone()))
     }
-    device.set_seed(seed)?;
-    let uniform = Tensor::rand(0f32, 1f32, shape, device)?;
-    uniform.ge(p as f64)?.to_dtype(DType::F32)? * keep as f64
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        anchor: &candle_core::CudaStorage,
+        _: &candle_core::Layout,
+    ) -> candle_core::Result<(candle_core::CudaStorage, candle_core::Shape)> {
+        use candle_core::backend::BackendStorage;
+        let mask = crate::fused::cuda::dropout_keep_mask(anchor.device(), self.shape.elem_count(), self.seed, self.threshold(), self.keep())?;
+        Ok((mask, self.shape.clone()))
+    }
 }

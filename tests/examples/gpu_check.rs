@@ -2,6 +2,8 @@
 //! MOFNet) on each dump's frames; Qwen2.5-VL's vision features, logits, loss and greedy
 //! generation, with and without the fixture's PEFT adapter; and the gradients of every trained
 //! tensor (LoRA on each target set, the motion connector) with gradient checkpointing off and on.
+//! First, each of our own device kernels alone against its CPU kernel (RMSNorm and SwiGLU forward
+//! and backward, LoRA dropout's mask), so that a wrong kernel is named before the models use it.
 //! The CPU results are the ones the parity tests prove equal to PyTorch, so within these
 //! tolerances the device's are too.
 //!
@@ -12,12 +14,16 @@
 //! tolerance. `tools/gpu_check.sh` runs it with the rest of the GPU check.
 
 use anyhow::{Context, Result, bail};
+use candle_core::Var;
 use candle_core::{DType, Device, Tensor};
+use motionvl_data::rng::SynthRng;
 use motionvl_flow::memflow::{MemFlowConfig, MemFlowEstimator};
 use motionvl_flow::mofnet::{MofConfig, MofNetEstimator};
 use motionvl_flow::sea_raft::{SeaRaftConfig, SeaRaftEstimator};
 use motionvl_flow::{FlowEstimator, RaftConfig, RaftEstimator};
 use motionvl_models::CheckpointFiles;
+use motionvl_models::config::Activation;
+use motionvl_models::fused::{norm, swiglu};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, Qwen25Vl, VisionInputs, causal_lm_loss};
 use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, max_rel_diff, tolerance};
@@ -148,6 +154,69 @@ fn backward(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
     Ok(())
 }
 
+/// N(0, 1) values of `shape` from a seeded stream, on the CPU.
+fn normal(rng: &mut SynthRng, shape: &[usize]) -> Result<Tensor> {
+    let values: Vec<f32> = (0..shape.iter().product()).map(|_| rng.normal() as f32).collect();
+    Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
+}
+
+/// `op` on copies of `inputs` on `device` (as variables): its output, and the gradients of
+/// `Σ output·probe` with respect to each input, all back on the CPU.
+fn forward_backward(inputs: &[Tensor], probe: &Tensor, device: &Device, op: impl Fn(&[Tensor]) -> Result<Tensor>) -> Result<Vec<Tensor>> {
+    let vars = inputs.iter().map(|t| Var::from_tensor(&t.to_device(device)?)).collect::<candle_core::Result<Vec<_>>>()?;
+    let tensors: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
+    let out = op(&tensors)?;
+    let grads = (&out * probe.to_device(device)?)?.sum_all()?.backward()?;
+    let mut results = vec![out.to_device(&Device::Cpu)?];
+    for t in &tensors {
+        results.push(grads.get(t).context("an input got no gradient")?.to_device(&Device::Cpu)?);
+    }
+    Ok(results)
+}
+
+/// Our device kernels, each alone, against the CPU kernels on seeded inputs: forward outputs and
+/// every input's gradient relative to the CPU's largest entry, and LoRA dropout's mask bit for bit
+/// (the same hash of each element's index on both).
+fn kernels(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
+    let mut rng = SynthRng::new(29);
+    // Widths that are not multiples of a block, rows that are not of a chunk.
+    let (rows, width) = (70, 300);
+    let x = normal(&mut rng, &[rows, width])?;
+    let weight = normal(&mut rng, &[width])?;
+    let probe = normal(&mut rng, &[rows, width])?;
+    let fused = norm::applies(&x.to_device(device)?, &weight.to_device(device)?);
+    let rms = |t: &[Tensor]| Ok(norm::rms_norm(&t[0], &t[1], 1e-6)?);
+    let (cpu, on_device) =
+        (forward_backward(&[x.clone(), weight.clone()], &probe, &Device::Cpu, rms)?, forward_backward(&[x, weight], &probe, device, rms)?);
+    for (what, a, b) in [("output", &cpu[0], &on_device[0]), ("dx", &cpu[1], &on_device[1]), ("dweight", &cpu[2], &on_device[2])] {
+        checks.push(Check {
+            what: format!("kernel: RMSNorm {what} (fused on the device: {fused}, relative)"),
+            diff: max_rel_diff(b, a),
+            tolerance: GRADIENT_RELATIVE,
+        });
+    }
+    let (gate, up, probe) = (normal(&mut rng, &[rows, width])?, normal(&mut rng, &[rows, width])?, normal(&mut rng, &[rows, width])?);
+    let fused = swiglu::applies(Activation::Silu, &gate.to_device(device)?, &up.to_device(device)?);
+    let silu = |t: &[Tensor]| Ok(swiglu::gated_activation(Activation::Silu, &t[0], &t[1])?);
+    let inputs = [gate, up];
+    let (cpu, on_device) = (forward_backward(&inputs, &probe, &Device::Cpu, silu)?, forward_backward(&inputs, &probe, device, silu)?);
+    for (what, a, b) in [("output", &cpu[0], &on_device[0]), ("dgate", &cpu[1], &on_device[1]), ("dup", &cpu[2], &on_device[2])] {
+        checks.push(Check {
+            what: format!("kernel: SwiGLU {what} (fused on the device: {fused}, relative)"),
+            diff: max_rel_diff(b, a),
+            tolerance: GRADIENT_RELATIVE,
+        });
+    }
+    let shape = candle_core::Shape::from((33, 1000));
+    let mask = |device: &Device| -> Result<Vec<f32>> {
+        Ok(motionvl_models::lora::dropout_keep_mask(&shape, device, 0x5eed, 0.05)?.to_device(&Device::Cpu)?.flatten_all()?.to_vec1()?)
+    };
+    let (cpu, on_device) = (mask(&Device::Cpu)?, mask(device)?);
+    let differ = cpu.iter().zip(&on_device).filter(|(a, b)| a != b).count();
+    checks.push(Check { what: format!("kernel: LoRA dropout mask, {differ} of {} elements differ", cpu.len()), diff: differ as f32, tolerance: 0.0 });
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let device_name = match args.as_slice() {
@@ -158,6 +227,7 @@ fn main() -> Result<()> {
     let device = motionvl_models::device::parse_device(device_name).with_context(|| format!("device {device_name}"))?;
     println!("fixtures: {}; device: {device_name}", fixtures_root().display());
     let mut checks = Vec::new();
+    kernels(&device, &mut checks)?;
     flows(&device, &mut checks)?;
     qwen(&device, &mut checks)?;
     backward(&device, &mut checks)?;

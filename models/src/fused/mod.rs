@@ -1,12 +1,21 @@
-//! Differentiable fused CPU kernels with hand-written backward passes, for the ops whose composed
+//! Differentiable fused kernels with hand-written backward passes, for the ops whose composed
 //! form (see [`crate::ops`]) keeps every intermediate alive for backprop. Each public function
-//! runs the fused kernel where it applies (CPU, contiguous f32) and the composed code otherwise.
+//! runs the fused kernel where it applies (contiguous f32, on the CPU; RMSNorm and SwiGLU on
+//! CUDA too, with the kernels of `kernels/fused.cu`) and the composed code otherwise.
 
 pub mod attention;
+#[cfg(feature = "cuda")]
+pub(crate) mod cuda;
 pub mod gelu;
 pub mod norm;
 pub mod rotary;
 pub mod swiglu;
+
+/// Whether `t` lives where the fused kernels of RMSNorm and SwiGLU run: the CPU, or a GPU when the
+/// crate was built with CUDA.
+pub(crate) fn on_kernel_device(t: &candle_core::Tensor) -> bool {
+    t.device().is_cpu() || (cfg!(feature = "cuda") && t.device().is_cuda())
+}
 
 /// Elements one rayon task handles at least: below this the scheduling costs more than the work.
 pub(crate) const TASK_ELEMENTS: usize = 1 << 14;

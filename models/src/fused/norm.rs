@@ -5,10 +5,10 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, D, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{TASK_ELEMENTS, contiguous_f32};
+use super::{TASK_ELEMENTS, contiguous_f32, on_kernel_device};
 
-/// `x · inv_rms(x) · weight` over the last dimension, Qwen2's RMSNorm: the fused op on CPU for
-/// contiguous f32 inputs, the composed one otherwise.
+/// `x · inv_rms(x) · weight` over the last dimension, Qwen2's RMSNorm: the fused op on the CPU
+/// and CUDA for contiguous f32 inputs, the composed one otherwise.
 pub fn rms_norm(xs: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
     if applies(xs, weight) { xs.apply_op2(weight, FusedRmsNorm { eps: eps as f32 }) } else { composed(xs, weight, eps) }
 }
@@ -16,7 +16,7 @@ pub fn rms_norm(xs: &Tensor, weight: &Tensor, eps: f64) -> Result<Tensor> {
 /// Whether [`rms_norm`] runs the fused op for these tensors.
 pub fn applies(xs: &Tensor, weight: &Tensor) -> bool {
     let width = xs.dims().last().copied().unwrap_or(0);
-    width > 0 && weight.dims() == [width] && [xs, weight].iter().all(|t| t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous())
+    width > 0 && weight.dims() == [width] && [xs, weight].iter().all(|t| on_kernel_device(t) && t.dtype() == DType::F32 && t.is_contiguous())
 }
 
 /// RMSNorm from differentiable primitives, as Qwen2 computes it: statistics in f32, the scale in
@@ -53,6 +53,17 @@ impl CustomOp2 for FusedRmsNorm {
             }
         });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        Ok((super::cuda::rms_norm((s1, l1), (s2, l2), self.eps, self.name())?, l1.shape().clone()))
     }
 
     fn bwd(&self, xs: &Tensor, weight: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -112,6 +123,20 @@ impl CustomOp3 for RmsNormBackward {
             }
         }
         Ok((CpuStorage::F32(out), Shape::from((rows + 1, width))))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        let (width, rows) = (l2.shape().elem_count(), l1.shape().elem_count() / l2.shape().elem_count().max(1));
+        Ok((super::cuda::rms_norm_backward((s1, l1), (s2, l2), (s3, l3), self.eps, self.name())?, Shape::from((rows + 1, width))))
     }
 }
 

@@ -8,11 +8,11 @@
 use candle_core::{CpuStorage, CustomOp2, CustomOp3, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{TASK_ELEMENTS, contiguous_f32};
+use super::{TASK_ELEMENTS, contiguous_f32, on_kernel_device};
 use crate::config::Activation;
 
-/// `act(gate) ⊙ up`: the fused op on CPU for silu and contiguous f32 operands of one shape, the
-/// composed one otherwise.
+/// `act(gate) ⊙ up`: the fused op on the CPU and CUDA for silu and contiguous f32 operands of one
+/// shape, the composed one otherwise.
 pub fn gated_activation(act: Activation, gate: &Tensor, up: &Tensor) -> Result<Tensor> {
     if applies(act, gate, up) { gate.apply_op2(up, FusedSwiGlu) } else { composed(act, gate, up) }
 }
@@ -21,7 +21,7 @@ pub fn gated_activation(act: Activation, gate: &Tensor, up: &Tensor) -> Result<T
 pub fn applies(act: Activation, gate: &Tensor, up: &Tensor) -> bool {
     act == Activation::Silu
         && gate.shape() == up.shape()
-        && [gate, up].iter().all(|t| t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous())
+        && [gate, up].iter().all(|t| on_kernel_device(t) && t.dtype() == DType::F32 && t.is_contiguous())
 }
 
 /// `act(gate) ⊙ up` from differentiable primitives: every activation, dtype and device; the
@@ -51,6 +51,17 @@ impl CustomOp2 for FusedSwiGlu {
             }
         });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        Ok((super::cuda::swiglu((s1, l1), (s2, l2), self.name())?, l1.shape().clone()))
     }
 
     fn bwd(&self, gate: &Tensor, up: &Tensor, _res: &Tensor, grad: &Tensor) -> Result<(Option<Tensor>, Option<Tensor>)> {
@@ -94,5 +105,18 @@ impl CustomOp3 for SwiGluBackward {
                 }
             });
         Ok((CpuStorage::F32(out), Shape::from((2, n))))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        Ok((super::cuda::swiglu_backward((s1, l1), (s2, l2), (s3, l3), self.name())?, Shape::from((2, l1.shape().elem_count()))))
     }
 }
