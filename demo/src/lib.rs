@@ -266,7 +266,12 @@ fn stage0(
     recipe.logging.progress_bar = show_progress;
     let inputs = json!({
         "recipe": recipe.to_toml(),
-        "scope": format!("{scope:?}"),
+        // The random tower's merger trains (before 6c9e8a3 it stayed random too): a folder
+        // pretrained before then is not this baseline.
+        "scope": match scope {
+            Scope::All => "All",
+            Scope::RandomTower => "RandomTower, merger trained",
+        },
         "descriptions": stamp::digest(descriptions)?,
         "tokenizer_text": stamp::digest(&world.train_conversations())?,
     });

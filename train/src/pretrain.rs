@@ -12,7 +12,7 @@
 //! A pretraining run is short and saves only its final model, atomically: an interrupted run
 //! starts over.
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -137,6 +137,8 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let clock = RunClock::starting_at(0);
     let mut batches = Batches { loader: &loader, iter: loader.epoch(0), epoch: 0, yielded: 0, size: recipe.optim.batch_size.max(1) };
     let mut logs = Vec::with_capacity(total);
+    // The trained tensors no step has reached yet (one group: "all").
+    let mut never_reached: Option<BTreeSet<String>> = None;
     for step in 0..total {
         let started = std::time::Instant::now();
         let accum = recipe.optim.grad_accum.max(1);
@@ -164,9 +166,21 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         }
         let mut reach = optim.reach()?;
         // Parts of a fresh model sit idle in some steps (the vision tower on text-only
-        // batches): only a gradient that is zero as a whole is an error.
-        reach.iter_mut().for_each(|r| r.unreached.clear());
+        // batches): in a step only a gradient that is zero as a whole is an error, and a
+        // tensor no step of the first epoch reached is one at its end (a detached merger once
+        // trained nothing, unnoticed).
+        let unreached: BTreeSet<String> = reach.iter_mut().flat_map(|r| std::mem::take(&mut r.unreached)).collect();
+        never_reached = Some(match never_reached.take() {
+            Some(before) => before.intersection(&unreached).cloned().collect(),
+            None => unreached,
+        });
         require_gradients(&reach, &[TrainedGroup::Pretrained], &format!("pretraining step {}", step + 1))?;
+        if step + 1 == per_epoch.min(total)
+            && let Some(group) = reach.first_mut()
+        {
+            group.unreached = never_reached.take().unwrap_or_default().into_iter().collect();
+            require_gradients(&reach, &[TrainedGroup::Pretrained], "pretraining's first epoch")?;
+        }
         let scale = lr_scale(recipe.optim.schedule, step, warmup, total);
         let grad_norm = optim.step_with_clip(scale, recipe.optim.max_grad_norm)?;
         let seconds = started.elapsed().as_secs_f64().max(1e-9);
