@@ -114,3 +114,39 @@ extern "C" __global__ void motionvl_swiglu_backward_f32(const float* gate, const
         out[n + i] = d * g * sigmoid;
     }
 }
+
+// Rotary embedding in the rotate-half convention over rows of `width = 2·half`: with halves
+// x = [x1, x2], y1 = x1·c1 − sign·(x2·sa), y2 = x2·c2 + sign·(x1·sb), where the forward has
+// sign = 1, sa = s1, sb = s2 and its transpose (the backward) sign = −1, sa = s2, sb = s1. The
+// tables are broadcast to x's shape: row r's outer index (three dimensions, the last fastest)
+// times their strides gives where its table row starts.
+struct TableRows {
+    int dims[3];
+    long long cos_stride[3], sin_stride[3];
+    long long cos_start, sin_start;
+};
+
+extern "C" __global__ void motionvl_rotary_f32(const float* x, const float* cos, const float* sin, float* y, uint64_t rows, int half,
+                                               TableRows tables, int transpose) {
+    const uint64_t n = rows * half, stride = (uint64_t)blockDim.x * gridDim.x;
+    const float sign = transpose ? -1.0f : 1.0f;
+    for (uint64_t i = (uint64_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+        const uint64_t row = i / half;
+        const int k = (int)(i % half);
+        long long c = tables.cos_start, s = tables.sin_start;
+        uint64_t rest = row;
+        for (int axis = 2; axis >= 0; --axis) {
+            const long long index = (long long)(rest % tables.dims[axis]);
+            rest /= tables.dims[axis];
+            c += index * tables.cos_stride[axis];
+            s += index * tables.sin_stride[axis];
+        }
+        const float* xr = x + row * 2 * half;
+        const float x1 = xr[k], x2 = xr[half + k];
+        const float sa = transpose ? sin[s + half + k] : sin[s + k];
+        const float sb = transpose ? sin[s + k] : sin[s + half + k];
+        float* yr = y + row * 2 * half;
+        yr[k] = x1 * cos[c + k] - sign * (x2 * sa);
+        yr[half + k] = x2 * cos[c + half + k] + sign * (x1 * sb);
+    }
+}

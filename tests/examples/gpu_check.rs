@@ -2,8 +2,8 @@
 //! MOFNet) on each dump's frames; Qwen2.5-VL's vision features, logits, loss and greedy
 //! generation, with and without the fixture's PEFT adapter; and the gradients of every trained
 //! tensor (LoRA on each target set, the motion connector) with gradient checkpointing off and on.
-//! First, each of our own device kernels alone against its CPU kernel (RMSNorm and SwiGLU forward
-//! and backward, LoRA dropout's mask), so that a wrong kernel is named before the models use it.
+//! First, each of our own device kernels alone against its CPU kernel (RMSNorm, SwiGLU and rotary
+//! embedding forward and backward, LoRA dropout's mask), so that a wrong kernel is named before the models use it.
 //! The CPU results are the ones the parity tests prove equal to PyTorch, so within these
 //! tolerances the device's are too.
 //!
@@ -23,7 +23,7 @@ use motionvl_flow::sea_raft::{SeaRaftConfig, SeaRaftEstimator};
 use motionvl_flow::{FlowEstimator, RaftConfig, RaftEstimator};
 use motionvl_models::CheckpointFiles;
 use motionvl_models::config::Activation;
-use motionvl_models::fused::{norm, swiglu};
+use motionvl_models::fused::{norm, rotary, swiglu};
 use motionvl_models::lora::LoraWeights;
 use motionvl_models::qwen25vl::{GenerateOptions, PixelInput, Qwen25Vl, VisionInputs, causal_lm_loss};
 use motionvl_tests::fixtures::{families, fixtures_root, max_abs_diff, max_rel_diff, tolerance};
@@ -160,12 +160,13 @@ fn normal(rng: &mut SynthRng, shape: &[usize]) -> Result<Tensor> {
     Ok(Tensor::from_vec(values, shape, &Device::Cpu)?)
 }
 
-/// `op` on copies of `inputs` on `device` (as variables): its output, and the gradients of
-/// `Σ output·probe` with respect to each input, all back on the CPU.
-fn forward_backward(inputs: &[Tensor], probe: &Tensor, device: &Device, op: impl Fn(&[Tensor]) -> Result<Tensor>) -> Result<Vec<Tensor>> {
+/// `op` on copies of `inputs` on `device` (as variables; `op` moves any constant it needs there
+/// itself): its output, and the gradients of `Σ output·probe` with respect to each input, all
+/// back on the CPU.
+fn forward_backward(inputs: &[Tensor], probe: &Tensor, device: &Device, op: impl Fn(&[Tensor], &Device) -> Result<Tensor>) -> Result<Vec<Tensor>> {
     let vars = inputs.iter().map(|t| Var::from_tensor(&t.to_device(device)?)).collect::<candle_core::Result<Vec<_>>>()?;
     let tensors: Vec<Tensor> = vars.iter().map(|v| v.as_tensor().clone()).collect();
-    let out = op(&tensors)?;
+    let out = op(&tensors, device)?;
     let grads = (&out * probe.to_device(device)?)?.sum_all()?.backward()?;
     let mut results = vec![out.to_device(&Device::Cpu)?];
     for t in &tensors {
@@ -185,7 +186,7 @@ fn kernels(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
     let weight = normal(&mut rng, &[width])?;
     let probe = normal(&mut rng, &[rows, width])?;
     let fused = norm::applies(&x.to_device(device)?, &weight.to_device(device)?);
-    let rms = |t: &[Tensor]| Ok(norm::rms_norm(&t[0], &t[1], 1e-6)?);
+    let rms = |t: &[Tensor], _: &Device| Ok(norm::rms_norm(&t[0], &t[1], 1e-6)?);
     let (cpu, on_device) =
         (forward_backward(&[x.clone(), weight.clone()], &probe, &Device::Cpu, rms)?, forward_backward(&[x, weight], &probe, device, rms)?);
     for (what, a, b) in [("output", &cpu[0], &on_device[0]), ("dx", &cpu[1], &on_device[1]), ("dweight", &cpu[2], &on_device[2])] {
@@ -197,12 +198,26 @@ fn kernels(device: &Device, checks: &mut Vec<Check>) -> Result<()> {
     }
     let (gate, up, probe) = (normal(&mut rng, &[rows, width])?, normal(&mut rng, &[rows, width])?, normal(&mut rng, &[rows, width])?);
     let fused = swiglu::applies(Activation::Silu, &gate.to_device(device)?, &up.to_device(device)?);
-    let silu = |t: &[Tensor]| Ok(swiglu::gated_activation(Activation::Silu, &t[0], &t[1])?);
+    let silu = |t: &[Tensor], _: &Device| Ok(swiglu::gated_activation(Activation::Silu, &t[0], &t[1])?);
     let inputs = [gate, up];
     let (cpu, on_device) = (forward_backward(&inputs, &probe, &Device::Cpu, silu)?, forward_backward(&inputs, &probe, device, silu)?);
     for (what, a, b) in [("output", &cpu[0], &on_device[0]), ("dgate", &cpu[1], &on_device[1]), ("dup", &cpu[2], &on_device[2])] {
         checks.push(Check {
             what: format!("kernel: SwiGLU {what} (fused on the device: {fused}, relative)"),
+            diff: max_rel_diff(b, a),
+            tolerance: GRADIENT_RELATIVE,
+        });
+    }
+    // The decoder's layout: tables [B, 1, L, D] broadcast over the heads of x [B, H, L, D].
+    let (x, probe) = (normal(&mut rng, &[2, 3, 37, 16])?, normal(&mut rng, &[2, 3, 37, 16])?);
+    let (cos, sin) = (normal(&mut rng, &[2, 1, 37, 16])?, normal(&mut rng, &[2, 1, 37, 16])?);
+    let fused = rotary::applies(&x.to_device(device)?, &cos.to_device(device)?, &sin.to_device(device)?);
+    let rotate = |t: &[Tensor], device: &Device| Ok(rotary::apply_rotary(&t[0], &cos.to_device(device)?, &sin.to_device(device)?)?);
+    let (cpu, on_device) =
+        (forward_backward(std::slice::from_ref(&x), &probe, &Device::Cpu, rotate)?, forward_backward(&[x], &probe, device, rotate)?);
+    for (what, a, b) in [("output", &cpu[0], &on_device[0]), ("dx", &cpu[1], &on_device[1])] {
+        checks.push(Check {
+            what: format!("kernel: rotary {what} (fused on the device: {fused}, relative)"),
             diff: max_rel_diff(b, a),
             tolerance: GRADIENT_RELATIVE,
         });

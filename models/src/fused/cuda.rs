@@ -1,10 +1,11 @@
 //! The fused ops on CUDA: launches of the kernels in `kernels/fused.cu`, which `build.rs`
 //! compiles to PTX with the crate. Each op's `cuda_fwd` calls one function here; the kernels
-//! compute what the ops' CPU kernels compute (contiguous f32 in, f32 out).
+//! compute what the ops' CPU kernels compute (contiguous f32 in, f32 out; rotary tables may be
+//! broadcast).
 
 use candle_core::backend::BackendStorage;
 use candle_core::cuda_backend::WrapErr;
-use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, LaunchConfig, PushKernelArg};
+use candle_core::cuda_backend::cudarc::driver::{CudaSlice, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use candle_core::{CudaDevice, CudaStorage, Layout, Result};
 
 const PTX: &str = include_str!(concat!(env!("OUT_DIR"), "/fused.ptx"));
@@ -179,6 +180,83 @@ pub(crate) fn swiglu_backward(
         candle_core::builder_arg!(launch, n as u64);
         // SAFETY: `g`, `u`, `dy` hold `n` f32 and `out` `2n`.
         unsafe { launch.launch(elementwise(n)) }.w()?;
+    }
+    Ok(storage(out, &dev))
+}
+
+/// Where the rows of a rotary table broadcast to the input start, as `motionvl_rotary_f32` reads
+/// it: the input's outer dimensions (front-padded to three) and each table's strides along them.
+#[repr(C)]
+#[derive(Clone, Copy)]
+struct TableRows {
+    dims: [i32; 3],
+    cos_stride: [i64; 3],
+    sin_stride: [i64; 3],
+    cos_start: i64,
+    sin_start: i64,
+}
+
+// SAFETY: plain integers, laid out (`repr(C)`) as the kernel's `TableRows`.
+unsafe impl DeviceRepr for TableRows {}
+
+/// Rotary embedding (`transpose`: its backward) of contiguous `xs` with `cos`/`sin` broadcast to
+/// its shape (zero strides where they repeat).
+pub(crate) fn rotary(
+    xs: (&CudaStorage, &Layout),
+    cos: (&CudaStorage, &Layout),
+    sin: (&CudaStorage, &Layout),
+    transpose: bool,
+    op: &'static str,
+) -> Result<CudaStorage> {
+    let dev = xs.0.device().clone();
+    let x = view(xs.0, xs.1, op)?;
+    let dims = xs.1.dims();
+    let Some((&width, outer)) = dims.split_last() else { candle_core::bail!("{op}: a scalar input") };
+    if width % 2 != 0 || outer.len() > 3 {
+        candle_core::bail!("{op}: input {dims:?} needs an even last dimension and at most three others")
+    }
+    let (cos_slice, sin_slice) = (cos.0.as_cuda_slice::<f32>()?, sin.0.as_cuda_slice::<f32>()?);
+    let mut strides = [[0i64; 3]; 2];
+    for ((table, len), strides) in [(cos.1, cos_slice.len()), (sin.1, sin_slice.len())].into_iter().zip(&mut strides) {
+        if table.dims() != dims || table.stride().last() != Some(&1) {
+            candle_core::bail!(
+                "{op}: table {:?} (strides {:?}) is not broadcast to the input's {dims:?} with rows of its own",
+                table.dims(),
+                table.stride()
+            )
+        }
+        let reach = table.start_offset() + outer.iter().zip(table.stride()).map(|(d, s)| (d - 1) * s).sum::<usize>() + width;
+        if outer.iter().product::<usize>() > 0 && reach > len {
+            candle_core::bail!("{op}: a table row would run past its {len} elements")
+        }
+        for (axis, &stride) in table.stride()[..outer.len()].iter().enumerate() {
+            strides[3 - outer.len() + axis] = stride as i64;
+        }
+    }
+    let mut padded = [1i32; 3];
+    for (axis, &d) in outer.iter().enumerate() {
+        padded[3 - outer.len() + axis] = d as i32;
+    }
+    let tables = TableRows {
+        dims: padded,
+        cos_stride: strides[0],
+        sin_stride: strides[1],
+        cos_start: cos.1.start_offset() as i64,
+        sin_start: sin.1.start_offset() as i64,
+    };
+    let rows: usize = outer.iter().product();
+    let mut out = alloc(&dev, rows * width)?;
+    if rows > 0 && width > 0 {
+        let func = dev.get_or_load_custom_func("motionvl_rotary_f32", MODULE, PTX)?;
+        let mut launch = func.builder();
+        launch.arg(&x);
+        launch.arg(cos_slice);
+        launch.arg(sin_slice);
+        launch.arg(&mut out);
+        candle_core::builder_arg!(launch, rows as u64, (width / 2) as i32, tables, i32::from(transpose));
+        // SAFETY: `x` and `out` hold `rows × width` f32; every table row read lies inside its
+        // table (checked above).
+        unsafe { launch.launch(elementwise(rows * width / 2)) }.w()?;
     }
     Ok(storage(out, &dev))
 }

@@ -1,7 +1,7 @@
 //! Differentiable fused kernels with hand-written backward passes, for the ops whose composed
 //! form (see [`crate::ops`]) keeps every intermediate alive for backprop. Each public function
-//! runs the fused kernel where it applies (contiguous f32, on the CPU; RMSNorm and SwiGLU on
-//! CUDA too, with the kernels of `kernels/fused.cu`) and the composed code otherwise.
+//! runs the fused kernel where it applies (contiguous f32, on the CPU; RMSNorm, SwiGLU and rotary
+//! embedding on CUDA too, with the kernels of `kernels/fused.cu`) and the composed code otherwise.
 
 pub mod attention;
 #[cfg(feature = "cuda")]
@@ -11,7 +11,7 @@ pub mod norm;
 pub mod rotary;
 pub mod swiglu;
 
-/// Whether `t` lives where the fused kernels of RMSNorm and SwiGLU run: the CPU, or a GPU when the
+/// Whether `t` lives where the fused kernels of RMSNorm, SwiGLU and rotary embedding run: the CPU, or a GPU when the
 /// crate was built with CUDA.
 pub(crate) fn on_kernel_device(t: &candle_core::Tensor) -> bool {
     t.device().is_cpu() || (cfg!(feature = "cuda") && t.device().is_cuda())

@@ -6,13 +6,13 @@
 use candle_core::{CpuStorage, CustomOp3, D, DType, Layout, Result, Shape, Tensor};
 use rayon::prelude::*;
 
-use super::{TASK_ELEMENTS, contiguous_f32};
+use super::{TASK_ELEMENTS, contiguous_f32, on_kernel_device};
 
 /// `x·cos + rotate_half(x)·sin` on the last dimension, computed in f32 and returned in the input
 /// dtype; `cos`/`sin` broadcast against `xs` (the decoder's `[B, 1, L, D]` tables against
-/// `[B, H, L, D]`, the vision tower's `[N, 1, D]` against `[N, H, D]`). The fused op runs on CPU
-/// for a contiguous `xs` of any float dtype and constant f32 tables whose last dimension is the
-/// head's; everything else takes the composed path.
+/// `[B, H, L, D]`, the vision tower's `[N, 1, D]` against `[N, H, D]`). The fused op runs on the
+/// CPU and CUDA for a contiguous `xs` of any float dtype and constant f32 tables whose last
+/// dimension is the head's; everything else takes the composed path.
 pub fn apply_rotary(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Result<Tensor> {
     match broadcast_tables(xs, cos, sin) {
         Some((cos, sin)) => {
@@ -33,9 +33,9 @@ fn broadcast_tables(xs: &Tensor, cos: &Tensor, sin: &Tensor) -> Option<(Tensor, 
     let width = xs.dims().last().copied().unwrap_or(0);
     let tables_ok = [cos, sin].iter().all(|t| {
         // A table that is itself a variable would need a gradient the fused op does not give.
-        t.device().is_cpu() && t.dtype() == DType::F32 && t.is_contiguous() && !t.track_op() && t.dims().last() == Some(&width)
+        on_kernel_device(t) && t.dtype() == DType::F32 && t.is_contiguous() && !t.track_op() && t.dims().last() == Some(&width)
     });
-    if !(xs.device().is_cpu() && xs.dtype().is_float() && xs.is_contiguous() && width > 0 && width % 2 == 0 && tables_ok) {
+    if !(on_kernel_device(xs) && xs.dtype().is_float() && xs.is_contiguous() && width > 0 && width % 2 == 0 && tables_ok) {
         return None;
     }
     Some((cos.broadcast_as(xs.shape()).ok()?, sin.broadcast_as(xs.shape()).ok()?))
@@ -101,6 +101,19 @@ impl CustomOp3 for FusedRotary {
                 }
             });
         Ok((CpuStorage::F32(out), l1.shape().clone()))
+    }
+
+    #[cfg(feature = "cuda")]
+    fn cuda_fwd(
+        &self,
+        s1: &candle_core::CudaStorage,
+        l1: &Layout,
+        s2: &candle_core::CudaStorage,
+        l2: &Layout,
+        s3: &candle_core::CudaStorage,
+        l3: &Layout,
+    ) -> Result<(candle_core::CudaStorage, Shape)> {
+        Ok((super::cuda::rotary((s1, l1), (s2, l2), (s3, l3), self.transpose, self.name())?, l1.shape().clone()))
     }
 
     fn bwd(
