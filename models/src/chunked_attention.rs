@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use candle_core::{CpuStorage, CustomOp3, D, DType, Device, Layout, Result, Shape, Tensor};
 
-use crate::fused::attention::Mask;
+use crate::fused::attention::{Geometry, Mask};
 
 /// Bytes of one f32 `[B, H, rows, keys]` score chunk, at most (a chunk has one row at least).
 const CHUNK_SCORE_BYTES: usize = 256 << 20;
@@ -37,16 +37,7 @@ pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) ->
 
 /// [`attention`] with `rows` query rows per chunk.
 fn in_chunks(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask, rows: usize) -> Result<Tensor> {
-    let (batch, heads, len, dim) = q.dims4()?;
-    let (kb, kv_heads, keys, kd) = k.dims4()?;
-    if v.dims() != k.dims() || kb != batch || kd != dim || kv_heads == 0 || heads % kv_heads != 0 {
-        candle_core::bail!(
-            "chunked attention: q {:?}, k {:?}, v {:?} must be [B, H, L, D], [B, Hkv, T, D] twice, with H a multiple of Hkv",
-            q.dims(),
-            k.dims(),
-            v.dims()
-        );
-    }
+    let Geometry { batch, heads, kv_heads, len, keys, dim } = Geometry::new(q, k, v, mask, "chunked attention")?;
     let repeat = |x: &Tensor| -> Result<Tensor> {
         let group = heads / kv_heads;
         if group == 1 {
@@ -145,19 +136,13 @@ enum ChunkMask {
 }
 
 impl ChunkMask {
+    /// `mask` as checked by [`Geometry::new`].
     fn new(mask: &Mask, batch: usize, len: usize, keys: usize, device: &Device) -> Result<Self> {
         Ok(match mask {
             Mask::Full => Self::Full,
             Mask::Causal { past, key_padding } => {
-                if past + len > keys {
-                    candle_core::bail!("chunked attention: {past} past + {len} new positions exceed the {keys} keys");
-                }
                 let padding = match key_padding {
                     Some(rows) => {
-                        if rows.len() != batch || rows.iter().any(|r| r.len() != keys) {
-                            let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
-                            candle_core::bail!("chunked attention: key padding of lengths {lens:?}, expected {batch} rows of {keys}");
-                        }
                         let real: Vec<f32> = rows.iter().flatten().map(|&real| if real { 1.0 } else { 0.0 }).collect();
                         Some(Tensor::from_vec(real, (batch, 1, 1, keys), device)?)
                     }
@@ -166,10 +151,6 @@ impl ChunkMask {
                 Self::Causal { past: *past, padding }
             }
             Mask::Segments(cu) => {
-                let sorted = cu.windows(2).all(|w| w[0] <= w[1]);
-                if keys != len || cu.first() != Some(&0) || cu.last() != Some(&len) || !sorted {
-                    candle_core::bail!("chunked attention: segments {cu:?} must rise from 0 to the {len} rows, with as many keys ({keys})");
-                }
                 let segment: Vec<u32> = cu.windows(2).enumerate().flat_map(|(s, w)| std::iter::repeat_n(s as u32, w[1] - w[0])).collect();
                 Self::Segments { segment: Tensor::from_vec(segment, len, device)? }
             }

@@ -52,31 +52,33 @@ pub fn applies(q: &Tensor, k: &Tensor, v: &Tensor) -> bool {
 /// Any strides are accepted; the result is laid out `[B, L, H, D]` in memory (returned as a
 /// transposed view), so merging the heads afterwards is a free reshape.
 pub fn attention(q: &Tensor, k: &Tensor, v: &Tensor, scale: f64, mask: &Mask) -> Result<Tensor> {
-    let geometry = Geometry::new(q, k, v, mask)?;
+    let geometry = Geometry::new(q, k, v, mask, "flash attention")?;
     // The kernels read rows in place and need only the last dimension to be dense.
     let dense_rows = |t: &Tensor| if t.stride()[3] == 1 { Ok(t.clone()) } else { t.contiguous() };
     let op = FlashAttention { scale: scale as f32, mask: mask.clone(), geometry, lse: Mutex::new(None) };
     dense_rows(q)?.apply_op3_arc(&dense_rows(k)?, &dense_rows(v)?, Arc::new(Box::new(op)))?.transpose(1, 2)
 }
 
-/// Shapes shared by the forward and backward passes.
+/// Shapes shared by the forward and backward passes, checked against each other and the mask:
+/// what every attention kernel takes (the chunked one too).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Geometry {
-    batch: usize,
-    heads: usize,
-    kv_heads: usize,
-    len: usize,
-    keys: usize,
-    dim: usize,
+pub(crate) struct Geometry {
+    pub(crate) batch: usize,
+    pub(crate) heads: usize,
+    pub(crate) kv_heads: usize,
+    pub(crate) len: usize,
+    pub(crate) keys: usize,
+    pub(crate) dim: usize,
 }
 
 impl Geometry {
-    fn new(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Mask) -> Result<Self> {
+    /// `op` names the kernel in the errors.
+    pub(crate) fn new(q: &Tensor, k: &Tensor, v: &Tensor, mask: &Mask, op: &str) -> Result<Self> {
         let (batch, heads, len, dim) = q.dims4()?;
         let (kb, kv_heads, keys, kd) = k.dims4()?;
         if v.dims() != k.dims() || kb != batch || kd != dim || kv_heads == 0 || heads % kv_heads != 0 {
             candle_core::bail!(
-                "flash attention: q {:?}, k {:?}, v {:?} must be [B, H, L, D], [B, Hkv, T, D] twice, with H a multiple of Hkv",
+                "{op}: q {:?}, k {:?}, v {:?} must be [B, H, L, D], [B, Hkv, T, D] twice, with H a multiple of Hkv",
                 q.dims(),
                 k.dims(),
                 v.dims()
@@ -86,19 +88,19 @@ impl Geometry {
             Mask::Full => {}
             Mask::Causal { past, key_padding } => {
                 if past + len > keys {
-                    candle_core::bail!("flash attention: {past} past + {len} new positions exceed the {keys} keys");
+                    candle_core::bail!("{op}: {past} past + {len} new positions exceed the {keys} keys");
                 }
                 if let Some(rows) = key_padding
                     && (rows.len() != batch || rows.iter().any(|r| r.len() != keys))
                 {
                     let lens: Vec<usize> = rows.iter().map(Vec::len).collect();
-                    candle_core::bail!("flash attention: key padding of lengths {lens:?}, expected {batch} rows of {keys}");
+                    candle_core::bail!("{op}: key padding of lengths {lens:?}, expected {batch} rows of {keys}");
                 }
             }
             Mask::Segments(cu) => {
                 let sorted = cu.windows(2).all(|w| w[0] <= w[1]);
                 if keys != len || cu.first() != Some(&0) || cu.last() != Some(&len) || !sorted {
-                    candle_core::bail!("flash attention: segments {cu:?} must rise from 0 to the {len} rows, with as many keys ({keys})");
+                    candle_core::bail!("{op}: segments {cu:?} must rise from 0 to the {len} rows, with as many keys ({keys})");
                 }
             }
         }
