@@ -137,8 +137,9 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
     let clock = RunClock::starting_at(0);
     let mut batches = Batches { loader: &loader, iter: loader.epoch(0), epoch: 0, yielded: 0, size: recipe.optim.batch_size.max(1) };
     let mut logs = Vec::with_capacity(total);
-    // The trained tensors no step has reached yet (one group: "all").
-    let mut never_reached: Option<BTreeSet<String>> = None;
+    // The trained tensors no step of the first epoch has reached yet (one group: "all").
+    let first_epoch = per_epoch.min(total);
+    let mut never_reached: BTreeSet<String> = weights.trained.keys().cloned().collect();
     for step in 0..total {
         let started = std::time::Instant::now();
         let accum = recipe.optim.grad_accum.max(1);
@@ -170,15 +171,14 @@ pub fn pretrain(recipe: &Recipe, tokenizer_text: &[PathBuf], scope: Scope) -> Re
         // tensor no step of the first epoch reached is one at its end (a detached merger once
         // trained nothing, unnoticed).
         let unreached: BTreeSet<String> = reach.iter_mut().flat_map(|r| std::mem::take(&mut r.unreached)).collect();
-        never_reached = Some(match never_reached.take() {
-            Some(before) => before.intersection(&unreached).cloned().collect(),
-            None => unreached,
-        });
+        if step < first_epoch {
+            never_reached.retain(|name| unreached.contains(name));
+        }
         require_gradients(&reach, &[TrainedGroup::Pretrained], &format!("pretraining step {}", step + 1))?;
-        if step + 1 == per_epoch.min(total)
+        if step + 1 == first_epoch
             && let Some(group) = reach.first_mut()
         {
-            group.unreached = never_reached.take().unwrap_or_default().into_iter().collect();
+            group.unreached = std::mem::take(&mut never_reached).into_iter().collect();
             require_gradients(&reach, &[TrainedGroup::Pretrained], "pretraining's first epoch")?;
         }
         let scale = lr_scale(recipe.optim.schedule, step, warmup, total);
