@@ -13,6 +13,21 @@ const MODULE: &str = "motionvl_fused";
 /// Threads of a row kernel's block and of an elementwise kernel's.
 const THREADS: u32 = 256;
 
+/// Loads kernel `$name` of the module and launches it with `$cfg`: the buffers in brackets
+/// (references; `&mut` for those it writes), then the scalars in parentheses, in the kernel's
+/// parameter order. The caller's `SAFETY` comment says why each buffer holds what the kernel
+/// reads and writes under `$cfg`.
+macro_rules! launch {
+    ($dev:expr, $name:literal, $cfg:expr, [$($buffer:expr),* $(,)?], ($($scalar:expr),* $(,)?)) => {{
+        let func = $dev.get_or_load_custom_func($name, MODULE, PTX)?;
+        let mut launch = func.builder();
+        $(launch.arg($buffer);)*
+        candle_core::builder_arg!(launch, $($scalar),*);
+        // SAFETY: as the caller's comment says.
+        unsafe { launch.launch($cfg) }.w()
+    }};
+}
+
 /// The contiguous f32 data of an operand.
 pub(crate) fn view<'a>(storage: &'a CudaStorage, layout: &Layout, op: &'static str) -> Result<CudaView<'a, f32>> {
     let (start, end) = layout.contiguous_offsets().ok_or(candle_core::Error::RequiresContiguous { op })?;
@@ -43,12 +58,8 @@ fn storage(slice: CudaSlice<f32>, dev: &CudaDevice) -> CudaStorage {
 pub(crate) fn dropout_keep_mask(dev: &CudaDevice, n: usize, seed: u64, threshold: u64, keep: f32) -> Result<CudaStorage> {
     let mut out = alloc(dev, n)?;
     if n > 0 {
-        let func = dev.get_or_load_custom_func("motionvl_dropout_keep_mask", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&mut out);
-        candle_core::builder_arg!(launch, n as u64, seed, threshold, keep);
         // SAFETY: `out` holds `n` f32; the kernel writes indices below `n` only.
-        unsafe { launch.launch(elementwise(n)) }.w()?;
+        launch!(dev, "motionvl_dropout_keep_mask", elementwise(n), [&mut out], (n as u64, seed, threshold, keep))?;
     }
     Ok(storage(out, dev))
 }
@@ -61,14 +72,8 @@ pub(crate) fn rms_norm(xs: (&CudaStorage, &Layout), weight: (&CudaStorage, &Layo
     let rows = x.len() / width.max(1);
     let mut out = alloc(&dev, rows * width)?;
     if rows > 0 {
-        let func = dev.get_or_load_custom_func("motionvl_rms_norm_f32", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&x);
-        launch.arg(&w);
-        launch.arg(&mut out);
-        candle_core::builder_arg!(launch, width as i32, eps);
         // SAFETY: `x` and `out` hold `rows × width` f32, `w` holds `width`.
-        unsafe { launch.launch(per_row(rows)) }.w()?;
+        launch!(dev, "motionvl_rms_norm_f32", per_row(rows), [&x, &w, &mut out], (width as i32, eps))?;
     }
     Ok(storage(out, &dev))
 }
@@ -92,44 +97,24 @@ pub(crate) fn rms_norm_backward(
     }
     let mut r_rows = alloc(&dev, rows)?;
     {
-        let func = dev.get_or_load_custom_func("motionvl_rms_norm_backward_rows_f32", MODULE, PTX)?;
         let mut dx = out.slice_mut(..rows * width);
-        let mut launch = func.builder();
-        launch.arg(&x);
-        launch.arg(&w);
-        launch.arg(&dy);
-        launch.arg(&mut dx);
-        launch.arg(&mut r_rows);
-        candle_core::builder_arg!(launch, width as i32, eps);
         // SAFETY: `x`, `dy` and `dx` hold `rows × width` f32, `w` `width`, `r_rows` `rows`.
-        unsafe { launch.launch(per_row(rows)) }.w()?;
+        launch!(dev, "motionvl_rms_norm_backward_rows_f32", per_row(rows), [&x, &w, &dy, &mut dx, &mut r_rows], (width as i32, eps))?;
     }
     // Column sums over chunks of rows, then the chunks' partials added in order.
     let chunks = rows.clamp(1, 64);
     let column_blocks = width.div_ceil(THREADS as usize) as u32;
     let mut partial = alloc(&dev, chunks * width)?;
     {
-        let func = dev.get_or_load_custom_func("motionvl_rms_norm_backward_weight_f32", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&x);
-        launch.arg(&dy);
-        launch.arg(&r_rows);
-        launch.arg(&mut partial);
-        candle_core::builder_arg!(launch, rows as i32, width as i32);
         let cfg = LaunchConfig { grid_dim: (column_blocks, chunks as u32, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: `partial` holds `chunks × width` f32; rows and columns are bounded in the kernel.
-        unsafe { launch.launch(cfg) }.w()?;
+        launch!(dev, "motionvl_rms_norm_backward_weight_f32", cfg, [&x, &dy, &r_rows, &mut partial], (rows as i32, width as i32))?;
     }
     {
-        let func = dev.get_or_load_custom_func("motionvl_sum_columns_f32", MODULE, PTX)?;
         let mut dweight = out.slice_mut(rows * width..);
-        let mut launch = func.builder();
-        launch.arg(&partial);
-        launch.arg(&mut dweight);
-        candle_core::builder_arg!(launch, chunks as i32, width as i32);
         let cfg = LaunchConfig { grid_dim: (column_blocks, 1, 1), block_dim: (THREADS, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: `dweight` is the last `width` f32 of `out`.
-        unsafe { launch.launch(cfg) }.w()?;
+        launch!(dev, "motionvl_sum_columns_f32", cfg, [&partial, &mut dweight], (chunks as i32, width as i32))?;
     }
     Ok(storage(out, &dev))
 }
@@ -144,14 +129,8 @@ pub(crate) fn swiglu(gate: (&CudaStorage, &Layout), up: (&CudaStorage, &Layout),
     let n = g.len();
     let mut out = alloc(&dev, n)?;
     if n > 0 {
-        let func = dev.get_or_load_custom_func("motionvl_swiglu_f32", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&g);
-        launch.arg(&u);
-        launch.arg(&mut out);
-        candle_core::builder_arg!(launch, n as u64);
         // SAFETY: all three hold `n` f32.
-        unsafe { launch.launch(elementwise(n)) }.w()?;
+        launch!(dev, "motionvl_swiglu_f32", elementwise(n), [&g, &u, &mut out], (n as u64))?;
     }
     Ok(storage(out, &dev))
 }
@@ -171,15 +150,8 @@ pub(crate) fn swiglu_backward(
     }
     let mut out = alloc(&dev, 2 * n)?;
     if n > 0 {
-        let func = dev.get_or_load_custom_func("motionvl_swiglu_backward_f32", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&g);
-        launch.arg(&u);
-        launch.arg(&dy);
-        launch.arg(&mut out);
-        candle_core::builder_arg!(launch, n as u64);
         // SAFETY: `g`, `u`, `dy` hold `n` f32 and `out` `2n`.
-        unsafe { launch.launch(elementwise(n)) }.w()?;
+        launch!(dev, "motionvl_swiglu_backward_f32", elementwise(n), [&g, &u, &dy, &mut out], (n as u64))?;
     }
     Ok(storage(out, &dev))
 }
@@ -247,16 +219,15 @@ pub(crate) fn rotary(
     let rows: usize = outer.iter().product();
     let mut out = alloc(&dev, rows * width)?;
     if rows > 0 && width > 0 {
-        let func = dev.get_or_load_custom_func("motionvl_rotary_f32", MODULE, PTX)?;
-        let mut launch = func.builder();
-        launch.arg(&x);
-        launch.arg(cos_slice);
-        launch.arg(sin_slice);
-        launch.arg(&mut out);
-        candle_core::builder_arg!(launch, rows as u64, (width / 2) as i32, tables, i32::from(transpose));
         // SAFETY: `x` and `out` hold `rows × width` f32; every table row read lies inside its
         // table (checked above).
-        unsafe { launch.launch(elementwise(rows * width / 2)) }.w()?;
+        launch!(
+            dev,
+            "motionvl_rotary_f32",
+            elementwise(rows * width / 2),
+            [&x, cos_slice, sin_slice, &mut out],
+            (rows as u64, (width / 2) as i32, tables, i32::from(transpose))
+        )?;
     }
     Ok(storage(out, &dev))
 }
